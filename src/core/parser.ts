@@ -1,0 +1,826 @@
+/**
+ * The streaming Harmony parser: one instance per stream.
+ *
+ * Integer states, one hot loop for content tokens (the overwhelming majority:
+ * a table lookup and a string append), everything else in per-state methods.
+ * Input is never trusted: any id sequence is accepted, nothing throws, and
+ * every stream finishes with a `done` event.
+ *
+ * Two modes share the machine:
+ * - strict reproduces openai-harmony v0.0.8's StreamableParser (messages,
+ *   error texts, error positions, the state it continues in);
+ * - resilient (default) repairs malformed output instead of erroring, and
+ *   reports each repair as a `recovery` event (docs/errors.md lists them).
+ *
+ * Memory per stream: a ring of the last `windowSize` token ids, the current
+ * header bytes, pending partial UTF-8 bytes, the not-yet-emitted delta text
+ * of the current `write`, and the current message's content only when whole
+ * messages were requested.
+ */
+import type {
+  DeltaKind,
+  EndReason,
+  FinishReason,
+  HarmonyEvent,
+  RecoveryKind,
+  ReferenceMessage,
+  StopKind,
+} from "./events.js";
+import type { ParseErrorCode } from "./errors.js";
+import {
+  isRustWhitespace,
+  parseHeaderReference,
+  parseHeaderTolerant,
+  type ParsedHeader,
+  type TolerantHeader,
+} from "./header.js";
+import { HARMONY, type HarmonyPreset } from "./preset.js";
+import { decodeLossy, decodeValidUtf8, REPLACEMENT, scanUtf8 } from "./utf8.js";
+import { FLAG_WHOLE, type Vocabulary } from "./vocab.js";
+
+export type ParseMode = "resilient" | "strict";
+
+export interface ParserOptions {
+  /** `resilient` (default) or `strict` (the reference's behaviour). */
+  mode?: ParseMode;
+  /** Strict mode only: the reference's `ParseOptions { strict: false }`. */
+  nonStrict?: boolean;
+  /** Role the first header is primed with (a completion); null: unprimed. Default `assistant`. */
+  role?: string | null;
+  /** Attach each finished message, in the reference's shape, to `message_end`. */
+  wholeMessages?: boolean;
+  /** Tool call ids are this prefix followed by the call's index. Default `call_`. */
+  callIdPrefix?: string;
+  /** Rolling window of token ids kept for recovery (a power of two). Default 512. */
+  windowSize?: number;
+  /** Resilient mode: header text longer than this is taken as content. Default 256 bytes. */
+  maxHeaderBytes?: number;
+  preset?: HarmonyPreset;
+}
+
+const S_EXPECT = 0;
+const S_HEADER = 1;
+const S_CONTENT = 2;
+const S_DONE = 3;
+
+/** Window marker for an id that is not a token. */
+const NOT_A_TOKEN = 0xffffffff;
+
+/** Implicit header (no `<|start|>` seen): how it began. */
+const H_EXPLICIT = 0;
+const H_IMPLICIT = 1;
+
+function describeId(id: unknown): string {
+  if (typeof id === "number") return String(id);
+  try {
+    return JSON.stringify(id) ?? String(id);
+  } catch {
+    return String(id);
+  }
+}
+
+export class HarmonyParser {
+  private readonly vocab: Vocabulary;
+  private readonly preset: HarmonyPreset;
+  private readonly strict: boolean;
+  private readonly nonStrict: boolean;
+  private readonly whole: boolean;
+  private readonly callIdPrefix: string;
+  private readonly maxHeaderBytes: number;
+  private readonly flags: Uint8Array;
+  private readonly firstSpecial: number;
+  private readonly vocabLimit: number;
+  private readonly tStart: number;
+  private readonly tMessage: number;
+  private readonly tChannel: number;
+  private readonly tConstrain: number;
+  private readonly tEnd: number;
+  private readonly tReturn: number;
+  private readonly tCall: number;
+
+  private readonly window: Uint32Array;
+  private readonly mask: number;
+  private pos = 0;
+  private state: number;
+  private nextRole: string | null;
+
+  // header being read
+  private hdr: Uint8Array = new Uint8Array(64);
+  private hdrLen = 0;
+  private hdrCount = 0;
+  private hdrStart = 0;
+  private hdrInvalid: unknown = undefined;
+  private hdrKind = H_EXPLICIT;
+
+  // resilient: an abandoned header whose recipient awaits the restarted one
+  private carryFrom = -1;
+  private carryTo = -1;
+
+  // message being read
+  private msgIndex = -1;
+  private started = 0;
+  private completed = 0;
+  private header: ParsedHeader | null = null;
+  private kind: DeltaKind = "content";
+  private pend: Uint8Array = new Uint8Array(16);
+  private pendLen = 0;
+  private swallowed = false;
+  private dtext = "";
+  private mtext = "";
+
+  private calls = 0;
+  private lastWasCall = false;
+  private errors = 0;
+  private recoveries = 0;
+  private out: HarmonyEvent[] = [];
+  private readonly scratch = new Int32Array(2);
+
+  constructor(vocab: Vocabulary, options: ParserOptions = {}) {
+    const preset = options.preset ?? HARMONY;
+    this.vocab = vocab;
+    this.preset = preset;
+    this.strict = options.mode === "strict";
+    this.nonStrict = this.strict && options.nonStrict === true;
+    this.whole = options.wholeMessages === true;
+    this.callIdPrefix = options.callIdPrefix ?? "call_";
+    this.maxHeaderBytes = options.maxHeaderBytes ?? 256;
+    this.flags = vocab.flags;
+    this.firstSpecial = preset.firstSpecial;
+    this.vocabLimit = Math.min(preset.vocabLimit, vocab.size);
+    const t = preset.tokens;
+    this.tStart = t.start;
+    this.tMessage = t.message;
+    this.tChannel = t.channel;
+    this.tConstrain = t.constrain;
+    this.tEnd = t.end;
+    this.tReturn = t.return;
+    this.tCall = t.call;
+    let size = 1;
+    while (size < (options.windowSize ?? 512)) size <<= 1;
+    this.window = new Uint32Array(size);
+    this.mask = size - 1;
+    const role = options.role === undefined ? preset.implicitRole : options.role;
+    this.nextRole = role;
+    this.state = role === null ? S_EXPECT : S_HEADER;
+  }
+
+  /** Tokens consumed so far. */
+  get tokens(): number {
+    return this.pos;
+  }
+
+  get finished(): boolean {
+    return this.state === S_DONE;
+  }
+
+  /** Bytes this stream holds beyond its fixed-size fields (for limits and tests). */
+  heldBytes(): number {
+    return (
+      this.window.byteLength +
+      this.hdr.byteLength +
+      this.pend.byteLength +
+      2 * (this.dtext.length + this.mtext.length)
+    );
+  }
+
+  /** Feed any number of token ids; returns the events they complete. */
+  write(ids: ArrayLike<number>): HarmonyEvent[] {
+    const out: HarmonyEvent[] = [];
+    this.out = out;
+    if (this.state === S_DONE) {
+      this.fail("stream_finished", "write() after the stream ended", this.pos, null);
+      return out;
+    }
+    const n = ids == null || typeof ids.length !== "number" ? 0 : ids.length;
+    const win = this.window;
+    const mask = this.mask;
+    const flags = this.flags;
+    const fs = this.firstSpecial;
+    const vocab = this.vocab;
+    let i = 0;
+    while (i < n) {
+      if (this.state === S_CONTENT && this.pendLen === 0 && !this.swallowed) {
+        // hot loop: whole-UTF-8 text tokens inside a message
+        let pos = this.pos;
+        let acc = "";
+        for (; i < n; i++) {
+          const id = ids[i]!;
+          if (id >>> 0 !== id || id >= fs || (flags[id]! & FLAG_WHOLE) === 0) break;
+          win[pos & mask] = id;
+          pos++;
+          acc += vocab.text(id);
+        }
+        this.pos = pos;
+        if (acc !== "") {
+          this.dtext += acc;
+          if (this.whole) this.mtext += acc;
+        }
+        if (i >= n) break;
+      }
+      const id = ids[i++]!;
+      win[this.pos & mask] = id >>> 0 === id ? id : NOT_A_TOKEN;
+      this.pos++;
+      if (this.state === S_CONTENT) this.contentToken(id);
+      else if (this.state === S_HEADER) this.headerToken(id);
+      else this.expectToken(id);
+    }
+    this.flushDelta();
+    return out;
+  }
+
+  /** Finish the stream: end of input (`eos`), a length cut, or an abort. */
+  end(reason: EndReason = "eos"): HarmonyEvent[] {
+    const out: HarmonyEvent[] = [];
+    this.out = out;
+    if (this.state === S_DONE) {
+      this.fail("stream_finished", "end() after the stream ended", this.pos, null);
+      return out;
+    }
+    if (this.state === S_CONTENT) this.endMessage("eos");
+    else if (this.state === S_HEADER) {
+      if (this.strict) {
+        this.fail("header_incomplete_eos", "Unexpected EOS while waiting for message header to complete", this.pos, null);
+      } else this.headerAtEnd();
+    }
+    if (!this.strict && this.carryFrom >= 0) this.dropCarry(this.pos, "the stream ended before a restarted header");
+    let finish: FinishReason;
+    if (reason === "abort") finish = "abort";
+    else if (reason === "length") finish = "length";
+    else if (this.strict && this.errors > 0) finish = "error";
+    else finish = this.lastWasCall ? "tool_calls" : "stop";
+    out.push({
+      type: "done",
+      finish_reason: finish,
+      tokens: this.pos,
+      messages: this.completed,
+      recoveries: this.recoveries,
+    });
+    this.state = S_DONE;
+    return out;
+  }
+
+  // ---------------------------------------------------------------- helpers
+
+  private isToken(id: number): boolean {
+    return id >>> 0 === id && id < this.vocabLimit;
+  }
+
+  private stopKind(id: number): StopKind | null {
+    if (id === this.tEnd) return "end";
+    if (id === this.tCall) return "call";
+    if (id === this.tReturn) return "return";
+    return null;
+  }
+
+  private fail(code: ParseErrorCode, message: string, at: number, token: number | null): void {
+    this.errors++;
+    this.out.push({ type: "error", code, message, at, token });
+  }
+
+  private recover(kind: RecoveryKind, at: number, detail: string, raw?: string): void {
+    this.recoveries++;
+    const ev: HarmonyEvent =
+      raw === undefined || raw === ""
+        ? { type: "recovery", at, kind, detail }
+        : { type: "recovery", at, kind, detail, raw };
+    this.out.push(ev);
+  }
+
+  private appendText(s: string): void {
+    this.dtext += s;
+    if (this.whole) this.mtext += s;
+  }
+
+  private flushDelta(): void {
+    if (this.dtext !== "") {
+      this.out.push({ type: "delta", index: this.msgIndex, kind: this.kind, text: this.dtext });
+      this.dtext = "";
+    }
+  }
+
+  private deltaKind(h: ParsedHeader): DeltaKind {
+    if (h.role !== this.preset.implicitRole) return "other";
+    if (h.recipient !== null) return "tool_args";
+    const ch = this.preset.channels;
+    if (h.channel === ch.reasoning) return "reasoning";
+    if (h.channel === ch.commentary) return "commentary";
+    return "content";
+  }
+
+  // ---------------------------------------------------------------- messages
+
+  private beginMessage(h: ParsedHeader): void {
+    this.header = h;
+    this.msgIndex = this.started++;
+    this.kind = this.deltaKind(h);
+    this.pendLen = 0;
+    this.swallowed = false;
+    this.dtext = "";
+    this.mtext = "";
+    this.out.push({
+      type: "message_start",
+      index: this.msgIndex,
+      role: h.role,
+      name: h.name,
+      channel: h.channel,
+      recipient: h.recipient,
+      content_type: h.contentType,
+    });
+    if (h.recipient !== null && h.role === this.preset.implicitRole) {
+      const dot = h.recipient.indexOf(".");
+      const callIndex = this.calls++;
+      this.out.push({
+        type: "tool_call_start",
+        index: this.msgIndex,
+        call_index: callIndex,
+        id: this.callIdPrefix + callIndex,
+        recipient: h.recipient,
+        namespace: dot > 0 ? h.recipient.slice(0, dot) : null,
+        name: dot > 0 ? h.recipient.slice(dot + 1) : h.recipient,
+        channel: h.channel,
+        content_type: h.contentType,
+      });
+    }
+    this.state = S_CONTENT;
+  }
+
+  private endMessage(stop: StopKind): void {
+    // the reference appends undecodable tokens' U+FFFD, then leftover bytes
+    if (this.swallowed) this.appendText(REPLACEMENT);
+    if (this.pendLen > 0) {
+      this.appendText(decodeLossy(this.pend, 0, this.pendLen, this.scratch));
+      this.pendLen = 0;
+    }
+    this.swallowed = false;
+    this.flushDelta();
+    const h = this.header!;
+    const ev: HarmonyEvent = { type: "message_end", index: this.msgIndex, stop };
+    if (this.whole) {
+      // key order is the reference's: role, name, recipient, content, channel, content_type
+      const m: Partial<ReferenceMessage> = { role: h.role };
+      if (h.name !== null) m.name = h.name;
+      if (h.recipient !== null) m.recipient = h.recipient;
+      m.content = this.mtext;
+      if (h.channel !== null) m.channel = h.channel;
+      if (h.contentType !== null) m.content_type = h.contentType;
+      ev.message = m as ReferenceMessage;
+      this.mtext = "";
+    }
+    this.out.push(ev);
+    this.completed++;
+    this.lastWasCall = h.recipient !== null && h.role === this.preset.implicitRole;
+    this.header = null;
+    this.state = S_EXPECT;
+  }
+
+  // ---------------------------------------------------------------- content
+
+  private contentToken(id: number): void {
+    const valid = this.isToken(id);
+    if (valid) {
+      const stop = this.stopKind(id);
+      if (stop !== null) {
+        this.endMessage(stop);
+        return;
+      }
+    }
+    if (this.swallowed) return;
+    if (!valid) {
+      if (this.strict) {
+        // the reference cannot decode past it until the message ends
+        this.swallowed = true;
+        return;
+      }
+      this.flushPendingLossy();
+      this.appendText(REPLACEMENT);
+      this.recover("invalid_token", this.pos - 1, `id ${describeId(id)} is not a token; replaced by U+FFFD`);
+      return;
+    }
+    if (!this.strict && (id === this.tStart || id === this.tChannel)) {
+      this.recover(
+        "missing_end",
+        this.pos - 1,
+        `${id === this.tStart ? "<|start|>" : "<|channel|>"} inside a message: the message was closed there`,
+      );
+      this.endMessage("end");
+      if (id === this.tStart) this.beginHeader(H_EXPLICIT, this.pos);
+      else {
+        this.beginHeader(H_IMPLICIT, this.pos - 1);
+        this.appendHeaderToken(id);
+      }
+      return;
+    }
+    this.appendTokenBytes(id);
+  }
+
+  private appendTokenBytes(id: number): void {
+    const v = this.vocab;
+    const b0 = v.byteStart(id);
+    const b1 = v.byteEnd(id);
+    const need = this.pendLen + (b1 - b0);
+    if (need > this.pend.length) {
+      const grown = new Uint8Array(Math.max(need, this.pend.length * 2));
+      grown.set(this.pend.subarray(0, this.pendLen));
+      this.pend = grown;
+    }
+    this.pend.set(v.bytes.subarray(b0, b1), this.pendLen);
+    this.pendLen = need;
+    this.drainPending(this.strict ? 1 : Number.POSITIVE_INFINITY);
+  }
+
+  /**
+   * Decode pending bytes. The reference turns at most one invalid sequence
+   * per token into U+FFFD and leaves the rest for the next token; resilient
+   * mode handles them all at once (the final text is the same).
+   */
+  private drainPending(maxErrors: number): void {
+    const pend = this.pend;
+    const end = this.pendLen;
+    const sc = this.scratch;
+    let start = 0;
+    let errors = 0;
+    let text = "";
+    while (start < end) {
+      scanUtf8(pend, start, end, sc);
+      const valid = sc[0]!;
+      const err = sc[1]!;
+      if (valid > 0) text += decodeValidUtf8(pend, start, start + valid);
+      if (err < 0) {
+        start = end;
+        break;
+      }
+      start += valid;
+      if (err === 0) break;
+      text += REPLACEMENT;
+      start += err;
+      if (++errors >= maxErrors) break;
+    }
+    if (start > 0) {
+      pend.copyWithin(0, start, end);
+      this.pendLen = end - start;
+    }
+    if (text !== "") this.appendText(text);
+  }
+
+  private flushPendingLossy(): void {
+    if (this.pendLen > 0) {
+      this.appendText(decodeLossy(this.pend, 0, this.pendLen, this.scratch));
+      this.pendLen = 0;
+    }
+  }
+
+  // ---------------------------------------------------------------- between messages
+
+  private expectToken(id: number): void {
+    if (id === this.tStart) {
+      this.beginHeader(H_EXPLICIT, this.pos);
+      return;
+    }
+    const at = this.pos - 1;
+    if (this.strict) {
+      this.fail(
+        "unexpected_token",
+        `Unexpected token ${describeId(id)} while expecting start token ${this.tStart}`,
+        at,
+        typeof id === "number" ? id : null,
+      );
+      return;
+    }
+    if (!this.isToken(id)) {
+      this.recover("invalid_token", at, `id ${describeId(id)} is not a token; dropped between messages`);
+      return;
+    }
+    const stop = this.stopKind(id);
+    if (stop !== null) {
+      this.recover("stray_stop", at, `<|${stop}|> outside a message; dropped`);
+      return;
+    }
+    if (id >= this.firstSpecial && id !== this.tChannel && id !== this.tMessage) {
+      this.recover("dropped_token", at, `special token ${id} between messages; dropped`);
+      return;
+    }
+    // a header that never got its <|start|>: text, <|channel|> or <|message|>
+    this.beginHeader(H_IMPLICIT, at);
+    if (id === this.tMessage) this.completeHeader();
+    else this.appendHeaderToken(id);
+  }
+
+  // ---------------------------------------------------------------- headers
+
+  private beginHeader(kind: number, start: number): void {
+    this.state = S_HEADER;
+    this.hdrKind = kind;
+    this.hdrLen = 0;
+    this.hdrCount = 0;
+    this.hdrStart = start;
+    this.hdrInvalid = undefined;
+  }
+
+  private appendHeaderToken(id: number): void {
+    this.hdrCount++;
+    const v = this.vocab;
+    const b0 = v.byteStart(id);
+    const b1 = v.byteEnd(id);
+    const need = this.hdrLen + (b1 - b0);
+    if (need > this.hdr.length) {
+      const grown = new Uint8Array(Math.max(need, this.hdr.length * 2));
+      grown.set(this.hdr.subarray(0, this.hdrLen));
+      this.hdr = grown;
+    }
+    this.hdr.set(v.bytes.subarray(b0, b1), this.hdrLen);
+    this.hdrLen = need;
+  }
+
+  /** Role a header is read with: the primed role, the implicit one, or none. */
+  private headerRole(): string | null {
+    return this.hdrKind === H_IMPLICIT ? this.preset.implicitRole : this.nextRole;
+  }
+
+  private headerToken(id: number): void {
+    if (id === this.tMessage) {
+      this.completeHeader();
+      return;
+    }
+    if (this.strict) {
+      if (this.nonStrict && this.stopKind(id) !== null) {
+        this.nonStrictStopInHeader(id);
+        return;
+      }
+      if (this.isToken(id)) this.appendHeaderToken(id);
+      else {
+        this.hdrCount++;
+        if (this.hdrInvalid === undefined) this.hdrInvalid = id;
+      }
+      return;
+    }
+    const at = this.pos - 1;
+    if (!this.isToken(id)) {
+      this.recover("invalid_token", at, `id ${describeId(id)} is not a token; dropped from a header`);
+      return;
+    }
+    if (id === this.tStart) {
+      if (this.hdrCount === 0) {
+        this.recover("double_start", at, "<|start|> where a header should begin; ignored");
+        this.nextRole = null;
+        this.beginHeader(H_EXPLICIT, this.pos);
+        return;
+      }
+      this.abandonHeader(at, "header_restart", "a header was restarted by <|start|>");
+      this.beginHeader(H_EXPLICIT, this.pos);
+      return;
+    }
+    const stop = this.stopKind(id);
+    if (stop !== null) {
+      this.stopInHeader(stop, at);
+      return;
+    }
+    if (id >= this.firstSpecial && id !== this.tChannel && id !== this.tConstrain) {
+      this.recover("dropped_token", at, `special token ${id} inside a header; dropped`);
+      return;
+    }
+    this.appendHeaderToken(id);
+    this.checkHeaderIsText(at);
+  }
+
+  /** Decoded header text; with `keepTail`, `tail` is where an incomplete last character starts. */
+  private headerText(keepTail: boolean): { text: string; tail: number } {
+    const text = decodeLossy(this.hdr, 0, this.hdrLen, this.scratch, keepTail);
+    return { text, tail: this.scratch[0]! };
+  }
+
+  private completeHeader(): void {
+    const at = this.pos - 1;
+    if (this.strict) {
+      const role = this.nextRole;
+      this.state = S_EXPECT;
+      scanUtf8(this.hdr, 0, this.hdrLen, this.scratch);
+      if (this.hdrInvalid !== undefined || this.scratch[1] !== -1) {
+        this.fail("header_decode_failed", "could not decode header", at, this.tMessage);
+        return;
+      }
+      const r = parseHeaderReference(decodeValidUtf8(this.hdr, 0, this.hdrLen), role, this.preset, true);
+      if (!r.ok) {
+        this.fail(r.code, r.message, at, this.tMessage);
+        return;
+      }
+      this.nextRole = null;
+      this.beginMessage(r.header);
+      return;
+    }
+    const text = this.headerText(false).text;
+    const role = this.headerRole();
+    let header: ParsedHeader | null = null;
+    if (this.carryFrom < 0) {
+      const r = parseHeaderReference(text, role, this.preset, true);
+      if (r.ok && this.sane(r.header)) header = r.header;
+    }
+    if (header === null) {
+      const th = parseHeaderTolerant(text, role, this.preset, { atMessage: true, carrying: this.carryFrom >= 0 });
+      header = th;
+      const junk = text.slice(th.restStart);
+      if (th.repairs.length > 0 || junk.trim() !== "") {
+        const what = th.repairs.length > 0 ? th.repairs.join(", ") : "unparsed words";
+        this.recover("header_repaired", at, `header read tolerantly (${what})`, junk.trim() !== "" ? text : undefined);
+      }
+      header = { role: th.role, name: th.name, recipient: th.recipient, channel: th.channel, contentType: th.contentType };
+      this.applyCarry(header, at);
+    }
+    if (this.hdrKind === H_IMPLICIT) this.recover("missing_start", at, "a header without <|start|>; assumed <|start|>assistant");
+    this.nextRole = null;
+    this.beginMessage(header);
+  }
+
+  private sane(h: ParsedHeader): boolean {
+    return !(h.recipient?.includes("<|") || h.channel?.includes("<|") || h.name?.includes("<|"));
+  }
+
+  /** Resilient: a stop token arrived inside a header. */
+  private stopInHeader(stop: StopKind, at: number): void {
+    if (this.hdrCount === 0) {
+      this.recover("stray_stop", at, `<|${stop}|> where a header should begin; dropped`);
+      this.nextRole = null;
+      this.state = S_EXPECT;
+      return;
+    }
+    const { text } = this.headerText(false);
+    const th = parseHeaderTolerant(text, this.headerRole(), this.preset, {
+      atMessage: false,
+      carrying: this.carryFrom >= 0,
+    });
+    if (text.slice(th.restStart).trim() !== "") {
+      this.headerBecomesMessage(th, text, text.length, at);
+      this.endMessage(stop);
+      return;
+    }
+    this.abandonHeader(at, "abandoned_header", `a header was closed by <|${stop}|> before <|message|>`, th);
+    this.nextRole = null;
+    this.state = S_EXPECT;
+  }
+
+  /** Resilient: end of input inside a header. */
+  private headerAtEnd(): void {
+    const at = this.pos;
+    if (this.hdrCount === 0) return;
+    const { text } = this.headerText(false);
+    const th = parseHeaderTolerant(text, this.headerRole(), this.preset, {
+      atMessage: false,
+      carrying: this.carryFrom >= 0,
+    });
+    const rest = text.slice(th.restStart);
+    // a lone short word is more likely a cut header field than an answer
+    if (rest.trim() !== "" && (th.restWords >= 2 || rest.length >= 24)) {
+      this.headerBecomesMessage(th, text, text.length, at);
+      this.endMessage("eos");
+      return;
+    }
+    this.recover(
+      this.hdrKind === H_IMPLICIT && th.recipient === null ? "junk_text" : "truncated_header",
+      at,
+      "the stream ended inside a header",
+      text,
+    );
+    this.state = S_EXPECT;
+  }
+
+  /**
+   * Resilient: while a header grows, decide whether it is really text (a
+   * missing `<|message|>`, or no header at all) and if so stream it as content.
+   */
+  private checkHeaderIsText(at: number): void {
+    if (this.hdrLen <= this.maxHeaderBytes) {
+      const { text, tail } = this.headerText(true);
+      const th = parseHeaderTolerant(text, this.headerRole(), this.preset, {
+        atMessage: false,
+        carrying: this.carryFrom >= 0,
+      });
+      // the last word may still be growing (" to" before "=functions…"): count complete words
+      const n = text.length;
+      const complete = n > 0 && isRustWhitespace(text.charCodeAt(n - 1)) ? th.restWords : th.restWords - 1;
+      if (complete < (this.hdrKind === H_IMPLICIT ? 4 : 2)) return;
+      this.headerBecomesMessage(th, text, tail, at);
+      return;
+    }
+    const { text, tail } = this.headerText(true);
+    const th = parseHeaderTolerant(text, this.headerRole(), this.preset, { atMessage: false, carrying: false });
+    this.headerBecomesMessage(th, text, tail, at);
+  }
+
+  /** The header's free text is content: open the message and move the text over. */
+  private headerBecomesMessage(th: TolerantHeader, text: string, tail: number, at: number): void {
+    const hasFields = th.restStart > 0;
+    const header: ParsedHeader = {
+      role: th.role,
+      name: th.name,
+      recipient: th.recipient,
+      channel: th.channel,
+      contentType: th.contentType,
+    };
+    this.applyCarry(header, at);
+    if (header.channel === null && header.recipient === null) header.channel = this.preset.headerlessChannel;
+    if (hasFields) this.recover("missing_message", at, "header text ran into content without <|message|>");
+    else this.recover("headerless_text", at, `text with no header; delivered as ${header.channel ?? "a"} message`);
+    const tailBytes = this.hdr.slice(tail, this.hdrLen);
+    this.nextRole = null;
+    this.beginMessage(header);
+    this.appendText(text.slice(th.restStart));
+    if (tailBytes.length > 0) {
+      this.pend.set(tailBytes, 0);
+      this.pendLen = tailBytes.length;
+    }
+  }
+
+  /**
+   * A header ended without `<|message|>`. If it named a recipient, keep its
+   * place in the window so the restarted header can take the recipient.
+   */
+  private abandonHeader(at: number, kind: RecoveryKind, detail: string, parsed?: TolerantHeader): void {
+    const { text } = this.headerText(false);
+    const th =
+      parsed ?? parseHeaderTolerant(text, this.headerRole(), this.preset, { atMessage: false, carrying: false });
+    if (th.recipient !== null && th.recipient !== this.preset.selfRecipient) {
+      if (this.carryFrom >= 0) this.dropCarry(at, "a later abandoned header replaced it");
+      this.carryFrom = this.hdrStart;
+      this.carryTo = at;
+      this.recover(kind, at, `${detail}; recipient ${th.recipient} kept for the next header`);
+      return;
+    }
+    const junk = this.hdrKind === H_IMPLICIT && th.restStart === 0;
+    this.recover(junk ? "junk_text" : kind, at, junk ? "text between messages; dropped" : detail, text);
+  }
+
+  /** Give a carried recipient to a header that has none. */
+  private applyCarry(header: ParsedHeader, at: number): void {
+    if (this.carryFrom < 0) return;
+    if (header.recipient !== null) {
+      this.dropCarry(at, `the restarted header names its own recipient ${header.recipient}`);
+      return;
+    }
+    const carried = this.carriedRecipient();
+    if (carried === null) {
+      this.dropCarry(at, "the abandoned header is no longer in the window");
+      return;
+    }
+    header.recipient = carried;
+    this.recover("recipient_spliced", at, `recipient ${carried} from the abandoned header spliced into the restarted one`);
+    this.carryFrom = this.carryTo = -1;
+  }
+
+  private dropCarry(at: number, why: string): void {
+    const text = this.windowText(this.carryFrom, this.carryTo);
+    this.recover("unused_recipient", at, `an abandoned header's recipient was not used: ${why}`, text ?? undefined);
+    this.carryFrom = this.carryTo = -1;
+  }
+
+  /** Re-read the abandoned header from the token window. */
+  private carriedRecipient(): string | null {
+    const text = this.windowText(this.carryFrom, this.carryTo);
+    if (text === null) return null;
+    const th = parseHeaderTolerant(text, null, this.preset, { atMessage: false, carrying: false });
+    return th.recipient;
+  }
+
+  /** Decode window ids [from, to), or null when they have left the window. */
+  private windowText(from: number, to: number): string | null {
+    if (from < 0 || this.pos - from > this.window.length) return null;
+    const v = this.vocab;
+    const parts: Uint8Array[] = [];
+    let total = 0;
+    for (let i = from; i < to; i++) {
+      const id = this.window[i & this.mask]!;
+      if (id === NOT_A_TOKEN || id >= this.vocabLimit) continue;
+      const b = v.bytes.subarray(v.byteStart(id), v.byteEnd(id));
+      parts.push(b);
+      total += b.length;
+    }
+    const buf = new Uint8Array(total);
+    let o = 0;
+    for (const b of parts) {
+      buf.set(b, o);
+      o += b.length;
+    }
+    return decodeLossy(buf, 0, total, this.scratch);
+  }
+
+  /** Strict, non-strict option: the reference's salvage of a primed header closed by a stop token. */
+  private nonStrictStopInHeader(id: number): void {
+    const at = this.pos - 1;
+    const role = this.nextRole;
+    if (role !== null && this.hdrCount > 0) {
+      scanUtf8(this.hdr, 0, this.hdrLen, this.scratch);
+      if (this.hdrInvalid !== undefined || this.scratch[1] !== -1) {
+        this.fail("header_decode_failed", "could not decode header", at, id);
+        return;
+      }
+      const r = parseHeaderReference(decodeValidUtf8(this.hdr, 0, this.hdrLen), role, this.preset, false);
+      if (!r.ok) {
+        this.fail(r.code, r.message, at, id);
+        return;
+      }
+      this.beginMessage(r.header);
+      this.appendText(r.remaining ?? "");
+      this.endMessage(this.stopKind(id)!);
+    }
+    this.state = S_EXPECT;
+    this.nextRole = null;
+  }
+}

@@ -1,0 +1,96 @@
+/**
+ * Per-token lookup tables. Built once (see src/vocab/) and shared between
+ * threads: the three arrays may sit on SharedArrayBuffers, so a worker wraps
+ * them in a `Vocabulary` without recomputing anything.
+ */
+import { decodeValidUtf8, scanUtf8 } from "./utf8.js";
+
+/** Token bytes are complete, valid UTF-8 on their own. */
+export const FLAG_WHOLE = 1;
+/** Token is a special (control or reserved) token. */
+export const FLAG_SPECIAL = 2;
+
+export interface VocabTable {
+  /** Number of ids; every id in [0, size) decodes. */
+  readonly size: number;
+  /** size + 1 byte offsets into `bytes`. */
+  readonly offsets: Uint32Array;
+  readonly bytes: Uint8Array;
+  readonly flags: Uint8Array;
+}
+
+/** Build a table from per-id byte strings (used by loaders and tests). */
+export function buildVocabTable(
+  size: number,
+  bytesOf: (id: number) => Uint8Array,
+  isSpecial: (id: number) => boolean,
+  alloc: (byteLength: number) => ArrayBufferLike = (n) => new ArrayBuffer(n),
+): VocabTable {
+  const parts: Uint8Array[] = new Array(size);
+  let total = 0;
+  for (let id = 0; id < size; id++) {
+    const b = bytesOf(id);
+    parts[id] = b;
+    total += b.length;
+  }
+  const offsets = new Uint32Array(alloc((size + 1) * 4));
+  const bytes = new Uint8Array(alloc(total));
+  const flags = new Uint8Array(alloc(size));
+  const scratch = new Int32Array(2);
+  let at = 0;
+  for (let id = 0; id < size; id++) {
+    const b = parts[id]!;
+    offsets[id] = at;
+    bytes.set(b, at);
+    scanUtf8(b, 0, b.length, scratch);
+    let f = scratch[1] === -1 ? FLAG_WHOLE : 0;
+    if (isSpecial(id)) f |= FLAG_SPECIAL;
+    flags[id] = f;
+    at += b.length;
+  }
+  offsets[size] = at;
+  return { size, offsets, bytes, flags };
+}
+
+/**
+ * A view over a table with a lazily filled string cache (one per thread:
+ * strings cannot be shared, bytes can).
+ */
+export class Vocabulary {
+  readonly size: number;
+  readonly offsets: Uint32Array;
+  readonly bytes: Uint8Array;
+  readonly flags: Uint8Array;
+  private readonly strings: (string | undefined)[];
+
+  constructor(table: VocabTable) {
+    this.size = table.size;
+    this.offsets = table.offsets;
+    this.bytes = table.bytes;
+    this.flags = table.flags;
+    this.strings = new Array<string | undefined>(table.size);
+  }
+
+  /** True for ids that decode (integers in [0, size)). */
+  isToken(id: number): boolean {
+    return Number.isInteger(id) && id >= 0 && id < this.size;
+  }
+
+  /** Decoded text of a token whose bytes are whole UTF-8 (FLAG_WHOLE). */
+  text(id: number): string {
+    let s = this.strings[id];
+    if (s === undefined) {
+      s = decodeValidUtf8(this.bytes, this.offsets[id]!, this.offsets[id + 1]!);
+      this.strings[id] = s;
+    }
+    return s;
+  }
+
+  byteStart(id: number): number {
+    return this.offsets[id]!;
+  }
+
+  byteEnd(id: number): number {
+    return this.offsets[id + 1]!;
+  }
+}

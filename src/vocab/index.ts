@@ -1,0 +1,1 @@
+export { loadHarmonyEncoding, type HarmonyEncoding, type LoadOptions } from "./tiktoken.js";

@@ -1,0 +1,54 @@
+/**
+ * Builds the o200k_harmony vocabulary from the `tiktoken` package's WASM
+ * tokenizer: o200k_base ranks plus the Harmony specials exactly as
+ * openai-harmony v0.0.8 registers them. The per-token table is computed once
+ * here (one WASM call per id, at start-up only) and can live on
+ * SharedArrayBuffers so worker threads reuse it as is.
+ */
+import { Tiktoken } from "tiktoken/lite";
+import o200k from "tiktoken/encoders/o200k_base.json" with { type: "json" };
+import { HARMONY, specialText, type HarmonyPreset } from "../core/preset.js";
+import { buildVocabTable, type VocabTable } from "../core/vocab.js";
+
+export interface HarmonyEncoding {
+  readonly preset: HarmonyPreset;
+  readonly table: VocabTable;
+  /** Text with special tokens written out → ids (`encode(text, "all")`). */
+  encode(text: string): number[];
+  /** Ordinary text → ids (special-looking text stays text). */
+  encodeOrdinary(text: string): number[];
+  /** Milliseconds spent building the table. */
+  readonly buildMs: number;
+}
+
+function specialsMap(preset: HarmonyPreset): Record<string, number> {
+  const map: Record<string, number> = {};
+  for (let id = preset.firstSpecial; id < preset.vocabLimit; id++) map[specialText(preset, id)!] = id;
+  return map;
+}
+
+export interface LoadOptions {
+  /** Put the table on SharedArrayBuffers (for sharing with worker threads). */
+  shared?: boolean;
+}
+
+export function loadHarmonyEncoding(opts: LoadOptions = {}): HarmonyEncoding {
+  const preset = HARMONY;
+  const t0 = performance.now();
+  const specials = specialsMap(preset);
+  const enc = new Tiktoken(o200k.bpe_ranks, specials, o200k.pat_str);
+  const table = buildVocabTable(
+    preset.vocabLimit,
+    (id) => enc.decode_single_token_bytes(id),
+    (id) => id >= preset.firstSpecial,
+    opts.shared ? (n) => new SharedArrayBuffer(n) : undefined,
+  );
+  const buildMs = performance.now() - t0;
+  return {
+    preset,
+    table,
+    buildMs,
+    encode: (text) => Array.from(enc.encode(text, "all")),
+    encodeOrdinary: (text) => Array.from(enc.encode_ordinary(text)),
+  };
+}
