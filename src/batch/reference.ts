@@ -19,39 +19,37 @@ export interface CaseResult {
   recoveries: { kind: RecoveryKind; at: number }[];
 }
 
+/** Split a token list into chunks for `write`; whole by default. */
+export type Chunker = (tokens: ArrayLike<number>) => ArrayLike<number>[];
+
 /**
- * Parse one whole token list. In strict mode, as the reference does, stop at
- * the first error and report the messages completed before it.
+ * Parse one whole token list. As the reference does in strict mode, only
+ * what happened before the first error counts: the messages completed
+ * before it, and the error itself (an error at end of input has index =
+ * token count and token = null).
  */
-export function parseCase(vocab: Vocabulary, tokens: ArrayLike<number>, options: ParserOptions): CaseResult {
+export function parseCase(
+  vocab: Vocabulary,
+  tokens: ArrayLike<number>,
+  options: ParserOptions,
+  chunker?: Chunker,
+): CaseResult {
   const parser = new HarmonyParser(vocab, { ...options, wholeMessages: true });
   const messages: ReferenceMessage[] = [];
   const recoveries: { kind: RecoveryKind; at: number }[] = [];
   let firstError: FirstError | null = null;
-  const take = (events: HarmonyEvent[]): boolean => {
+  const take = (events: HarmonyEvent[]): void => {
     for (const ev of events) {
+      if (firstError !== null) return;
       if (ev.type === "message_end" && ev.message) messages.push(ev.message);
       else if (ev.type === "recovery") recoveries.push({ kind: ev.kind, at: ev.at });
-      else if (ev.type === "error" && firstError === null) {
-        firstError = { message: ev.message, index: ev.at, token: ev.token };
-        return false;
-      }
+      else if (ev.type === "error") firstError = { message: ev.message, index: ev.at, token: ev.token };
     }
-    return true;
   };
-  const strict = options.mode === "strict";
-  if (!strict) {
-    take(parser.write(tokens));
-    take(parser.end());
-  } else {
-    // token by token so that messages after the first error are not counted
-    let ok = true;
-    const one = [0];
-    for (let i = 0; i < tokens.length && ok; i++) {
-      one[0] = tokens[i]!;
-      ok = take(parser.write(one));
-    }
-    if (ok) take(parser.end());
+  for (const chunk of chunker ? chunker(tokens) : [tokens]) {
+    take(parser.write(chunk));
+    if (firstError !== null) break;
   }
+  take(parser.end());
   return { messages, first_error: firstError, recoveries };
 }

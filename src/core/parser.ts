@@ -36,7 +36,7 @@ import {
 } from "./header.js";
 import { HARMONY, type HarmonyPreset } from "./preset.js";
 import { decodeLossy, decodeValidUtf8, REPLACEMENT, scanUtf8 } from "./utf8.js";
-import { FLAG_WHOLE, type Vocabulary } from "./vocab.js";
+import { FLAG_SPACE, FLAG_WHOLE, type Vocabulary } from "./vocab.js";
 
 export type ParseMode = "resilient" | "strict";
 
@@ -107,6 +107,9 @@ export class HarmonyParser {
   // header being read
   private hdr: Uint8Array = new Uint8Array(64);
   private hdrLen = 0;
+  /** Header text, kept while every header token is whole UTF-8 (the usual case). */
+  private hdrText = "";
+  private hdrClean = true;
   private hdrCount = 0;
   private hdrStart = 0;
   private hdrInvalid: unknown = undefined;
@@ -167,6 +170,11 @@ export class HarmonyParser {
   /** Tokens consumed so far. */
   get tokens(): number {
     return this.pos;
+  }
+
+  /** The reference's state name (`ExpectStart`, `Header`, `Content`), or `Done`. */
+  get stateName(): "ExpectStart" | "Header" | "Content" | "Done" {
+    return (["ExpectStart", "Header", "Content", "Done"] as const)[this.state]!;
   }
 
   get finished(): boolean {
@@ -511,6 +519,8 @@ export class HarmonyParser {
     this.state = S_HEADER;
     this.hdrKind = kind;
     this.hdrLen = 0;
+    this.hdrText = "";
+    this.hdrClean = true;
     this.hdrCount = 0;
     this.hdrStart = start;
     this.hdrInvalid = undefined;
@@ -529,6 +539,10 @@ export class HarmonyParser {
     }
     this.hdr.set(v.bytes.subarray(b0, b1), this.hdrLen);
     this.hdrLen = need;
+    if (this.hdrClean) {
+      if ((this.flags[id]! & FLAG_WHOLE) !== 0) this.hdrText += v.text(id);
+      else this.hdrClean = false;
+    }
   }
 
   /** Role a header is read with: the primed role, the implicit one, or none. */
@@ -579,11 +593,13 @@ export class HarmonyParser {
       return;
     }
     this.appendHeaderToken(id);
-    this.checkHeaderIsText(at);
+    // words only complete at whitespace, so only such tokens can reveal text
+    if ((this.flags[id]! & FLAG_SPACE) !== 0 || this.hdrLen > this.maxHeaderBytes) this.checkHeaderIsText(at);
   }
 
   /** Decoded header text; with `keepTail`, `tail` is where an incomplete last character starts. */
   private headerText(keepTail: boolean): { text: string; tail: number } {
+    if (this.hdrClean) return { text: this.hdrText, tail: this.hdrLen };
     const text = decodeLossy(this.hdr, 0, this.hdrLen, this.scratch, keepTail);
     return { text, tail: this.scratch[0]! };
   }
@@ -598,7 +614,7 @@ export class HarmonyParser {
         this.fail("header_decode_failed", "could not decode header", at, this.tMessage);
         return;
       }
-      const r = parseHeaderReference(decodeValidUtf8(this.hdr, 0, this.hdrLen), role, this.preset, true);
+      const r = parseHeaderReference(this.headerText(false).text, role, this.preset, true);
       if (!r.ok) {
         this.fail(r.code, r.message, at, this.tMessage);
         return;
@@ -660,7 +676,11 @@ export class HarmonyParser {
   /** Resilient: end of input inside a header. */
   private headerAtEnd(): void {
     const at = this.pos;
-    if (this.hdrCount === 0) return;
+    if (this.hdrCount === 0) {
+      // a primed stream with no tokens at all is simply empty
+      if (this.hdrStart > 0 || this.nextRole === null) this.recover("truncated_header", at, "the stream ended right after <|start|>");
+      return;
+    }
     const { text } = this.headerText(false);
     const th = parseHeaderTolerant(text, this.headerRole(), this.preset, {
       atMessage: false,

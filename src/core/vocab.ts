@@ -3,12 +3,20 @@
  * threads: the three arrays may sit on SharedArrayBuffers, so a worker wraps
  * them in a `Vocabulary` without recomputing anything.
  */
-import { decodeValidUtf8, scanUtf8 } from "./utf8.js";
+import { decodeLossy, decodeValidUtf8, scanUtf8 } from "./utf8.js";
+
+function decodeLossyText(b: Uint8Array): string {
+  return decodeLossy(b, 0, b.length, new Int32Array(2));
+}
 
 /** Token bytes are complete, valid UTF-8 on their own. */
 export const FLAG_WHOLE = 1;
 /** Token is a special (control or reserved) token. */
 export const FLAG_SPECIAL = 2;
+/** Token text contains whitespace (Unicode White_Space). */
+export const FLAG_SPACE = 4;
+
+const WHITESPACE = /[\t\n\v\f\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]/;
 
 export interface VocabTable {
   /** Number of ids; every id in [0, size) decodes. */
@@ -45,6 +53,10 @@ export function buildVocabTable(
     scanUtf8(b, 0, b.length, scratch);
     let f = scratch[1] === -1 ? FLAG_WHOLE : 0;
     if (isSpecial(id)) f |= FLAG_SPECIAL;
+    // whitespace bytes are ASCII or start with 0xc2/0xe1/0xe2/0xe3; test only those tokens
+    if (b.some((x) => x <= 0x20 || x === 0xc2 || (x >= 0xe1 && x <= 0xe3))) {
+      if (WHITESPACE.test(decodeLossyText(b))) f |= FLAG_SPACE;
+    }
     flags[id] = f;
     at += b.length;
   }

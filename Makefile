@@ -1,0 +1,33 @@
+# harmony-sidecar: every target installs what it needs first.
+NODE_MODULES := node_modules/.package-lock.json
+BUILD := dist/.built
+
+.PHONY: install build test run bench typecheck clean
+
+$(NODE_MODULES): package.json package-lock.json
+	npm ci --no-audit --no-fund
+	@touch $@
+
+install: $(NODE_MODULES)
+
+$(BUILD): $(NODE_MODULES) $(shell find src workers bench -name '*.ts' 2>/dev/null) tsconfig.json
+	npx tsc -p tsconfig.json
+	@touch $@
+
+build: $(BUILD)
+
+typecheck: $(NODE_MODULES)
+	npx tsc -p tsconfig.json --noEmit
+
+test: $(BUILD)
+	npx tsc -p tsconfig.json --noEmit
+	npx vitest run
+
+run: $(BUILD)
+	node dist/src/cli.js serve
+
+bench: $(BUILD)
+	node dist/bench/parser-bench.js
+
+clean:
+	rm -rf dist

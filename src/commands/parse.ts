@@ -1,0 +1,148 @@
+/**
+ * `harmony-sidecar parse`: parse token ids or Harmony text from stdin.
+ *
+ * Single input: prints events (JSON Lines) or, with `--output messages`, one
+ * object {messages, first_error, recoveries}. `--batch` reads JSON Lines
+ * cases {"id", "tokens", "role"?} and prints one result line per case, in
+ * input order. Bad input never aborts a batch: that line gets an `error`
+ * object with a code, and the exit status is 2 at the end.
+ */
+import { createInterface } from "node:readline";
+import type { Readable, Writable } from "node:stream";
+import { parseCase } from "../batch/reference.js";
+import { HarmonyParser, type ParserOptions } from "../core/parser.js";
+import { Vocabulary } from "../core/vocab.js";
+import { loadHarmonyEncoding, type HarmonyEncoding } from "../vocab/index.js";
+
+export interface ParseCommandOptions {
+  input: "ids" | "text";
+  role: "assistant" | "none";
+  strict: boolean;
+  nonStrict: boolean;
+  output: "events" | "messages";
+  batch: boolean;
+}
+
+export class InputError extends Error {
+  constructor(
+    readonly code: string,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+/** Token ids from text: a JSON array, or integers separated by whitespace or commas. */
+export function parseIdList(text: string): number[] {
+  const t = text.trim();
+  if (t === "") return [];
+  if (t.startsWith("[")) {
+    let v: unknown;
+    try {
+      v = JSON.parse(t);
+    } catch (e) {
+      throw new InputError("bad_json", `input is not valid JSON: ${(e as Error).message}`);
+    }
+    return checkIds(v);
+  }
+  const out: number[] = [];
+  for (const part of t.split(/[\s,]+/)) {
+    if (!/^-?\d+$/.test(part)) throw new InputError("bad_token_id", `not a token id: ${JSON.stringify(part.slice(0, 40))}`);
+    out.push(Number(part));
+  }
+  return out;
+}
+
+/** Ids must be integers; out-of-vocabulary integers are the parser's business. */
+export function checkIds(v: unknown): number[] {
+  if (!Array.isArray(v)) throw new InputError("bad_tokens", "tokens must be an array of integers");
+  for (let i = 0; i < v.length; i++) {
+    if (typeof v[i] !== "number" || !Number.isInteger(v[i])) {
+      throw new InputError("bad_token_id", `tokens[${i}] is not an integer: ${JSON.stringify(v[i])}`);
+    }
+  }
+  return v as number[];
+}
+
+function parserOptions(opts: ParseCommandOptions, role: string | null): ParserOptions {
+  return { mode: opts.strict || opts.nonStrict ? "strict" : "resilient", nonStrict: opts.nonStrict, role };
+}
+
+async function readAll(stream: Readable): Promise<string> {
+  const chunks: Buffer[] = [];
+  for await (const c of stream) chunks.push(typeof c === "string" ? Buffer.from(c) : (c as Buffer));
+  return Buffer.concat(chunks).toString("utf8");
+}
+
+/** Write a line, waiting when the destination is full (pipes to slow readers). */
+async function writeLine(out: Writable, line: string): Promise<void> {
+  if (!out.write(line + "\n")) await new Promise<void>((resolve) => out.once("drain", resolve));
+}
+
+export async function runParse(
+  opts: ParseCommandOptions,
+  io: { stdin: Readable; stdout: Writable; stderr: Writable },
+  encoding?: HarmonyEncoding,
+): Promise<number> {
+  const enc = encoding ?? loadHarmonyEncoding();
+  const vocab = new Vocabulary(enc.table);
+  const defaultRole = opts.role === "none" ? null : "assistant";
+
+  if (opts.batch) {
+    let bad = 0;
+    const lines = createInterface({ input: io.stdin, crlfDelay: Infinity });
+    let lineNo = 0;
+    for await (const line of lines) {
+      lineNo++;
+      if (line.trim() === "") continue;
+      let id: unknown = null;
+      try {
+        let c: { id?: unknown; tokens?: unknown; role?: unknown };
+        try {
+          c = JSON.parse(line) as typeof c;
+        } catch (e) {
+          throw new InputError("bad_json", `line ${lineNo} is not valid JSON: ${(e as Error).message}`);
+        }
+        if (typeof c !== "object" || c === null || Array.isArray(c)) {
+          throw new InputError("bad_case", `line ${lineNo} is not a JSON object`);
+        }
+        id = c.id ?? null;
+        const tokens = checkIds(c.tokens);
+        let role: string | null = defaultRole;
+        if ("role" in c) {
+          if (c.role !== null && c.role !== "assistant") {
+            throw new InputError("bad_role", `line ${lineNo}: role must be "assistant" or null`);
+          }
+          role = c.role as string | null;
+        }
+        const r = parseCase(vocab, tokens, parserOptions(opts, role));
+        await writeLine(io.stdout, JSON.stringify({ id, ...r }));
+      } catch (e) {
+        if (!(e instanceof InputError)) throw e;
+        bad++;
+        await writeLine(io.stdout, JSON.stringify({ id, error: { code: e.code, message: e.message } }));
+      }
+    }
+    if (bad > 0) io.stderr.write(`parse: ${bad} input line(s) rejected\n`);
+    return bad > 0 ? 2 : 0;
+  }
+
+  let ids: number[];
+  try {
+    const text = await readAll(io.stdin);
+    // a single trailing newline (as echo and editors leave) is not part of the stream
+    ids = opts.input === "text" ? enc.encode(text.replace(/\r?\n$/, "")) : parseIdList(text);
+  } catch (e) {
+    if (!(e instanceof InputError)) throw e;
+    io.stderr.write(`parse: ${e.code}: ${e.message}\n`);
+    return 2;
+  }
+  if (opts.output === "messages") {
+    const r = parseCase(vocab, ids, parserOptions(opts, defaultRole));
+    await writeLine(io.stdout, JSON.stringify(r));
+    return 0;
+  }
+  const parser = new HarmonyParser(vocab, { ...parserOptions(opts, defaultRole), wholeMessages: false });
+  for (const ev of [...parser.write(ids), ...parser.end()]) await writeLine(io.stdout, JSON.stringify(ev));
+  return 0;
+}
