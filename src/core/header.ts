@@ -183,6 +183,8 @@ export interface TolerantHeader extends ParsedHeader {
   restWords: number;
   /** What was out of shape, for the recovery event. */
   repairs: string[];
+  /** With `atMessage`: words that are no header field, skipped. */
+  junk: string[];
 }
 
 export interface TolerantOptions {
@@ -215,6 +217,7 @@ export function parseHeaderTolerant(
   const { channel: channelMarker, constrain, recipient: toPrefix } = preset.markers;
   const len = text.length;
   const repairs: string[] = [];
+  const junk: string[] = [];
   const skipWs = (i: number): number => {
     while (i < len && isRustWhitespace(text.charCodeAt(i))) i++;
     return i;
@@ -305,6 +308,11 @@ export function parseHeaderTolerant(
         if (!looksLikeTool) {
           resolvedRole = preset.implicitRole;
           repairs.push("missing_role");
+          if (opts.atMessage) {
+            junk.push(word);
+            p = e;
+            continue;
+          }
           restAt = p;
           break;
         }
@@ -337,6 +345,12 @@ export function parseHeaderTolerant(
         continue;
       }
     }
+    if (opts.atMessage) {
+      // the whole text is header: skip the stray word, keep reading fields
+      junk.push(word);
+      p = e;
+      continue;
+    }
     restAt = p;
     break;
   }
@@ -356,5 +370,6 @@ export function parseHeaderTolerant(
     restStart,
     restWords: restAt >= 0 ? countWords(text, restStart, 5) : 0,
     repairs,
+    junk,
   };
 }

@@ -66,6 +66,11 @@ const S_DONE = 3;
 /** Window marker for an id that is not a token. */
 const NOT_A_TOKEN = 0xffffffff;
 
+/** What a recipient looks like: `functions.get_weather`, `browser.search`, `python`. */
+const RECIPIENT = /^[\p{L}\p{N}_][\p{L}\p{N}_.\-:/@+]*$/u;
+/** Text worth a message of its own (not punctuation or whitespace junk). */
+const WORDLIKE = /[\p{L}\p{N}]/u;
+
 /** Implicit header (no `<|start|>` seen): how it began. */
 const H_EXPLICIT = 0;
 const H_IMPLICIT = 1;
@@ -632,11 +637,9 @@ export class HarmonyParser {
     }
     if (header === null) {
       const th = parseHeaderTolerant(text, role, this.preset, { atMessage: true, carrying: this.carryFrom >= 0 });
-      header = th;
-      const junk = text.slice(th.restStart);
-      if (th.repairs.length > 0 || junk.trim() !== "") {
-        const what = th.repairs.length > 0 ? th.repairs.join(", ") : "unparsed words";
-        this.recover("header_repaired", at, `header read tolerantly (${what})`, junk.trim() !== "" ? text : undefined);
+      if (th.repairs.length > 0 || th.junk.length > 0) {
+        const what = [...th.repairs, ...(th.junk.length > 0 ? [`skipped ${th.junk.length} stray word(s)`] : [])];
+        this.recover("header_repaired", at, `header read tolerantly (${what.join(", ")})`, th.junk.length > 0 ? text : undefined);
       }
       header = { role: th.role, name: th.name, recipient: th.recipient, channel: th.channel, contentType: th.contentType };
       this.applyCarry(header, at);
@@ -646,8 +649,10 @@ export class HarmonyParser {
     this.beginMessage(header);
   }
 
+  /** Whether the reference's reading of a header can be trusted as is. */
   private sane(h: ParsedHeader): boolean {
-    return !(h.recipient?.includes("<|") || h.channel?.includes("<|") || h.name?.includes("<|"));
+    if (h.channel?.includes("<|") || h.name?.includes("<|")) return false;
+    return h.recipient === null || RECIPIENT.test(h.recipient);
   }
 
   /** Resilient: a stop token arrived inside a header. */
@@ -663,12 +668,14 @@ export class HarmonyParser {
       atMessage: false,
       carrying: this.carryFrom >= 0,
     });
-    if (text.slice(th.restStart).trim() !== "") {
+    const rest = text.slice(th.restStart);
+    if (this.hdrKind === H_IMPLICIT ? WORDLIKE.test(rest) : rest.trim() !== "") {
       this.headerBecomesMessage(th, text, text.length, at);
       this.endMessage(stop);
       return;
     }
     this.abandonHeader(at, "abandoned_header", `a header was closed by <|${stop}|> before <|message|>`, th);
+    if (this.hdrKind === H_IMPLICIT && th.recipient === null) this.recover("stray_stop", at, `<|${stop}|> after text between messages; dropped`);
     this.nextRole = null;
     this.state = S_EXPECT;
   }

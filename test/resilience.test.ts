@@ -1,0 +1,223 @@
+/**
+ * Resilient mode against faults beyond the shared corpus. Streams are
+ * written as Harmony text (special tokens spelled out) and tokenised with
+ * the real vocabulary.
+ */
+import { describe, expect, it } from "vitest";
+import { parseCase } from "../src/batch/reference.js";
+import type { HarmonyEvent } from "../src/core/events.js";
+import { HarmonyParser } from "../src/core/parser.js";
+import { harmony } from "./helpers.js";
+
+const { enc, vocab } = harmony();
+const ids = (text: string) => enc.encode(text);
+const parse = (text: string, role: string | null = "assistant") => parseCase(vocab, ids(text), { role });
+const kinds = (text: string, role: string | null = "assistant") => parse(text, role).recoveries.map((r) => r.kind);
+
+function events(tokens: number[], perToken = false): HarmonyEvent[] {
+  const p = new HarmonyParser(vocab, { wholeMessages: true });
+  const out: HarmonyEvent[] = [];
+  if (perToken) for (const t of tokens) out.push(...p.write([t]));
+  else out.push(...p.write(tokens));
+  out.push(...p.end());
+  return out;
+}
+
+const CALL = { role: "assistant", recipient: "functions.get_weather", content: '{"city":"Oslo"}', channel: "commentary" };
+
+describe("header restarts and splices", () => {
+  it("keeps the recipient through two abandoned headers in a row", () => {
+    const r = parse(
+      "<|start|>assistant to=functions.get_weather<|start|>assistant<|start|>assistant<|channel|>commentary<|message|>" +
+        '{"city":"Oslo"}<|call|>',
+    );
+    expect(r.messages).toEqual([CALL]);
+  });
+
+  it("splices across junk and a stray stop between the abandoned and the restarted header", () => {
+    const r = parse(
+      '<|start|>assistant to=functions.get_weather<|channel|>commentary<|end|> .<|return|><|start|>assistant<|channel|>commentary<|message|>{"city":"Oslo"}<|call|>',
+      null,
+    );
+    expect(r.messages).toEqual([CALL]);
+    expect(r.recoveries.map((x) => x.kind)).toEqual(["abandoned_header", "junk_text", "stray_stop", "recipient_spliced"]);
+  });
+
+  it("does not splice into a header that names its own recipient, and says so", () => {
+    const r = parse(
+      "<|start|>assistant to=functions.search<|end|><|start|>assistant<|channel|>commentary to=functions.get_weather<|message|>" +
+        '{"city":"Oslo"}<|call|>',
+    );
+    expect(r.messages).toEqual([CALL]);
+    expect(r.recoveries.map((x) => x.kind)).toContain("unused_recipient");
+  });
+
+  it("reports a carried recipient that is never used, with the abandoned header as raw text", () => {
+    const evs = events(ids("<|start|>assistant to=functions.get_weather<|channel|>commentary<|end|>"));
+    const unused = evs.find((e) => e.type === "recovery" && e.kind === "unused_recipient");
+    expect(unused).toMatchObject({ raw: "assistant to=functions.get_weather<|channel|>commentary" });
+    expect(evs.at(-1)).toMatchObject({ type: "done", messages: 0 });
+  });
+
+  it("treats a bare word after the channel as the content type when splicing", () => {
+    const r = parse(
+      '<|start|>assistant to=functions.get_weather<|start|>assistant<|channel|>commentary code<|message|>{"city":"Oslo"}<|call|>',
+    );
+    expect(r.messages).toEqual([{ ...CALL, content_type: "code" }]);
+  });
+});
+
+describe("headers without <|message|>", () => {
+  it("turns a tool header followed by arguments into the tool call", () => {
+    const r = parse('<|channel|>commentary to=functions.get_weather {"city":"Oslo"}<|call|>');
+    expect(r.messages).toEqual([CALL]);
+    expect(r.recoveries.map((x) => x.kind)).toEqual(["missing_message"]);
+  });
+
+  it("streams headerless text as it arrives instead of waiting for the stop token", () => {
+    const tokens = ids("Sure, here is the answer you asked for, in full.");
+    const p = new HarmonyParser(vocab);
+    const early = tokens.slice(0, 6).flatMap((t) => p.write([t]));
+    expect(early.some((e) => e.type === "message_start" && e.channel === "final")).toBe(true);
+    expect(early.some((e) => e.type === "delta")).toBe(true);
+  });
+
+  it("turns an over-long header into content", () => {
+    const word = "x".repeat(400);
+    const r = parse(`<|channel|>final${word}<|end|>`);
+    expect(r.messages).toHaveLength(1);
+    expect(r.messages[0]!.content).toContain(word.slice(0, 100));
+  });
+
+  it("a lone word cut at end of input is reported raw, not made a message", () => {
+    const evs = events(ids("<|channel|>analysis<|message|>ok<|end|><|start|>assistant<|channel|>commentary to"));
+    expect(evs.filter((e) => e.type === "message_end")).toHaveLength(1);
+    expect(evs.find((e) => e.type === "recovery" && e.kind === "truncated_header")).toMatchObject({
+      raw: "assistant<|channel|>commentary to",
+    });
+  });
+});
+
+describe("tokens out of place", () => {
+  it("closes a message at <|start|> inside its content (a missing <|end|>)", () => {
+    const r = parse("<|channel|>analysis<|message|>think<|start|>assistant<|channel|>final<|message|>answer<|return|>");
+    expect(r.messages).toEqual([
+      { role: "assistant", content: "think", channel: "analysis" },
+      { role: "assistant", content: "answer", channel: "final" },
+    ]);
+    expect(r.recoveries.map((x) => x.kind)).toEqual(["missing_end"]);
+  });
+
+  it("closes a message at <|channel|> inside its content", () => {
+    const r = parse("<|channel|>analysis<|message|>think<|channel|>final<|message|>answer<|return|>");
+    expect(r.messages.map((m) => [m.channel, m.content])).toEqual([
+      ["analysis", "think"],
+      ["final", "answer"],
+    ]);
+  });
+
+  it("drops reserved and invalid ids inside a header", () => {
+    const t = ids("<|channel|>final<|message|>hi<|end|>");
+    const withJunk = [t[0]!, 200014, 999999, ...t.slice(1)];
+    const r = parseCase(vocab, withJunk, { role: "assistant" });
+    expect(r.messages).toEqual([{ role: "assistant", content: "hi", channel: "final" }]);
+    expect(r.recoveries.map((x) => x.kind)).toEqual(["dropped_token", "invalid_token"]);
+  });
+
+  it("replaces only the invalid id inside content, even between the halves of an emoji", () => {
+    const t = ids("<|channel|>final<|message|>a 🪴 b<|return|>");
+    // the plant emoji is split over two tokens; put an invalid id after the first half
+    const content = t.slice(3, -1);
+    const halves = content.findIndex((id) => (vocab.flags[id]! & 1) === 0);
+    expect(halves).toBeGreaterThanOrEqual(0);
+    const faulty = [...t.slice(0, 3 + halves + 1), -5, ...t.slice(3 + halves + 1)];
+    const r = parseCase(vocab, faulty, { role: "assistant" });
+    expect(r.messages).toHaveLength(1);
+    expect(r.messages[0]!.content.startsWith("a ")).toBe(true);
+    expect(r.messages[0]!.content.endsWith(" b")).toBe(true);
+    expect(r.messages[0]!.content).toContain("\uFFFD");
+  });
+
+  it("ignores <|endoftext|> and <|constrain|> between messages", () => {
+    expect(kinds("<|channel|>final<|message|>a<|end|><|endoftext|><|constrain|>")).toEqual(["dropped_token", "dropped_token"]);
+  });
+
+  it("treats text after the final answer's stop as junk, delivered raw", () => {
+    const evs = events(ids("<|channel|>final<|message|>a<|return|>\n"));
+    expect(evs.find((e) => e.type === "recovery")).toMatchObject({ kind: "junk_text", raw: "\n" });
+  });
+
+  it("makes a headerless answer after a finished message a final message", () => {
+    const r = parse("<|channel|>analysis<|message|>think<|end|>The answer is 4.<|return|>");
+    expect(r.messages.at(-1)).toEqual({ role: "assistant", content: "The answer is 4.", channel: "final" });
+  });
+});
+
+describe("header shapes", () => {
+  it.each([
+    ["<|channel|>commentary to=functions.get_weather <|constrain|> json<|message|>", "<|constrain|>json"],
+    ["<|channel|>commentary to=functions.get_weather<|constrain|>json<|constrain|>json<|message|>", "<|constrain|>json"],
+    ["to=functions.get_weather to=functions.get_weather<|channel|>commentary json<|message|>", "json"],
+    [" to=functions.get_weather<|channel|>commentary <|constrain|>json<|message|>", "<|constrain|>json"],
+  ])("recovers the call from %j", (header, type) => {
+    const r = parse(`${header}{"city":"Oslo"}<|call|>`);
+    expect(r.messages).toEqual([{ ...CALL, content_type: type }]);
+  });
+
+  it("does not take prose before the channel for a recipient", () => {
+    const r = parse("Sure!<|channel|>final<|message|>Here it is.<|return|>");
+    expect(r.messages).toEqual([{ role: "assistant", content: "Here it is.", channel: "final" }]);
+    expect(r.recoveries[0]).toMatchObject({ kind: "header_repaired" });
+  });
+});
+
+describe("events", () => {
+  it("emits tool_call_start before the first argument delta, with namespace and name", () => {
+    const evs = events(ids('<|channel|>commentary to=functions.get_weather json<|message|>{"city":"Oslo"}<|call|>'), true);
+    const types = evs.map((e) => e.type);
+    expect(types.indexOf("tool_call_start")).toBeLessThan(types.indexOf("delta"));
+    expect(evs.find((e) => e.type === "tool_call_start")).toMatchObject({
+      call_index: 0,
+      id: "call_0",
+      namespace: "functions",
+      name: "get_weather",
+      content_type: "json",
+    });
+    expect(evs.at(-1)).toMatchObject({ type: "done", finish_reason: "tool_calls" });
+  });
+
+  it("maps channels to delta kinds", () => {
+    const evs = events(
+      ids(
+        "<|channel|>analysis<|message|>a<|end|><|start|>assistant<|channel|>commentary<|message|>b<|end|>" +
+          "<|start|>assistant<|channel|>final<|message|>c<|return|>",
+      ),
+    );
+    expect(evs.filter((e) => e.type === "delta").map((e) => (e as { kind: string }).kind)).toEqual([
+      "reasoning",
+      "commentary",
+      "content",
+    ]);
+    expect(evs.at(-1)).toMatchObject({ type: "done", finish_reason: "stop", messages: 3 });
+  });
+
+  it("coalesces the deltas of one write per message", () => {
+    const evs = events(ids("<|channel|>final<|message|>one two three four<|return|>"));
+    expect(evs.filter((e) => e.type === "delta")).toEqual([{ type: "delta", index: 0, kind: "content", text: "one two three four" }]);
+  });
+
+  it("reports length and abort as the finish reason", () => {
+    for (const reason of ["length", "abort"] as const) {
+      const p = new HarmonyParser(vocab);
+      p.write(ids("<|channel|>final<|message|>partial"));
+      expect(p.end(reason).at(-1)).toMatchObject({ type: "done", finish_reason: reason });
+    }
+  });
+
+  it("rejects use after end with an error event, never an exception", () => {
+    const p = new HarmonyParser(vocab);
+    p.end();
+    expect(p.write([1, 2])).toEqual([expect.objectContaining({ type: "error", code: "stream_finished" })]);
+    expect(p.end()).toEqual([expect.objectContaining({ type: "error", code: "stream_finished" })]);
+  });
+});
