@@ -10,6 +10,7 @@
 import { createInterface } from "node:readline";
 import type { Readable, Writable } from "node:stream";
 import { parseCase } from "../batch/reference.js";
+import type { InputErrorCode } from "../core/errors.js";
 import { HarmonyParser, type ParserOptions } from "../core/parser.js";
 import { Vocabulary } from "../core/vocab.js";
 import { loadHarmonyEncoding, type HarmonyEncoding } from "../vocab/index.js";
@@ -25,7 +26,7 @@ export interface ParseCommandOptions {
 
 export class InputError extends Error {
   constructor(
-    readonly code: string,
+    readonly code: InputErrorCode,
     message: string,
   ) {
     super(message);

@@ -14,3 +14,14 @@ export const PARSE_ERROR_CODES = {
 } as const;
 
 export type ParseErrorCode = keyof typeof PARSE_ERROR_CODES;
+
+/** Codes for input rejected before it reaches a parser (CLI and transports). */
+export const INPUT_ERROR_CODES = {
+  bad_json: "An input line (or the ids input) is not valid JSON.",
+  bad_case: "A --batch line is not a JSON object.",
+  bad_tokens: "`tokens` is not an array.",
+  bad_token_id: "A token id is not an integer.",
+  bad_role: 'A --batch case\'s role is neither "assistant" nor null.',
+} as const;
+
+export type InputErrorCode = keyof typeof INPUT_ERROR_CODES;

@@ -1,0 +1,105 @@
+/** The `parse` command, in process (same code path as the binary). */
+import { PassThrough, Readable } from "node:stream";
+import { describe, expect, it } from "vitest";
+import { parseIdList, runParse, type ParseCommandOptions } from "../src/commands/parse.js";
+import { harmony, loadJsonl } from "./helpers.js";
+
+const { enc } = harmony();
+const defaults: ParseCommandOptions = {
+  input: "ids",
+  role: "assistant",
+  strict: false,
+  nonStrict: false,
+  output: "events",
+  batch: false,
+};
+
+async function run(stdin: string, opts: Partial<ParseCommandOptions>) {
+  const stdout = new PassThrough();
+  const stderr = new PassThrough();
+  let out = "";
+  let err = "";
+  stdout.on("data", (c) => (out += c));
+  stderr.on("data", (c) => (err += c));
+  const code = await runParse({ ...defaults, ...opts }, { stdin: Readable.from([stdin]), stdout, stderr }, enc);
+  return { code, lines: out.split("\n").filter((l) => l !== "").map((l) => JSON.parse(l)), err };
+}
+
+describe("parse", () => {
+  it("reads ids separated by spaces, commas or as a JSON array", () => {
+    expect(parseIdList("1 2,3\n4")).toEqual([1, 2, 3, 4]);
+    expect(parseIdList("[5, 6]")).toEqual([5, 6]);
+    expect(parseIdList("  ")).toEqual([]);
+  });
+
+  it("prints events for Harmony text", async () => {
+    const r = await run("<|channel|>final<|message|>Hi!<|return|>\n", { input: "text" });
+    expect(r.code).toBe(0);
+    expect(r.lines.map((e) => e.type)).toEqual(["message_start", "delta", "message_end", "done"]);
+  });
+
+  it("prints the messages object, strict errors included", async () => {
+    const ids = enc.encode("<|channel|>final<|message|>A<|end|><|return|>").join(" ");
+    const r = await run(ids, { strict: true, output: "messages" });
+    expect(r.lines).toEqual([
+      {
+        messages: [{ role: "assistant", content: "A", channel: "final" }],
+        first_error: { message: "Unexpected token 200002 while expecting start token 200006", index: 5, token: 200002 },
+        recoveries: [],
+      },
+    ]);
+  });
+
+  it("rejects ids that are not integers with a code and status 2", async () => {
+    const r = await run("1 2 x", {});
+    expect(r.code).toBe(2);
+    expect(r.err).toContain("bad_token_id");
+  });
+
+  it("answers a batch line per case, in order, matching the reference in strict mode", async () => {
+    const cases = loadJsonl("malformed.jsonl").slice(0, 40);
+    const input = cases.map((c) => JSON.stringify({ id: c.id, tokens: c.tokens, role: c.role })).join("\n");
+    const r = await run(input, { batch: true, strict: true });
+    expect(r.code).toBe(0);
+    expect(r.lines.map((l) => l.id)).toEqual(cases.map((c) => c.id));
+    for (const [i, c] of cases.entries()) {
+      expect(r.lines[i].messages).toEqual(c.reference.messages);
+      const fe = c.reference.first_error;
+      expect(r.lines[i].first_error).toEqual(
+        fe && { message: fe.message, index: fe.index === "eos" ? c.tokens.length : fe.index, token: fe.token ?? null },
+      );
+    }
+  });
+
+  it("keeps going past bad batch lines, reporting each with a code", async () => {
+    const good = JSON.stringify({ id: "ok", tokens: enc.encode("<|channel|>final<|message|>x<|end|>") });
+    const input = [
+      "not json",
+      JSON.stringify({ id: "a", tokens: "nope" }),
+      JSON.stringify({ id: "b", tokens: [1, 2.5] }),
+      JSON.stringify({ id: "c", tokens: [1], role: "user" }),
+      "[1,2]",
+      good,
+    ].join("\n");
+    const r = await run(input, { batch: true });
+    expect(r.code).toBe(2);
+    expect(r.lines.map((l) => l.error?.code ?? "ok")).toEqual([
+      "bad_json",
+      "bad_tokens",
+      "bad_token_id",
+      "bad_role",
+      "bad_case",
+      "ok",
+    ]);
+    expect(r.lines.at(-1).messages).toEqual([{ role: "assistant", content: "x", channel: "final" }]);
+  });
+
+  it("answers a large batch in one run (its speed is measured in bench/)", async () => {
+    const cases = loadJsonl("wellformed.jsonl");
+    const input = Array.from({ length: 4 }, () => cases.map((c) => JSON.stringify({ id: c.id, tokens: c.tokens, role: c.role })))
+      .flat()
+      .join("\n");
+    const r = await run(input, { batch: true, strict: true });
+    expect(r.lines).toHaveLength(1200);
+  });
+});

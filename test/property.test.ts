@@ -1,0 +1,652 @@
+/**
+ * Property tests (fast-check) for the streaming parser: arbitrary id streams,
+ * arbitrary chunkings, bounded memory, event-stream invariants, "lose
+ * nothing" in resilient mode, and round trips of generated conversations.
+ *
+ * Runs are random (fast-check prints the seed and a shrunk counterexample on
+ * failure); set FC_SEED=<n> to replay a run.
+ */
+import fc from "fast-check";
+import { beforeAll, describe, expect, it } from "vitest";
+import type { DeltaEvent, DeltaKind, HarmonyEvent, MessageStartEvent, ReferenceMessage } from "../src/core/events.js";
+import { HarmonyParser, type ParserOptions } from "../src/core/parser.js";
+import { FLAG_WHOLE, type Vocabulary } from "../src/core/vocab.js";
+import type { HarmonyEncoding } from "../src/vocab/index.js";
+import { harmony } from "./helpers.js";
+
+// ---------------------------------------------------------------- fixtures
+
+const T = {
+  startoftext: 199998,
+  endoftext: 199999,
+  return: 200002,
+  constrain: 200003,
+  channel: 200005,
+  start: 200006,
+  end: 200007,
+  message: 200008,
+  call: 200012,
+} as const;
+const HARMONY_SPECIALS = [T.return, T.constrain, T.channel, T.start, T.end, T.message, T.call];
+const STOPS = [T.end, T.call, T.return];
+/** Ids that are not tokens at all. */
+const NOT_TOKENS = [201089, 201090, 300000, -1, -200006, 0.5, 200006.5, NaN, Infinity, -Infinity, 2 ** 31, 4294967295, 2 ** 32, Number.MAX_SAFE_INTEGER];
+
+let enc: HarmonyEncoding;
+let vocab: Vocabulary;
+/** Text ids whose bytes are not whole UTF-8 (pieces of emoji, CJK, …). */
+let partialIds: number[] = [];
+/** Short id runs that look like header pieces, so random streams hit header paths. */
+let fragments: number[][] = [];
+
+const SEED = process.env.FC_SEED === undefined ? undefined : Number(process.env.FC_SEED);
+const params = (numRuns: number): fc.Parameters<unknown> => (SEED === undefined ? { numRuns } : { numRuns, seed: SEED });
+
+beforeAll(() => {
+  ({ enc, vocab } = harmony());
+  const samples = [
+    "😀🎉👍🏽 家族 👨‍👩‍👧 中文字符 日本語のテキスト 한국어 𝄞 🤖🧠",
+    "ẞ ǅ ﷺ 𒀀 🏳️‍🌈 🦀🐍 ☕️ Ωμέγα",
+  ];
+  const partial = new Set<number>();
+  for (const s of samples) for (const id of enc.encodeOrdinary(s)) if ((vocab.flags[id]! & FLAG_WHOLE) === 0) partial.add(id);
+  partialIds = [...partial];
+  expect(partialIds.length).toBeGreaterThan(10);
+  fragments = [
+    "assistant",
+    "user",
+    "tool",
+    " to=functions.get_weather",
+    "to=functions.lookup",
+    "functions.get_weather",
+    "analysis",
+    "commentary",
+    "final",
+    " json",
+    "json",
+    " code",
+    " ",
+    "\n",
+    "  \n\n",
+    "Hello, world! ",
+    "The answer is 42.",
+    "<|end|>",
+    "to=",
+    "😀",
+    "日本語",
+  ].map((s) => enc.encodeOrdinary(s));
+  fragments.push(
+    enc.encode("<|start|>assistant<|channel|>final<|message|>"),
+    enc.encode("<|start|>assistant<|channel|>analysis<|message|>"),
+    enc.encode("<|start|>assistant<|channel|>commentary to=functions.f <|constrain|>json<|message|>"),
+    enc.encode("<|start|>assistant to=functions.f<|channel|>commentary json<|message|>"),
+    enc.encode("<|channel|>commentary to=functions.f"),
+    enc.encode("<|start|>user<|message|>"),
+    enc.encode("<|start|>functions.f to=assistant<|channel|>commentary<|message|>"),
+  );
+}, 60_000);
+
+// ---------------------------------------------------------------- arbitraries
+
+const reservedId = fc.oneof(
+  fc.constantFrom(T.startoftext, T.endoftext, 200000, 200001, 200004, 200009, 200010, 200011, 201088),
+  fc.integer({ min: 200013, max: 201088 }),
+);
+const notTokenId = fc.oneof(
+  fc.constantFrom(...NOT_TOKENS),
+  fc.integer({ min: 201089, max: 2 ** 40 }),
+  fc.integer({ min: -(2 ** 40), max: -1 }),
+  fc.double({ noInteger: true }),
+);
+const textId = fc.integer({ min: 0, max: 199997 });
+/** Lazily read: `partialIds` is filled in beforeAll. */
+const partialId = fc.nat().map((n) => partialIds[n % partialIds.length]!);
+
+/** One id of any sort. */
+const anyId: fc.Arbitrary<number> = fc.oneof(
+  { arbitrary: fc.constantFrom(...HARMONY_SPECIALS), weight: 6 },
+  { arbitrary: reservedId, weight: 1 },
+  { arbitrary: notTokenId, weight: 1 },
+  { arbitrary: partialId, weight: 3 },
+  { arbitrary: textId, weight: 5 },
+);
+
+/** A piece of a stream: one id, a header-ish fragment, or a run of text. */
+const piece: fc.Arbitrary<number[]> = fc.oneof(
+  { arbitrary: anyId.map((id) => [id]), weight: 6 },
+  { arbitrary: fc.nat().map((n) => fragments[n % fragments.length]!), weight: 3 },
+  { arbitrary: fc.array(fc.oneof(textId, partialId), { minLength: 1, maxLength: 12 }), weight: 1 },
+);
+
+const idStream = (maxPieces: number): fc.Arbitrary<number[]> =>
+  fc.array(piece, { maxLength: maxPieces }).map((ps) => ps.flat());
+
+/** Chunk sizes, used cyclically (0: an empty write). */
+const chunking = fc.array(fc.integer({ min: 0, max: 9 }), { minLength: 1, maxLength: 12 });
+
+const options: fc.Arbitrary<ParserOptions> = fc.record({
+  mode: fc.constantFrom<"resilient" | "strict">("resilient", "strict"),
+  nonStrict: fc.boolean(),
+  role: fc.constantFrom<"assistant" | null>("assistant", null),
+  wholeMessages: fc.boolean(),
+});
+
+// ---------------------------------------------------------------- helpers
+
+/** Split `ids` by `sizes` (cyclic); an all-zero cycle flushes the rest in one write. */
+function chunks(ids: readonly number[], sizes: readonly number[]): number[][] {
+  const out: number[][] = [];
+  let i = 0;
+  let k = 0;
+  let idle = 0;
+  while (i < ids.length) {
+    let n = sizes[k++ % sizes.length]!;
+    if (n === 0 && ++idle > sizes.length) n = ids.length - i;
+    if (n > 0) idle = 0;
+    out.push(ids.slice(i, i + n));
+    i += n;
+  }
+  return out;
+}
+
+/** Feed `ids` in chunks (as plain arrays or typed arrays), then end(). */
+function run(ids: readonly number[], opts: ParserOptions, sizes: readonly number[] = [ids.length || 1]): {
+  events: HarmonyEvent[];
+  endEvents: HarmonyEvent[];
+  parser: HarmonyParser;
+} {
+  const parser = new HarmonyParser(vocab, opts);
+  const events: HarmonyEvent[] = [];
+  let n = 0;
+  for (const c of chunks(ids, sizes)) {
+    // exercise ArrayLike inputs too: a Float64Array holds NaN, fractions, negatives
+    const input: ArrayLike<number> = n++ % 3 === 2 ? Float64Array.from(c) : c;
+    for (const e of parser.write(input)) events.push(e);
+  }
+  const endEvents = parser.end();
+  events.push(...endEvents);
+  return { events, endEvents, parser };
+}
+
+/** Merge consecutive deltas of the same message (chunk boundaries split deltas). */
+function mergeDeltas(events: readonly HarmonyEvent[]): HarmonyEvent[] {
+  const out: HarmonyEvent[] = [];
+  for (const e of events) {
+    const last = out[out.length - 1];
+    if (e.type === "delta" && last?.type === "delta" && last.index === e.index && last.kind === e.kind) {
+      out[out.length - 1] = { ...last, text: last.text + e.text };
+    } else out.push(e);
+  }
+  return out;
+}
+
+const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
+
+function expectedKind(s: MessageStartEvent): DeltaKind {
+  if (s.role !== "assistant") return "other";
+  if (s.recipient !== null) return "tool_args";
+  if (s.channel === "analysis") return "reasoning";
+  if (s.channel === "commentary") return "commentary";
+  return "content";
+}
+
+/**
+ * Check the event-stream invariants; returns the finished messages
+ * (index, start event, delta text, message_end.message).
+ */
+function checkEventStream(events: readonly HarmonyEvent[], whole: boolean) {
+  const finished: { start: MessageStartEvent; text: string; message?: ReferenceMessage }[] = [];
+  let open: { start: MessageStartEvent; text: string; kind?: DeltaKind } | null = null;
+  let started = 0;
+  let recoveries = 0;
+  for (const e of events) {
+    switch (e.type) {
+      case "message_start":
+        expect(open, "message_start while a message is open").toBeNull();
+        expect(e.index).toBe(started++);
+        open = { start: e, text: "" };
+        break;
+      case "tool_call_start":
+        expect(open, "tool_call_start with no open message").not.toBeNull();
+        expect(e.index).toBe(open!.start.index);
+        expect(open!.start.recipient).toBe(e.recipient);
+        break;
+      case "delta":
+        expect(open, "delta with no open message").not.toBeNull();
+        expect(e.index).toBe(open!.start.index);
+        expect(e.text).not.toBe("");
+        expect(LONE_SURROGATE.test(e.text), `delta splits a character: ${JSON.stringify(e.text)}`).toBe(false);
+        expect(e.kind).toBe(expectedKind(open!.start));
+        open!.text += e.text;
+        break;
+      case "message_end": {
+        expect(open, "message_end with no open message").not.toBeNull();
+        expect(e.index).toBe(open!.start.index);
+        const s = open!.start;
+        if (whole) {
+          expect(e.message).toBeDefined();
+          const m = e.message!;
+          expect(m.content).toBe(open!.text);
+          expect(m.role).toBe(s.role);
+          expect(m.channel ?? null).toBe(s.channel);
+          expect(m.recipient ?? null).toBe(s.recipient);
+          expect(m.content_type ?? null).toBe(s.content_type);
+          expect(m.name ?? null).toBe(s.name);
+        } else expect(e.message).toBeUndefined();
+        finished.push({ start: s, text: open!.text, message: e.message });
+        open = null;
+        break;
+      }
+      case "recovery":
+        recoveries++;
+        expect(typeof e.at).toBe("number");
+        break;
+      case "error":
+        break;
+      case "done":
+        expect(e, "done is the last event").toBe(events[events.length - 1]);
+        expect(open, "a message still open at done").toBeNull();
+        expect(e.messages).toBe(finished.length);
+        expect(e.recoveries).toBe(recoveries);
+        break;
+    }
+  }
+  return finished;
+}
+
+// ---------------------------------------------------------------- 1. robustness
+
+describe("property: any id sequence, any chunking", () => {
+  it("never throws, ends with done, counts every id, and refuses input after the end", () => {
+    fc.assert(
+      fc.property(
+        idStream(60),
+        options,
+        chunking,
+        fc.constantFrom<"eos" | "length" | "abort" | undefined>(undefined, "eos", "length", "abort"),
+        (ids, opts, sizes, reason) => {
+          const parser = new HarmonyParser(vocab, opts);
+          for (const c of chunks(ids, sizes)) {
+            const evs = parser.write(c);
+            expect(Array.isArray(evs)).toBe(true);
+            expect(evs.some((e) => e.type === "done")).toBe(false);
+          }
+          expect(parser.tokens).toBe(ids.length);
+          const endEvents = parser.end(reason);
+          const done = endEvents[endEvents.length - 1]!;
+          expect(done.type).toBe("done");
+          expect(endEvents.filter((e) => e.type === "done")).toHaveLength(1);
+          if (done.type !== "done") return;
+          expect(done.tokens).toBe(ids.length);
+          if (reason === "abort") expect(done.finish_reason).toBe("abort");
+          else if (reason === "length") expect(done.finish_reason).toBe("length");
+          else expect(["stop", "tool_calls", "error"]).toContain(done.finish_reason);
+          if (opts.mode !== "strict") expect(done.finish_reason).not.toBe("error");
+          expect(parser.finished).toBe(true);
+
+          const after = parser.write([T.start, 1, 2]);
+          expect(after).toHaveLength(1);
+          expect(after[0]).toMatchObject({ type: "error", code: "stream_finished", token: null });
+          expect(parser.tokens).toBe(ids.length);
+          const again = parser.end();
+          expect(again).toHaveLength(1);
+          expect(again[0]).toMatchObject({ type: "error", code: "stream_finished" });
+        },
+      ),
+      params(400),
+    );
+  });
+
+  it("accepts odd ArrayLike inputs (typed arrays, array-likes, sparse arrays) without throwing", () => {
+    fc.assert(
+      fc.property(idStream(30), options, (ids, opts) => {
+        const parser = new HarmonyParser(vocab, opts);
+        const third = Math.floor(ids.length / 3);
+        const a = ids.slice(0, third);
+        const b = ids.slice(third, 2 * third);
+        const c = ids.slice(2 * third);
+        parser.write(Float64Array.from(a));
+        parser.write({ length: b.length, ...Object.fromEntries(b.map((v, i) => [i, v])) });
+        const sparse: number[] = [];
+        c.forEach((v, i) => (sparse[i] = v));
+        parser.write(sparse);
+        expect(parser.tokens).toBe(ids.length);
+        const end = parser.end();
+        expect(end[end.length - 1]).toMatchObject({ type: "done", tokens: ids.length });
+      }),
+      params(100),
+    );
+  });
+});
+
+// ---------------------------------------------------------------- 2. memory
+
+describe("property: bounded memory (resilient)", () => {
+  const LIMIT = 16 * 1024;
+  /** Runs with no <|message|>: text, partial UTF-8, header markers, junk specials. */
+  const longRun: fc.Arbitrary<number[]> = fc.oneof(
+    fc.array(textId, { minLength: 200, maxLength: 800 }),
+    fc.array(partialId, { minLength: 200, maxLength: 800 }),
+    fc.array(fc.oneof(partialId, textId, fc.constantFrom(T.channel, T.constrain)), { minLength: 200, maxLength: 800 }),
+    fc.array(fc.constantFrom(T.channel, T.constrain), { minLength: 100, maxLength: 400 }),
+    fc
+      .tuple(fc.nat(), fc.integer({ min: 50, max: 300 }))
+      .map(([n, k]) => Array.from({ length: k }, () => fragments[n % fragments.length]!).flat()),
+  );
+  const longStream = fc
+    .array(fc.oneof({ arbitrary: piece, weight: 4 }, { arbitrary: longRun, weight: 1 }), { minLength: 5, maxLength: 30 })
+    .map((ps) => ps.flat());
+
+  it("heldBytes() stays under 16 KiB at every step", () => {
+    fc.assert(
+      fc.property(
+        longStream,
+        fc.constantFrom<"assistant" | null>("assistant", null),
+        fc.integer({ min: 1, max: 64 }),
+        (ids, role, size) => {
+          const parser = new HarmonyParser(vocab, { role });
+          let max = parser.heldBytes();
+          for (let i = 0; i < ids.length; i += size) {
+            parser.write(ids.slice(i, i + size));
+            const held = parser.heldBytes();
+            if (held > max) max = held;
+            expect(held, `after ${i + size} of ${ids.length} ids`).toBeLessThanOrEqual(LIMIT);
+          }
+          parser.end();
+          expect(parser.heldBytes()).toBeLessThanOrEqual(LIMIT);
+        },
+      ),
+      params(40),
+    );
+  });
+});
+
+// ---------------------------------------------------------------- 3. event invariants
+
+describe("property: event-stream invariants", () => {
+  it("resilient: deltas add up to message content, indexes match, one end per start, no split characters", () => {
+    fc.assert(
+      fc.property(idStream(60), fc.constantFrom<"assistant" | null>("assistant", null), chunking, (ids, role, sizes) => {
+        const { events } = run(ids, { role, wholeMessages: true }, sizes);
+        checkEventStream(events, true);
+        expect(events.some((e) => e.type === "error")).toBe(false);
+      }),
+      params(400),
+    );
+  });
+
+  it("strict: the same structural invariants hold", () => {
+    fc.assert(
+      fc.property(
+        idStream(60),
+        fc.constantFrom<"assistant" | null>("assistant", null),
+        fc.boolean(),
+        chunking,
+        (ids, role, nonStrict, sizes) => {
+          const { events } = run(ids, { mode: "strict", nonStrict, role, wholeMessages: true }, sizes);
+          checkEventStream(events, true);
+          expect(events.some((e) => e.type === "recovery")).toBe(false);
+        },
+      ),
+      params(300),
+    );
+  });
+
+  it("without wholeMessages, message_end carries no message and the deltas are the same", () => {
+    fc.assert(
+      fc.property(idStream(40), options, (ids, opts) => {
+        const a = run(ids, { ...opts, wholeMessages: true }).events;
+        const b = run(ids, { ...opts, wholeMessages: false }).events;
+        checkEventStream(b, false);
+        const strip = (evs: HarmonyEvent[]) =>
+          evs.map((e) => (e.type === "message_end" ? { type: e.type, index: e.index, stop: e.stop } : e));
+        expect(strip(b)).toEqual(strip(a));
+      }),
+      params(150),
+    );
+  });
+});
+
+// ---------------------------------------------------------------- 4. chunking independence
+
+describe("property: chunking independence", () => {
+  it("two chunkings give the same events once consecutive deltas are merged", () => {
+    fc.assert(
+      fc.property(idStream(60), options, chunking, chunking, (ids, opts, s1, s2) => {
+        const a = mergeDeltas(run(ids, opts, s1).events);
+        const b = mergeDeltas(run(ids, opts, s2).events);
+        expect(b).toEqual(a);
+      }),
+      params(300),
+    );
+  });
+
+  it("one write per id equals one write for everything (merged deltas)", () => {
+    fc.assert(
+      fc.property(idStream(60), options, (ids, opts) => {
+        const a = mergeDeltas(run(ids, opts, [1]).events);
+        const b = mergeDeltas(run(ids, opts).events);
+        expect(b).toEqual(a);
+      }),
+      params(200),
+    );
+  });
+});
+
+// ---------------------------------------------------------------- 5. lose nothing
+
+/** Text for contents and junk: ASCII words, emoji, CJK, punctuation, look-alike markers. */
+const contentText: fc.Arbitrary<string> = fc
+  .array(
+    fc.oneof(
+      fc.stringMatching(/^[a-z]{1,10}$/),
+      fc.constantFrom(" ", " ", "\n", ", ", ". ", "{\"a\": 1}", "<|end|>", "😀", "👨‍👩‍👧", "日本語", "中文", "한국어", "🏳️‍🌈", "é", "𝄞"),
+      fc.string({ unit: "grapheme", maxLength: 4 }),
+    ),
+    { maxLength: 15 },
+  )
+  .map((parts) => parts.join(""));
+
+const junkIds: fc.Arbitrary<number[]> = fc
+  .array(
+    fc.oneof(
+      { arbitrary: anyId.map((id) => [id]), weight: 4 },
+      { arbitrary: fc.nat().map((n) => fragments[n % fragments.length]!), weight: 2 },
+      { arbitrary: contentText.map((s) => enc.encodeOrdinary(s)), weight: 2 },
+    ),
+    { maxLength: 12 },
+  )
+  .map((ps) => ps.flat());
+
+interface GenMessage {
+  role: "assistant" | "user" | "system" | "developer" | "tool";
+  channel: string | null;
+  recipient: string | null;
+  contentType: string | null;
+  /** Header text after the role word, with specials written out. */
+  headerRest: string;
+  name: string | null;
+  content: string;
+  stop: number;
+}
+
+const toolName = fc.stringMatching(/^[a-z][a-z_]{0,11}$/).map((s) => `functions.${s}`);
+
+const assistantMessage: fc.Arbitrary<GenMessage> = fc
+  .record({
+    channel: fc.constantFrom("analysis", "commentary", "final"),
+    recipient: fc.option(toolName, { nil: null }),
+    before: fc.boolean(),
+    ctype: fc.constantFrom(null, " json", " <|constrain|>json", "<|constrain|>json", " code"),
+    content: contentText,
+    stop: fc.constantFrom(T.end, T.call, T.return),
+  })
+  .map(({ channel, recipient, before, ctype, content, stop }) => {
+    // a content type is only unambiguous after a recipient (a lone word is the recipient in v0.0.8)
+    const ct = recipient === null ? null : ctype;
+    let rest: string;
+    if (recipient === null) rest = `<|channel|>${channel}`;
+    else if (before) rest = ` to=${recipient}<|channel|>${channel}${ct ?? ""}`;
+    else rest = `<|channel|>${channel} to=${recipient}${ct ?? ""}`;
+    return {
+      role: "assistant" as const,
+      channel,
+      recipient,
+      contentType: ct === null ? null : ct.trim(),
+      headerRest: rest,
+      name: null,
+      content,
+      stop,
+    };
+  });
+
+const otherMessage: fc.Arbitrary<GenMessage> = fc.oneof(
+  fc.record({
+    role: fc.constantFrom<"user" | "system" | "developer">("user", "system", "developer"),
+    content: contentText,
+  }).map(({ role, content }) => ({
+    role,
+    channel: null,
+    recipient: null,
+    contentType: null,
+    headerRest: "",
+    name: null,
+    content,
+    stop: T.end,
+  })),
+  fc.record({ tool: toolName, content: contentText }).map(({ tool, content }) => ({
+    role: "tool" as const,
+    channel: "commentary",
+    recipient: "assistant",
+    contentType: null,
+    headerRest: ` to=assistant<|channel|>commentary`,
+    name: tool,
+    content,
+    stop: T.end,
+  })),
+);
+
+function expectedMessage(m: GenMessage): ReferenceMessage {
+  const r: Partial<ReferenceMessage> = { role: m.role };
+  if (m.name !== null) r.name = m.name;
+  if (m.recipient !== null) r.recipient = m.recipient;
+  r.content = m.content;
+  if (m.channel !== null) r.channel = m.channel;
+  if (m.contentType !== null) r.content_type = m.contentType;
+  return r as ReferenceMessage;
+}
+
+/** Render a message; `primedFirst`: the header has no `<|start|>role` (a completion). */
+function render(m: GenMessage, primedFirst: boolean): number[] {
+  const head = primedFirst ? m.headerRest : `<|start|>${m.role === "tool" ? m.name : m.role}${m.headerRest}`;
+  return [...enc.encode(`${head}<|message|>`), ...enc.encodeOrdinary(m.content), m.stop];
+}
+
+function messagesOf(events: readonly HarmonyEvent[]): ReferenceMessage[] {
+  return events.flatMap((e) => (e.type === "message_end" && e.message ? [e.message] : []));
+}
+
+describe("property: resilient mode loses nothing", () => {
+  it("a well-formed <|start|>…<|message|>…<stop> message survives any junk around it", () => {
+    fc.assert(
+      fc.property(
+        junkIds,
+        fc.oneof(assistantMessage, otherMessage),
+        junkIds,
+        fc.constantFrom<"assistant" | null>("assistant", null),
+        chunking,
+        (before, msg, after, role, sizes) => {
+          const ids = [...before, ...render(msg, false), ...after];
+          const { events } = run(ids, { role, wholeMessages: true }, sizes);
+          const finished = checkEventStream(events, true);
+          // some message holds exactly the content, with the header's fields (a recipient
+          // from an abandoned junk header may be spliced into a header that has none)
+          const want = expectedMessage(msg);
+          const ok = finished.some(
+            ({ message: m }) =>
+              m !== undefined &&
+              m.content === want.content &&
+              m.role === want.role &&
+              m.name === want.name &&
+              m.channel === want.channel &&
+              m.content_type === want.content_type &&
+              (want.recipient === undefined || m.recipient === want.recipient),
+          );
+          expect(ok, `${JSON.stringify(want)} not among ${JSON.stringify(finished.map((f) => f.message))}`).toBe(true);
+        },
+      ),
+      params(300),
+    );
+  });
+
+  it("every word of junk text between specials reaches a delta, a recovery's raw, or a header field", () => {
+    // words that the header grammar can consume as fields are left out: roles, channels,
+    // content types, anything with '=' or '.' (recipients, tool names)
+    const word = fc.stringMatching(/^[a-z]{3,9}$/).filter(
+      (w) => !["assistant", "user", "system", "developer", "tool", "analysis", "commentary", "final", "json", "code"].includes(w),
+    );
+    const segment = fc.array(word, { minLength: 1, maxLength: 6 }).map((ws) => ws.join(" "));
+    const special = fc.oneof(fc.constantFrom(...HARMONY_SPECIALS), reservedId, notTokenId);
+    fc.assert(
+      fc.property(
+        fc.array(fc.tuple(fc.array(special, { maxLength: 3 }), segment), { minLength: 1, maxLength: 8 }),
+        fc.constantFrom<"assistant" | null>("assistant", null),
+        chunking,
+        (parts, role, sizes) => {
+          const ids = parts.flatMap(([sp, seg]) => [...sp, ...enc.encodeOrdinary(` ${seg} `)]);
+          const { events } = run(ids, { role }, sizes);
+          let seen = "";
+          for (const e of events) {
+            if (e.type === "delta") seen += "\u0000" + e.text;
+            else if (e.type === "recovery" && e.raw !== undefined) seen += "\u0000" + e.raw;
+            else if (e.type === "message_start") seen += `\u0000${e.name} ${e.channel} ${e.recipient} ${e.content_type}`;
+          }
+          for (const [, seg] of parts) {
+            for (const w of seg.split(" ")) expect(seen, `word ${JSON.stringify(w)} was lost`).toContain(w);
+          }
+        },
+      ),
+      params(300),
+    );
+  });
+});
+
+// ---------------------------------------------------------------- 6. generated conversations
+
+describe("property: well-formed conversations", () => {
+  const conversation = fc.record({
+    primed: fc.boolean(),
+    first: assistantMessage,
+    rest: fc.array(fc.oneof({ arbitrary: assistantMessage, weight: 3 }, { arbitrary: otherMessage, weight: 1 }), {
+      maxLength: 5,
+    }),
+  });
+
+  it("parse identically in strict and resilient mode and give back the generated messages", () => {
+    fc.assert(
+      fc.property(conversation, chunking, ({ primed, first, rest }, sizes) => {
+        const msgs = [first, ...rest];
+        const ids = msgs.flatMap((m, i) => render(m, primed && i === 0));
+        const role = primed ? "assistant" : null;
+        const strict = run(ids, { mode: "strict", role, wholeMessages: true }, sizes).events;
+        const resilient = run(ids, { mode: "resilient", role, wholeMessages: true }, sizes).events;
+        const want = msgs.map(expectedMessage);
+        expect(strict.filter((e) => e.type === "error")).toEqual([]);
+        expect(resilient.filter((e) => e.type === "recovery")).toEqual([]);
+        expect(messagesOf(strict)).toEqual(want);
+        expect(messagesOf(resilient)).toEqual(want);
+        expect(mergeDeltas(resilient)).toEqual(mergeDeltas(strict));
+        checkEventStream(resilient, true);
+        const stops = resilient.flatMap((e) => (e.type === "message_end" ? [e.stop] : []));
+        expect(stops).toEqual(msgs.map((m) => (m.stop === T.end ? "end" : m.stop === T.call ? "call" : "return")));
+        // tool calls: one per assistant message with a recipient, numbered in order
+        const calls = resilient.filter((e) => e.type === "tool_call_start");
+        const wantCalls = msgs.filter((m) => m.role === "assistant" && m.recipient !== null);
+        expect(calls.map((c) => (c.type === "tool_call_start" ? c.recipient : null))).toEqual(
+          wantCalls.map((m) => m.recipient),
+        );
+      }),
+      params(300),
+    );
+  });
+});
