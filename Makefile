@@ -20,8 +20,8 @@ typecheck: $(NODE_MODULES)
 	npx tsc -p tsconfig.json --noEmit
 
 test: $(BUILD)
-	npx tsc -p tsconfig.json --noEmit
-	npx vitest run
+	npx vitest run --reporter=default --reporter=json --outputFile.json=dist/test-report.json; \
+	  status=$$?; node scripts/test-summary.mjs dist/test-report.json || status=1; exit $$status
 
 run: $(BUILD)
 	node dist/src/cli.js serve

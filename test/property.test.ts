@@ -4,7 +4,7 @@
  * nothing" in resilient mode, and round trips of generated conversations.
  *
  * Runs are random (fast-check prints the seed and a shrunk counterexample on
- * failure); set FC_SEED=<n> to replay a run.
+ * failure); set FC_SEED=<n> to replay a run, FC_SCALE=<k> for k times the runs.
  */
 import fc from "fast-check";
 import { beforeAll, describe, expect, it } from "vitest";
@@ -40,7 +40,12 @@ let partialIds: number[] = [];
 let fragments: number[][] = [];
 
 const SEED = process.env.FC_SEED === undefined ? undefined : Number(process.env.FC_SEED);
-const params = (numRuns: number): fc.Parameters<unknown> => (SEED === undefined ? { numRuns } : { numRuns, seed: SEED });
+/** FC_SCALE=<k> multiplies every property's number of runs (for a longer soak). */
+const SCALE = Number(process.env.FC_SCALE ?? 1) || 1;
+const params = (runs: number): fc.Parameters<unknown> => {
+  const numRuns = Math.max(1, Math.round(runs * SCALE));
+  return SEED === undefined ? { numRuns } : { numRuns, seed: SEED };
+};
 
 beforeAll(() => {
   ({ enc, vocab } = harmony());
@@ -595,12 +600,17 @@ describe("property: resilient mode loses nothing", () => {
         (parts, role, sizes) => {
           const ids = parts.flatMap(([sp, seg]) => [...sp, ...enc.encodeOrdinary(` ${seg} `)]);
           const { events } = run(ids, { role }, sizes);
-          let seen = "";
+          // places text can go, kept apart so words cannot be glued across them
+          const texts: string[] = [];
           for (const e of events) {
-            if (e.type === "delta") seen += "\u0000" + e.text;
-            else if (e.type === "recovery" && e.raw !== undefined) seen += "\u0000" + e.raw;
-            else if (e.type === "message_start") seen += `\u0000${e.name} ${e.channel} ${e.recipient} ${e.content_type}`;
+            if (e.type === "delta") texts[e.index] = (texts[e.index] ?? "") + e.text;
           }
+          const places = [...texts.filter((t) => t !== undefined)];
+          for (const e of events) {
+            if (e.type === "recovery" && e.raw !== undefined) places.push(e.raw);
+            else if (e.type === "message_start") places.push(`${e.name} ${e.channel} ${e.recipient} ${e.content_type}`);
+          }
+          const seen = places.join("\u0000");
           for (const [, seg] of parts) {
             for (const w of seg.split(" ")) expect(seen, `word ${JSON.stringify(w)} was lost`).toContain(w);
           }

@@ -1,0 +1,178 @@
+/**
+ * In-process parser throughput on bench/data/mix-200k.txt (633 gpt-oss
+ * completions, 200,071 tokens), with a baseline loop over the same ids in
+ * the same run. Prints a Markdown report (and JSON with --json).
+ *
+ *   node dist/bench/parser-bench.js [--runs 7] [--json]
+ *
+ * Every figure is the median of `runs` timed runs after a warm-up; each run
+ * repeats its workload until it has taken at least `--min-ms` milliseconds.
+ */
+import { readFileSync } from "node:fs";
+import os from "node:os";
+import { fileURLToPath } from "node:url";
+import { Command } from "commander";
+import { HarmonyParser, type ParserOptions } from "../src/core/parser.js";
+import { FLAG_WHOLE, Vocabulary } from "../src/core/vocab.js";
+import { loadHarmonyEncoding } from "../src/vocab/index.js";
+
+const opts = new Command()
+  .option("--runs <n>", "timed runs per figure (median reported)", (v) => Number(v), 7)
+  .option("--min-ms <n>", "minimum duration of one run", (v) => Number(v), 300)
+  .option("--json", "print JSON instead of Markdown", false)
+  .parse()
+  .opts<{ runs: number; minMs: number; json: boolean }>();
+
+const DATA = fileURLToPath(new URL("../../bench/data/mix-200k.txt", import.meta.url));
+
+// ---------------------------------------------------------------- start-up
+const rssBefore = process.memoryUsage().rss;
+const t0 = performance.now();
+const enc = loadHarmonyEncoding({ shared: true });
+const vocab = new Vocabulary(enc.table);
+const startupMs = performance.now() - t0;
+const rssAfter = process.memoryUsage().rss;
+const tableBytes = enc.table.bytes.byteLength + enc.table.offsets.byteLength + enc.table.flags.byteLength;
+
+const lines = readFileSync(DATA, "utf8")
+  .trim()
+  .split("\n")
+  .map((l) => Uint32Array.from(l.trim().split(/\s+/).map(Number)));
+const completions = lines.map((l) => l.subarray(2)); // primed: drop <|start|>assistant
+const allIds = Uint32Array.from(lines.flatMap((l) => Array.from(l)));
+const completionTokens = completions.reduce((a, l) => a + l.length, 0);
+
+// ---------------------------------------------------------------- timing
+function median(xs: number[]): number {
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.floor(s.length / 2)]!;
+}
+
+/** Tokens per second of `work` (which returns the tokens it processed). */
+function measure(work: () => number): { mtoks: number; runs: number[] } {
+  for (let i = 0; i < 2; i++) work(); // warm-up
+  const rates: number[] = [];
+  for (let r = 0; r < opts.runs; r++) {
+    let tokens = 0;
+    const start = performance.now();
+    let elapsed = 0;
+    do {
+      tokens += work();
+      elapsed = performance.now() - start;
+    } while (elapsed < opts.minMs);
+    rates.push(tokens / elapsed / 1000);
+  }
+  return { mtoks: median(rates), runs: rates };
+}
+
+let sink = 0;
+
+function perLineWhole(options: ParserOptions): number {
+  for (const ids of completions) {
+    const p = new HarmonyParser(vocab, options);
+    sink += p.write(ids).length + p.end().length;
+  }
+  return completionTokens;
+}
+
+function perLinePerToken(options: ParserOptions): number {
+  const one = new Uint32Array(1);
+  for (const ids of completions) {
+    const p = new HarmonyParser(vocab, options);
+    for (let i = 0; i < ids.length; i++) {
+      one[0] = ids[i]!;
+      sink += p.write(one).length;
+    }
+    sink += p.end().length;
+  }
+  return completionTokens;
+}
+
+function wholeFile(options: ParserOptions): number {
+  const p = new HarmonyParser(vocab, { ...options, role: null });
+  sink += p.write(allIds).length + p.end().length;
+  return allIds.length;
+}
+
+/** Baseline: the per-token table lookup alone (string of each text token). */
+function baseline(): number {
+  const flags = vocab.flags;
+  let n = 0;
+  for (const ids of completions) {
+    for (let i = 0; i < ids.length; i++) {
+      const id = ids[i]!;
+      if (id < 199998 && (flags[id]! & FLAG_WHOLE) !== 0) n += vocab.text(id).length;
+    }
+  }
+  sink += n;
+  return completionTokens;
+}
+
+/** ns per token for `n` content tokens in one message, fed `step` at a time. */
+function longMessage(n: number, step: number): number {
+  const content: number[] = [];
+  for (const ids of completions) {
+    for (const id of ids) if (id < 199998 && (vocab.flags[id]! & FLAG_WHOLE) !== 0) content.push(id);
+    if (content.length >= n) break;
+  }
+  const stream = Uint32Array.from([...enc.encode("<|channel|>final<|message|>"), ...content.slice(0, n)]);
+  const { mtoks } = measure(() => {
+    const p = new HarmonyParser(vocab);
+    for (let i = 0; i < stream.length; i += step) sink += p.write(stream.subarray(i, i + step)).length;
+    sink += p.end().length;
+    return stream.length;
+  });
+  return 1000 / mtoks;
+}
+
+const resilient: ParserOptions = {};
+const strict: ParserOptions = { mode: "strict" };
+const results = {
+  machine: {
+    cpu: os.cpus()[0]?.model ?? "unknown",
+    cores: os.cpus().length,
+    memory_gib: Math.round(os.totalmem() / 2 ** 30),
+    node: process.version,
+    platform: `${os.platform()} ${os.release()}`,
+  },
+  data: { completions: completions.length, completion_tokens: completionTokens, file_tokens: allIds.length },
+  startup: { ms: startupMs, table_bytes: tableBytes, rss_delta_bytes: rssAfter - rssBefore },
+  baseline_lookup: measure(baseline),
+  a_whole_resilient: measure(() => perLineWhole(resilient)),
+  a_whole_strict: measure(() => perLineWhole(strict)),
+  a_file_resilient: measure(() => wholeFile(resilient)),
+  b_per_token_resilient: measure(() => perLinePerToken(resilient)),
+  b_per_token_strict: measure(() => perLinePerToken(strict)),
+  long_message: {
+    ns_1k: longMessage(1000, 1),
+    ns_16k: longMessage(16000, 1),
+    ns_1k_whole: longMessage(1000, 1 << 20),
+    ns_16k_whole: longMessage(16000, 1 << 20),
+  },
+};
+
+if (opts.json) {
+  console.log(JSON.stringify(results, null, 2));
+} else {
+  const f = (x: number) => x.toFixed(2);
+  const r = results;
+  const lm = r.long_message;
+  console.log(`Machine: ${r.machine.cpu}, ${r.machine.cores} cores, ${r.machine.memory_gib} GiB; Node ${r.machine.node}; ${r.machine.platform}
+Data: ${r.data.completions} completions, ${r.data.completion_tokens} completion tokens (${r.data.file_tokens} as one stream)
+Start-up (vocabulary table from tiktoken WASM): ${r.startup.ms.toFixed(0)} ms, table ${(r.startup.table_bytes / 2 ** 20).toFixed(2)} MiB (SharedArrayBuffer), RSS +${(r.startup.rss_delta_bytes / 2 ** 20).toFixed(0)} MiB
+
+| workload | M tokens/s (median of ${opts.runs}) | vs baseline |
+|---|---|---|
+| baseline: per-token table lookup only | ${f(r.baseline_lookup.mtoks)} | 1.00 |
+| (a) whole completion per write, resilient | ${f(r.a_whole_resilient.mtoks)} | ${f(r.a_whole_resilient.mtoks / r.baseline_lookup.mtoks)} |
+| (a) whole completion per write, strict | ${f(r.a_whole_strict.mtoks)} | ${f(r.a_whole_strict.mtoks / r.baseline_lookup.mtoks)} |
+| (a) whole file as one unprimed stream, resilient | ${f(r.a_file_resilient.mtoks)} | ${f(r.a_file_resilient.mtoks / r.baseline_lookup.mtoks)} |
+| (b) one token per write, resilient | ${f(r.b_per_token_resilient.mtoks)} | ${f(r.b_per_token_resilient.mtoks / r.baseline_lookup.mtoks)} |
+| (b) one token per write, strict | ${f(r.b_per_token_strict.mtoks)} | ${f(r.b_per_token_strict.mtoks / r.baseline_lookup.mtoks)} |
+
+| one message of N content tokens | ns/token at 1k | ns/token at 16k | 16k / 1k |
+|---|---|---|---|
+| one token per write | ${lm.ns_1k.toFixed(1)} | ${lm.ns_16k.toFixed(1)} | ${(lm.ns_16k / lm.ns_1k).toFixed(2)} |
+| one write | ${lm.ns_1k_whole.toFixed(1)} | ${lm.ns_16k_whole.toFixed(1)} | ${(lm.ns_16k_whole / lm.ns_1k_whole).toFixed(2)} |`);
+}
+if (sink === 0.5) console.log(""); // keep the work observable
