@@ -8,7 +8,7 @@
  */
 import fc from "fast-check";
 import { beforeAll, describe, expect, it } from "vitest";
-import type { DeltaEvent, DeltaKind, HarmonyEvent, MessageStartEvent, ReferenceMessage } from "../src/core/events.js";
+import type { DeltaKind, HarmonyEvent, MessageStartEvent, ReferenceMessage } from "../src/core/events.js";
 import { HarmonyParser, type ParserOptions } from "../src/core/parser.js";
 import { FLAG_WHOLE, type Vocabulary } from "../src/core/vocab.js";
 import type { HarmonyEncoding } from "../src/vocab/index.js";
@@ -28,7 +28,6 @@ const T = {
   call: 200012,
 } as const;
 const HARMONY_SPECIALS = [T.return, T.constrain, T.channel, T.start, T.end, T.message, T.call];
-const STOPS = [T.end, T.call, T.return];
 /** Ids that are not tokens at all. */
 const NOT_TOKENS = [201089, 201090, 300000, -1, -200006, 0.5, 200006.5, NaN, Infinity, -Infinity, 2 ** 31, 4294967295, 2 ** 32, Number.MAX_SAFE_INTEGER];
 
@@ -42,9 +41,27 @@ let fragments: number[][] = [];
 const SEED = process.env.FC_SEED === undefined ? undefined : Number(process.env.FC_SEED);
 /** FC_SCALE=<k> multiplies every property's number of runs (for a longer soak). */
 const SCALE = Number(process.env.FC_SCALE ?? 1) || 1;
-const params = (runs: number): fc.Parameters<unknown> => {
+/** `examples` run first on every run: the minimal counterexamples of known parser bugs. */
+function params<Ts>(runs: number, examples: NoInfer<Ts>[] = []): fc.Parameters<Ts> {
   const numRuns = Math.max(1, Math.round(runs * SCALE));
-  return SEED === undefined ? { numRuns } : { numRuns, seed: SEED };
+  return SEED === undefined ? { numRuns, examples } : { numRuns, examples, seed: SEED };
+}
+
+/**
+ * Minimal counterexamples found by these properties (see the report in the
+ * commit message / PR). Each is replayed first by the properties that found it.
+ */
+const BUGS = {
+  /** Resilient, role "assistant": "日本語のテキストです" + <|end|>: write() throws RangeError. */
+  crashAtStop: () => [...enc.encodeOrdinary("日本語のテキストです"), T.end],
+  /** Resilient, role "assistant": a long CJK header cut by end(): end() throws RangeError. */
+  crashAtEnd: () => enc.encodeOrdinary("これは日本語の文章です とても"),
+  /** Resilient, role "assistant": "日本語" + <|end|> gives content "日本語本語". */
+  duplicatedTail: () => [...enc.encodeOrdinary("日本語"), T.end],
+  /** Resilient, role "assistant": <|message|> "!" 201089 — recovery is emitted before the "!" delta in one write. */
+  recoveryBeforeDelta: () => [T.message, 0, 201089],
+  /** Resilient, role "assistant": <|message|> "!" <|start|> — missing_end before the "!" delta in one write. */
+  missingEndBeforeDelta: () => [T.message, 0, T.start],
 };
 
 beforeAll(() => {
@@ -124,17 +141,23 @@ const piece: fc.Arbitrary<number[]> = fc.oneof(
 );
 
 const idStream = (maxPieces: number): fc.Arbitrary<number[]> =>
-  fc.array(piece, { maxLength: maxPieces }).map((ps) => ps.flat());
+  fc.array(piece, { maxLength: maxPieces, size: "medium" }).map((ps) => ps.flat());
 
 /** Chunk sizes, used cyclically (0: an empty write). */
 const chunking = fc.array(fc.integer({ min: 0, max: 9 }), { minLength: 1, maxLength: 12 });
 
-const options: fc.Arbitrary<ParserOptions> = fc.record({
-  mode: fc.constantFrom<"resilient" | "strict">("resilient", "strict"),
-  nonStrict: fc.boolean(),
-  role: fc.constantFrom<"assistant" | null>("assistant", null),
-  wholeMessages: fc.boolean(),
-});
+const options: fc.Arbitrary<ParserOptions> = fc.record(
+  {
+    mode: fc.constantFrom<"resilient" | "strict">("resilient", "strict"),
+    nonStrict: fc.boolean(),
+    role: fc.constantFrom<"assistant" | null>("assistant", null),
+    wholeMessages: fc.boolean(),
+    // small windows and header limits reach the "left the window" and "header is text" paths
+    windowSize: fc.constantFrom(1, 4, 16, 512),
+    maxHeaderBytes: fc.constantFrom(0, 8, 40, 256),
+  },
+  { requiredKeys: ["mode", "nonStrict", "role", "wholeMessages"] },
+);
 
 // ---------------------------------------------------------------- helpers
 
@@ -204,7 +227,23 @@ function checkEventStream(events: readonly HarmonyEvent[], whole: boolean) {
   let open: { start: MessageStartEvent; text: string; kind?: DeltaKind } | null = null;
   let started = 0;
   let recoveries = 0;
+  let calls = 0;
+  let lastAt = 0;
+  let prev: HarmonyEvent | undefined;
+  const tokens = events[events.length - 1]?.type === "done" ? (events[events.length - 1] as { tokens: number }).tokens : Infinity;
   for (const e of events) {
+    if (e.type === "recovery" || e.type === "error") {
+      // positions are stream positions, reported in stream order
+      expect(Number.isInteger(e.at) && e.at >= 0 && e.at <= tokens, `position ${e.at} of ${tokens}`).toBe(true);
+      expect(e.at, `${e.type} ${JSON.stringify(e)} reported out of order`).toBeGreaterThanOrEqual(lastAt);
+      lastAt = e.at;
+    }
+    if (prev?.type === "message_start") {
+      // a tool call starts right after its message, and only for assistant messages with a recipient
+      const isCall = prev.role === "assistant" && prev.recipient !== null;
+      expect(e.type === "tool_call_start", `tool_call_start after ${JSON.stringify(prev)}`).toBe(isCall);
+    }
+    prev = e;
     switch (e.type) {
       case "message_start":
         expect(open, "message_start while a message is open").toBeNull();
@@ -215,6 +254,9 @@ function checkEventStream(events: readonly HarmonyEvent[], whole: boolean) {
         expect(open, "tool_call_start with no open message").not.toBeNull();
         expect(e.index).toBe(open!.start.index);
         expect(open!.start.recipient).toBe(e.recipient);
+        expect(e.call_index).toBe(calls++);
+        expect(e.id).toBe(`call_${e.call_index}`);
+        expect(e.namespace === null ? e.name : `${e.namespace}.${e.name}`).toBe(e.recipient);
         break;
       case "delta":
         expect(open, "delta with no open message").not.toBeNull();
@@ -253,6 +295,11 @@ function checkEventStream(events: readonly HarmonyEvent[], whole: boolean) {
         expect(open, "a message still open at done").toBeNull();
         expect(e.messages).toBe(finished.length);
         expect(e.recoveries).toBe(recoveries);
+        if (e.finish_reason === "stop" || e.finish_reason === "tool_calls") {
+          const last = finished[finished.length - 1]?.start;
+          const call = last !== undefined && last.role === "assistant" && last.recipient !== null;
+          expect(e.finish_reason).toBe(call ? "tool_calls" : "stop");
+        }
         break;
     }
   }
@@ -298,7 +345,28 @@ describe("property: any id sequence, any chunking", () => {
           expect(again[0]).toMatchObject({ type: "error", code: "stream_finished" });
         },
       ),
-      params(400),
+      params(400, [
+        [BUGS.crashAtStop(), { mode: "resilient" as const, nonStrict: false, role: "assistant" as const, wholeMessages: true }, [1], undefined],
+        [BUGS.crashAtEnd(), { mode: "resilient" as const, nonStrict: false, role: "assistant" as const, wholeMessages: true }, [3], "eos"],
+      ]),
+    );
+  });
+
+  it("the end reason changes only done.finish_reason", () => {
+    fc.assert(
+      fc.property(idStream(40), options, chunking, fc.constantFrom<"length" | "abort">("length", "abort"), (ids, opts, sizes, reason) => {
+        const a = run(ids, opts, sizes).events;
+        const parser = new HarmonyParser(vocab, opts);
+        const b: HarmonyEvent[] = [];
+        for (const c of chunks(ids, sizes)) b.push(...parser.write(c));
+        b.push(...parser.end(reason));
+        const done = b[b.length - 1]!;
+        expect(done).toMatchObject({ type: "done", finish_reason: reason });
+        // same chunking, so the same events, one for one
+        expect(b.slice(0, -1)).toEqual(a.slice(0, -1));
+        expect({ ...done, finish_reason: "x" }).toEqual({ ...a[a.length - 1]!, finish_reason: "x" });
+      }),
+      params(150),
     );
   });
 
@@ -376,7 +444,10 @@ describe("property: event-stream invariants", () => {
         checkEventStream(events, true);
         expect(events.some((e) => e.type === "error")).toBe(false);
       }),
-      params(400),
+      params(400, [
+        [BUGS.crashAtStop(), "assistant", [2]],
+        [BUGS.crashAtEnd(), "assistant", [1]],
+      ]),
     );
   });
 
@@ -422,7 +493,10 @@ describe("property: chunking independence", () => {
         const b = mergeDeltas(run(ids, opts, s2).events);
         expect(b).toEqual(a);
       }),
-      params(300),
+      params(300, [
+        [BUGS.recoveryBeforeDelta(), { mode: "resilient" as const, nonStrict: false, role: "assistant" as const, wholeMessages: true }, [3], [1]],
+        [BUGS.missingEndBeforeDelta(), { mode: "resilient" as const, nonStrict: false, role: "assistant" as const, wholeMessages: true }, [3], [1]],
+      ]),
     );
   });
 
@@ -433,7 +507,10 @@ describe("property: chunking independence", () => {
         const b = mergeDeltas(run(ids, opts).events);
         expect(b).toEqual(a);
       }),
-      params(200),
+      params(200, [
+        [BUGS.recoveryBeforeDelta(), { mode: "resilient" as const, nonStrict: false, role: "assistant" as const, wholeMessages: true }],
+        [BUGS.missingEndBeforeDelta(), { mode: "resilient" as const, nonStrict: false, role: "assistant" as const, wholeMessages: true }],
+      ]),
     );
   });
 });
@@ -531,6 +608,21 @@ const otherMessage: fc.Arbitrary<GenMessage> = fc.oneof(
   })),
 );
 
+/** Messages of the known-bug examples. */
+const BUGS_MSG: Record<"user" | "tool", GenMessage> = {
+  user: { role: "user", channel: null, recipient: null, contentType: null, headerRest: "", name: null, content: "hi", stop: T.end },
+  tool: {
+    role: "tool",
+    channel: "commentary",
+    recipient: "assistant",
+    contentType: null,
+    headerRest: " to=assistant<|channel|>commentary",
+    name: "functions.f",
+    content: "{}",
+    stop: T.end,
+  },
+};
+
 function expectedMessage(m: GenMessage): ReferenceMessage {
   const r: Partial<ReferenceMessage> = { role: m.role };
   if (m.name !== null) r.name = m.name;
@@ -552,35 +644,41 @@ function messagesOf(events: readonly HarmonyEvent[]): ReferenceMessage[] {
 }
 
 describe("property: resilient mode loses nothing", () => {
-  it("a well-formed <|start|>…<|message|>…<stop> message survives any junk around it", () => {
+  it("well-formed <|start|>…<|message|>…<stop> messages survive any junk around and between them", () => {
     fc.assert(
       fc.property(
-        junkIds,
-        fc.oneof(assistantMessage, otherMessage),
+        fc.array(fc.tuple(junkIds, fc.oneof(assistantMessage, otherMessage)), { minLength: 1, maxLength: 4 }),
         junkIds,
         fc.constantFrom<"assistant" | null>("assistant", null),
         chunking,
-        (before, msg, after, role, sizes) => {
-          const ids = [...before, ...render(msg, false), ...after];
+        (pairs, after, role, sizes) => {
+          const ids = [...pairs.flatMap(([junk, msg]) => [...junk, ...render(msg, false)]), ...after];
           const { events } = run(ids, { role, wholeMessages: true }, sizes);
-          const finished = checkEventStream(events, true);
-          // some message holds exactly the content, with the header's fields (a recipient
-          // from an abandoned junk header may be spliced into a header that has none)
-          const want = expectedMessage(msg);
-          const ok = finished.some(
-            ({ message: m }) =>
-              m !== undefined &&
+          const finished = checkEventStream(events, true).map((f) => f.message!);
+          // each message comes out, in order, with exactly its content and header fields (a
+          // recipient from an abandoned junk header may be spliced into a header that has none)
+          let k = 0;
+          for (const [, msg] of pairs) {
+            const want = expectedMessage(msg);
+            const matches = (m: ReferenceMessage): boolean =>
               m.content === want.content &&
               m.role === want.role &&
               m.name === want.name &&
               m.channel === want.channel &&
               m.content_type === want.content_type &&
-              (want.recipient === undefined || m.recipient === want.recipient),
-          );
-          expect(ok, `${JSON.stringify(want)} not among ${JSON.stringify(finished.map((f) => f.message))}`).toBe(true);
+              (want.recipient === undefined || m.recipient === want.recipient);
+            while (k < finished.length && !matches(finished[k]!)) k++;
+            expect(k < finished.length, `${JSON.stringify(want)} missing from ${JSON.stringify(finished)}`).toBe(true);
+            k++;
+          }
         },
       ),
-      params(300),
+      params(250, [
+        // "!" fills the primed header, <|start|> restarts it: the new header must not keep the primed role
+        [[[[0], { ...BUGS_MSG.user }]], [], "assistant", [8]],
+        [[[[0], { ...BUGS_MSG.tool }]], [], "assistant", [8]],
+        [[[[], { ...BUGS_MSG.user }]], BUGS.crashAtEnd(), "assistant", [8]],
+      ]),
     );
   });
 
@@ -617,7 +715,55 @@ describe("property: resilient mode loses nothing", () => {
           }
         },
       ),
-      params(300),
+      params(300, [
+        // <|channel|>aaa <|channel|>bbb ccc ddd — "aaa" is dropped without a trace
+        [[[[T.channel], "aaa", true], [[T.channel], "bbb ccc ddd", true]], "assistant", [20]],
+        [[[[T.constrain], "aaa", false], [[T.constrain], "bbb ccc ddd", false]], "assistant", [20]],
+      ]),
+    );
+  });
+});
+
+describe("property: resilient mode gives back text that has no header at all", () => {
+  /** Text with no header syntax: no `to=`, no marker look-alikes, no leading role word. */
+  const plainText: fc.Arbitrary<string> = fc
+    .array(
+      fc.oneof(
+        fc.stringMatching(/^[a-z]{1,10}$/),
+        fc.constantFrom(" ", " ", "  ", "\n", "\n\n", "\t", ", ", ". ", "café", "crème brûlée", "naïve", "😀", "👨‍👩‍👧", "🏳️‍🌈"),
+        fc.constantFrom("日本語", "テキスト", "中文字符", "한국어", "𝄞", "Ωμέγα", "ẞ", "𒀀", "\u00a0", "\u3000"),
+        fc.string({ unit: "grapheme", maxLength: 3 }).filter((t) => !t.includes("=") && !t.includes("<")),
+      ),
+      { minLength: 1, maxLength: 30 },
+    )
+    .map((parts) => parts.join(""))
+    .filter((t) => !/^\s*assistant(\s|$)/.test(t));
+
+  it("the deltas and recovery raws, in order, are exactly the text fed", () => {
+    fc.assert(
+      fc.property(
+        plainText,
+        fc.constantFrom<number | null>(null, T.end, T.call, T.return),
+        fc.constantFrom<"assistant" | null>("assistant", null),
+        chunking,
+        (text, stop, role, sizes) => {
+          const ids = [...enc.encodeOrdinary(text), ...(stop === null ? [] : [stop])];
+          const { events } = run(ids, { role, wholeMessages: true }, sizes);
+          checkEventStream(events, true);
+          let out = "";
+          for (const e of events) {
+            if (e.type === "delta") out += e.text;
+            else if (e.type === "recovery" && e.raw !== undefined) out += e.raw;
+          }
+          expect(out).toBe(text);
+        },
+      ),
+      params(300, [
+        ["日本語", T.end, "assistant", [8]],
+        ["café crème", T.end, null, [8]],
+        ["日本語のテキストです", T.end, "assistant", [8]],
+        ["これは日本語の文章です とても", null, "assistant", [8]],
+      ]),
     );
   });
 });

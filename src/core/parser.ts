@@ -286,11 +286,14 @@ export class HarmonyParser {
   }
 
   private fail(code: ParseErrorCode, message: string, at: number, token: number | null): void {
+    this.flushDelta();
     this.errors++;
     this.out.push({ type: "error", code, message, at, token });
   }
 
   private recover(kind: RecoveryKind, at: number, detail: string, raw?: string): void {
+    // text already decoded comes first, whatever the chunking
+    this.flushDelta();
     this.recoveries++;
     const ev: HarmonyEvent =
       raw === undefined || raw === ""
@@ -585,6 +588,7 @@ export class HarmonyParser {
         return;
       }
       this.abandonHeader(at, "header_restart", "a header was restarted by <|start|>");
+      this.nextRole = null;
       this.beginHeader(H_EXPLICIT, this.pos);
       return;
     }
@@ -639,7 +643,7 @@ export class HarmonyParser {
       const th = parseHeaderTolerant(text, role, this.preset, { atMessage: true, carrying: this.carryFrom >= 0 });
       if (th.repairs.length > 0 || th.junk.length > 0) {
         const what = [...th.repairs, ...(th.junk.length > 0 ? [`skipped ${th.junk.length} stray word(s)`] : [])];
-        this.recover("header_repaired", at, `header read tolerantly (${what.join(", ")})`, th.junk.length > 0 ? text : undefined);
+        this.recover("header_repaired", at, `header read tolerantly (${what.join(", ")})`, text);
       }
       header = { role: th.role, name: th.name, recipient: th.recipient, channel: th.channel, contentType: th.contentType };
       this.applyCarry(header, at);
@@ -670,7 +674,7 @@ export class HarmonyParser {
     });
     const rest = text.slice(th.restStart);
     if (this.hdrKind === H_IMPLICIT ? WORDLIKE.test(rest) : rest.trim() !== "") {
-      this.headerBecomesMessage(th, text, text.length, at);
+      this.headerBecomesMessage(th, text, this.hdrLen, at);
       this.endMessage(stop);
       return;
     }
@@ -696,7 +700,7 @@ export class HarmonyParser {
     const rest = text.slice(th.restStart);
     // a lone short word is more likely a cut header field than an answer
     if (rest.trim() !== "" && (th.restWords >= 2 || rest.length >= 24)) {
-      this.headerBecomesMessage(th, text, text.length, at);
+      this.headerBecomesMessage(th, text, this.hdrLen, at);
       this.endMessage("eos");
       return;
     }
@@ -732,7 +736,11 @@ export class HarmonyParser {
     this.headerBecomesMessage(th, text, tail, at);
   }
 
-  /** The header's free text is content: open the message and move the text over. */
+  /**
+   * The header's free text is content: open the message and move the text
+   * over. `tail` is the byte offset in the header where undecoded bytes (an
+   * incomplete last character) begin; they carry over into the content.
+   */
   private headerBecomesMessage(th: TolerantHeader, text: string, tail: number, at: number): void {
     const hasFields = th.restStart > 0;
     const header: ParsedHeader = {
@@ -744,7 +752,15 @@ export class HarmonyParser {
     };
     this.applyCarry(header, at);
     if (header.channel === null && header.recipient === null) header.channel = this.preset.headerlessChannel;
-    if (hasFields) this.recover("missing_message", at, "header text ran into content without <|message|>");
+    if (hasFields) {
+      const repaired = th.repairs.length > 0 ? ` (header repaired: ${th.repairs.join(", ")})` : "";
+      this.recover(
+        "missing_message",
+        at,
+        `header text ran into content without <|message|>${repaired}`,
+        th.repairs.length > 0 ? text.slice(0, th.restStart) : undefined,
+      );
+    }
     else this.recover("headerless_text", at, `text with no header; delivered as ${header.channel ?? "a"} message`);
     const tailBytes = this.hdr.slice(tail, this.hdrLen);
     this.nextRole = null;
