@@ -41,24 +41,24 @@ let fragments: number[][] = [];
 const SEED = process.env.FC_SEED === undefined ? undefined : Number(process.env.FC_SEED);
 /** FC_SCALE=<k> multiplies every property's number of runs (for a longer soak). */
 const SCALE = Number(process.env.FC_SCALE ?? 1) || 1;
-/** `examples` run first on every run: the minimal counterexamples of known parser bugs. */
+/** `examples` run first on every run: regression cases for bugs these properties found. */
 function params<Ts>(runs: number, examples: NoInfer<Ts>[] = []): fc.Parameters<Ts> {
   const numRuns = Math.max(1, Math.round(runs * SCALE));
   return SEED === undefined ? { numRuns, examples } : { numRuns, examples, seed: SEED };
 }
 
 /**
- * Minimal counterexamples found by these properties (see the report in the
- * commit message / PR). Each is replayed first by the properties that found it.
+ * Regression cases: minimal counterexamples of parser bugs these properties
+ * found (all fixed). Each is replayed first by the properties that found it.
  */
 const BUGS = {
-  /** Resilient, role "assistant": "日本語のテキストです" + <|end|>: write() throws RangeError. */
+  /** Resilient, role "assistant": "日本語のテキストです" + <|end|>: write() threw RangeError. */
   crashAtStop: () => [...enc.encodeOrdinary("日本語のテキストです"), T.end],
-  /** Resilient, role "assistant": a long CJK header cut by end(): end() throws RangeError. */
+  /** Resilient, role "assistant": a long CJK header cut by end(): end() threw RangeError. */
   crashAtEnd: () => enc.encodeOrdinary("これは日本語の文章です とても"),
-  /** Resilient, role "assistant": "日本語" + <|end|> gives content "日本語本語". */
+  /** Resilient, role "assistant": "日本語" + <|end|> gave content "日本語本語". */
   duplicatedTail: () => [...enc.encodeOrdinary("日本語"), T.end],
-  /** Resilient, role "assistant": <|message|> "!" 201089 — recovery is emitted before the "!" delta in one write. */
+  /** Resilient, role "assistant": <|message|> "!" 201089 — recovery was emitted before the "!" delta in one write. */
   recoveryBeforeDelta: () => [T.message, 0, 201089],
   /** Resilient, role "assistant": <|message|> "!" <|start|> — missing_end before the "!" delta in one write. */
   missingEndBeforeDelta: () => [T.message, 0, T.start],
