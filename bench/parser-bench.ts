@@ -15,6 +15,7 @@ import { Command } from "commander";
 import { HarmonyParser, type ParserOptions } from "../src/core/parser.js";
 import { FLAG_WHOLE, Vocabulary } from "../src/core/vocab.js";
 import { loadHarmonyEncoding } from "../src/vocab/index.js";
+import { loadReferencePeer } from "./peers/reference-wasm.js";
 
 const opts = new Command()
   .option("--runs <n>", "timed runs per figure (median reported)", (v) => Number(v), 7)
@@ -125,6 +126,20 @@ function longMessage(n: number, step: number): number {
   return 1000 / mtoks;
 }
 
+// the reference parser, when its WASM build can be loaded
+let peer: { name: string; mtoks: number; messages: number } | { name: string; error: string };
+try {
+  const ref = await loadReferencePeer();
+  let messages = 0;
+  const m = measure(() => {
+    messages = ref.parseCompletions(completions);
+    return completionTokens;
+  });
+  peer = { name: ref.name, mtoks: m.mtoks, messages };
+} catch (e) {
+  peer = { name: "openai-harmony (WASM reference)", error: (e as Error).message };
+}
+
 const resilient: ParserOptions = {};
 const strict: ParserOptions = { mode: "strict" };
 const results = {
@@ -143,6 +158,7 @@ const results = {
   a_file_resilient: measure(() => wholeFile(resilient)),
   b_per_token_resilient: measure(() => perLinePerToken(resilient)),
   b_per_token_strict: measure(() => perLinePerToken(strict)),
+  peer_reference: peer,
   long_message: {
     ns_1k: longMessage(1000, 1),
     ns_16k: longMessage(16000, 1),
@@ -157,18 +173,30 @@ if (opts.json) {
   const f = (x: number) => x.toFixed(2);
   const r = results;
   const lm = r.long_message;
+  const peerRate = "mtoks" in r.peer_reference ? r.peer_reference.mtoks : 0;
+  const rows: [string, number][] = [
+    ["baseline: per-token table lookup only", r.baseline_lookup.mtoks],
+    [
+      "mtoks" in r.peer_reference
+        ? `peer: ${r.peer_reference.name}, fresh parser per completion, process() per token`
+        : `peer unavailable: ${r.peer_reference.error}`,
+      peerRate,
+    ],
+    ["(a) whole completion per write, resilient", r.a_whole_resilient.mtoks],
+    ["(a) whole completion per write, strict", r.a_whole_strict.mtoks],
+    ["(a) whole file as one unprimed stream, resilient", r.a_file_resilient.mtoks],
+    ["(b) one token per write, resilient", r.b_per_token_resilient.mtoks],
+    ["(b) one token per write, strict", r.b_per_token_strict.mtoks],
+  ];
   console.log(`Machine: ${r.machine.cpu}, ${r.machine.cores} cores, ${r.machine.memory_gib} GiB; Node ${r.machine.node}; ${r.machine.platform}
 Data: ${r.data.completions} completions, ${r.data.completion_tokens} completion tokens (${r.data.file_tokens} as one stream)
 Start-up (vocabulary table from tiktoken WASM): ${r.startup.ms.toFixed(0)} ms, table ${(r.startup.table_bytes / 2 ** 20).toFixed(2)} MiB (SharedArrayBuffer), RSS +${(r.startup.rss_delta_bytes / 2 ** 20).toFixed(0)} MiB
 
-| workload | M tokens/s (median of ${opts.runs}) | vs baseline |
-|---|---|---|
-| baseline: per-token table lookup only | ${f(r.baseline_lookup.mtoks)} | 1.00 |
-| (a) whole completion per write, resilient | ${f(r.a_whole_resilient.mtoks)} | ${f(r.a_whole_resilient.mtoks / r.baseline_lookup.mtoks)} |
-| (a) whole completion per write, strict | ${f(r.a_whole_strict.mtoks)} | ${f(r.a_whole_strict.mtoks / r.baseline_lookup.mtoks)} |
-| (a) whole file as one unprimed stream, resilient | ${f(r.a_file_resilient.mtoks)} | ${f(r.a_file_resilient.mtoks / r.baseline_lookup.mtoks)} |
-| (b) one token per write, resilient | ${f(r.b_per_token_resilient.mtoks)} | ${f(r.b_per_token_resilient.mtoks / r.baseline_lookup.mtoks)} |
-| (b) one token per write, strict | ${f(r.b_per_token_strict.mtoks)} | ${f(r.b_per_token_strict.mtoks / r.baseline_lookup.mtoks)} |
+| workload | M tokens/s (median of ${opts.runs}) | × baseline | × peer |
+|---|---|---|---|
+${rows
+  .map(([name, m]) => `| ${name} | ${f(m)} | ${f(m / r.baseline_lookup.mtoks)} | ${peerRate > 0 ? f(m / peerRate) : "–"} |`)
+  .join("\n")}
 
 | one message of N content tokens | ns/token at 1k | ns/token at 16k | 16k / 1k |
 |---|---|---|---|
