@@ -11,7 +11,9 @@
 import { readFileSync } from "node:fs";
 import os from "node:os";
 import { fileURLToPath } from "node:url";
+import { PassThrough, Readable } from "node:stream";
 import { Command } from "commander";
+import { runParse } from "../src/commands/parse.js";
 import { HarmonyParser, type ParserOptions } from "../src/core/parser.js";
 import { FLAG_WHOLE, Vocabulary } from "../src/core/vocab.js";
 import { loadHarmonyEncoding } from "../src/vocab/index.js";
@@ -140,6 +142,33 @@ try {
   peer = { name: "openai-harmony (WASM reference)", error: (e as Error).message };
 }
 
+/** `parse --batch` in process: JSON Lines in, JSON Lines out, cases per second. */
+async function batchCasesPerSecond(strictMode: boolean): Promise<number> {
+  const fixtures = fileURLToPath(new URL("../../test/fixtures/conformance/", import.meta.url));
+  const input = ["wellformed.jsonl", "malformed.jsonl"]
+    .map((f) => readFileSync(fixtures + f, "utf8").trim())
+    .join("\n")
+    .split("\n")
+    .map((l) => {
+      const c = JSON.parse(l) as { id: string; tokens: number[]; role: string | null };
+      return JSON.stringify({ id: c.id, tokens: c.tokens, role: c.role });
+    });
+  const rates: number[] = [];
+  for (let r = 0; r < opts.runs + 1; r++) {
+    const out = new PassThrough();
+    out.resume();
+    const start = performance.now();
+    await runParse(
+      { input: "ids", role: "assistant", strict: strictMode, nonStrict: false, output: "messages", batch: true },
+      { stdin: Readable.from([input.join("\n")]), stdout: out, stderr: new PassThrough() },
+      enc,
+    );
+    if (r > 0) rates.push(input.length / ((performance.now() - start) / 1000));
+  }
+  return median(rates);
+}
+const batch = { strict: await batchCasesPerSecond(true), resilient: await batchCasesPerSecond(false) };
+
 const resilient: ParserOptions = {};
 const strict: ParserOptions = { mode: "strict" };
 const results = {
@@ -159,6 +188,7 @@ const results = {
   b_per_token_resilient: measure(() => perLinePerToken(resilient)),
   b_per_token_strict: measure(() => perLinePerToken(strict)),
   peer_reference: peer,
+  batch_cases_per_second: batch,
   long_message: {
     ns_1k: longMessage(1000, 1),
     ns_16k: longMessage(16000, 1),
@@ -197,6 +227,8 @@ Start-up (vocabulary table from tiktoken WASM): ${r.startup.ms.toFixed(0)} ms, t
 ${rows
   .map(([name, m]) => `| ${name} | ${f(m)} | ${f(m / r.baseline_lookup.mtoks)} | ${peerRate > 0 ? f(m / peerRate) : "–"} |`)
   .join("\n")}
+
+\`parse --batch\` on the 606 conformance cases (JSON Lines in and out, in process): ${r.batch_cases_per_second.strict.toFixed(0)} cases/s strict, ${r.batch_cases_per_second.resilient.toFixed(0)} cases/s resilient.
 
 | one message of N content tokens | ns/token at 1k | ns/token at 16k | 16k / 1k |
 |---|---|---|---|
