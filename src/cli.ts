@@ -2,6 +2,7 @@
 /** The `harmony-sidecar` binary: one entry point, one subcommand per job. */
 import { Command, Option } from "commander";
 import { runParse, type ParseCommandOptions } from "./commands/parse.js";
+import { runServe, SETTINGS, type ServeFlags } from "./commands/serve.js";
 
 const program = new Command();
 program
@@ -25,5 +26,30 @@ program
   .action(async (opts: ParseCommandOptions) => {
     process.exitCode = await runParse(opts, { stdin: process.stdin, stdout: process.stdout, stderr: process.stderr });
   });
+
+const serve = program
+  .command("serve")
+  .description("serve parser streams over WebSocket and gRPC, with health and metrics endpoints");
+const help: Record<string, [string, string]> = {
+  host: ["--host <addr>", "address to bind (both edges)"],
+  port: ["--port <n>", "HTTP + WebSocket port (0: any free port)"],
+  grpcPort: ["--grpc-port <n>", "gRPC port (0: any free port, -1: off)"],
+  workers: ["--workers <n>", "parser worker threads"],
+  token: ["--token <secret>", "bearer token clients must present"],
+  logLevel: ["--log-level <level>", "pino log level"],
+  maxFrameBytes: ["--max-frame-bytes <n>", "largest client frame"],
+  maxStreams: ["--max-streams <n>", "open streams per connection"],
+  maxIdsPerFrame: ["--max-ids-per-frame <n>", "token ids per frame"],
+  idleTimeoutMs: ["--idle-timeout-ms <n>", "close connections silent this long"],
+  pingIntervalMs: ["--ping-interval-ms <n>", "WebSocket ping / gRPC keepalive interval"],
+  drainTimeoutMs: ["--drain-timeout-ms <n>", "graceful stop deadline"],
+};
+for (const [key, env, def] of SETTINGS) {
+  const [flag, text] = help[key]!;
+  serve.option(flag, `${text} [env ${env}, default ${def === "" ? "none" : def}]`);
+}
+serve.action(async (flags: ServeFlags) => {
+  await runServe(flags);
+});
 
 await program.parseAsync(process.argv);

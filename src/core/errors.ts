@@ -25,3 +25,20 @@ export const INPUT_ERROR_CODES = {
 } as const;
 
 export type InputErrorCode = keyof typeof INPUT_ERROR_CODES;
+
+/** Codes the service sends as `error` events (stream-level or connection-level). */
+export const SERVICE_ERROR_CODES = {
+  bad_frame: "A frame (or one op in it) could not be decoded, or a field has the wrong type.",
+  unknown_op: "An op with none of open, tokens, close (a newer client?).",
+  bad_token_id: "A token id in the JSON form is not an integer in 0..2^32-1.",
+  too_many_ids: "A frame carries more token ids than the limit.",
+  too_many_streams: "An open beyond the per-connection stream limit.",
+  unknown_stream: "Tokens or close for a stream that was never opened.",
+  stream_closed: "Tokens or close for a stream that was already closed.",
+  duplicate_stream: "An open for a stream name that is already open on this connection.",
+  bad_option: "An open or close with an unknown role, mode or reason.",
+  worker_crashed: "The worker thread holding the stream died; the stream is lost.",
+  shutting_down: "The server is draining: the stream ends here, or no new streams.",
+} as const;
+
+export type ServiceErrorCode = keyof typeof SERVICE_ERROR_CODES;

@@ -1,0 +1,310 @@
+/**
+ * A client for harmony-sidecar over WebSocket (protobuf or JSON frames) or
+ * gRPC. One client = one connection, many streams:
+ *
+ *   const client = await HarmonyClient.connect("ws://127.0.0.1:8765/v1/stream");
+ *   const s = client.open("req-1");          // primed as a completion, resilient
+ *   s.write([200005, 35644, 200008, 12194]); // ids as the engine produces them
+ *   s.close();
+ *   for await (const ev of s) console.log(ev);  // ends after `done`
+ *
+ * Several ops for many streams can share one frame: `client.batch()`.
+ */
+import * as grpc from "@grpc/grpc-js";
+import WebSocket from "ws";
+import type { HarmonyEvent } from "../core/events.js";
+import { decodeServerFrame, fromWire } from "../protocol/events.js";
+import { schema, type Schema } from "../protocol/schema.js";
+import { HARMONY_SERVICE } from "../transport/grpc.js";
+
+export interface OpenOptions {
+  role?: "assistant" | "none";
+  mode?: "resilient" | "strict";
+  wholeMessages?: boolean;
+  nonStrict?: boolean;
+}
+
+export type ClientOpJson =
+  | { open: { stream: string; role?: string; mode?: string; whole_messages?: boolean; non_strict?: boolean } }
+  | { tokens: { stream: string; ids: number[] | Uint32Array } }
+  | { close: { stream: string; reason?: string } };
+
+export interface ConnectOptions {
+  /** Bearer token, when the server requires one. */
+  token?: string;
+  /** WebSocket only: send JSON text frames instead of protobuf. */
+  json?: boolean;
+}
+
+type Listener = (stream: string, event: HarmonyEvent) => void;
+
+/** Events of one stream, as an async iterable that ends after `done`. */
+export class StreamHandle implements AsyncIterable<HarmonyEvent> {
+  private readonly queue: HarmonyEvent[] = [];
+  private waiting: ((v: IteratorResult<HarmonyEvent>) => void) | null = null;
+  private finished = false;
+
+  constructor(
+    readonly client: HarmonyClient,
+    readonly name: string,
+  ) {}
+
+  write(ids: ArrayLike<number>): void {
+    this.client.send([{ tokens: { stream: this.name, ids: Array.from(ids) } }]);
+  }
+
+  close(reason: "eos" | "length" | "abort" = "eos"): void {
+    this.client.send([{ close: { stream: this.name, reason } }]);
+  }
+
+  /** @internal */
+  push(ev: HarmonyEvent): void {
+    if (ev.type === "done") this.finished = true;
+    if (this.waiting) {
+      const w = this.waiting;
+      this.waiting = null;
+      w({ value: ev, done: false });
+    } else this.queue.push(ev);
+  }
+
+  /** @internal the connection ended: no more events will come. */
+  abort(): void {
+    this.finished = true;
+    if (this.waiting) {
+      const w = this.waiting;
+      this.waiting = null;
+      w({ value: undefined, done: true });
+    }
+  }
+
+  /** Every event until `done` (inclusive). */
+  async collect(): Promise<HarmonyEvent[]> {
+    const out: HarmonyEvent[] = [];
+    for await (const ev of this) out.push(ev);
+    return out;
+  }
+
+  [Symbol.asyncIterator](): AsyncIterator<HarmonyEvent> {
+    let sawDone = false;
+    return {
+      next: () => {
+        if (sawDone) return Promise.resolve({ value: undefined, done: true });
+        const ev = this.queue.shift();
+        if (ev) {
+          if (ev.type === "done") sawDone = true;
+          return Promise.resolve({ value: ev, done: false });
+        }
+        if (this.finished) return Promise.resolve({ value: undefined, done: true });
+        return new Promise((resolve) => {
+          this.waiting = (r) => {
+            if (!r.done && r.value.type === "done") sawDone = true;
+            resolve(r);
+          };
+        });
+      },
+    };
+  }
+}
+
+export abstract class HarmonyClient {
+  protected readonly schema: Schema = schema();
+  private readonly handles = new Map<string, StreamHandle>();
+  private readonly listeners: Listener[] = [];
+  /** Events that belong to no stream (connection-level errors). */
+  readonly connectionErrors: HarmonyEvent[] = [];
+  closed = false;
+
+  static async connect(url: string, opts: ConnectOptions = {}): Promise<HarmonyClient> {
+    if (url.startsWith("ws://") || url.startsWith("wss://")) return WsClient.open(url, opts);
+    return GrpcClient.open(url.replace(/^grpc:\/\//, ""), opts);
+  }
+
+  /** Every event of every stream, as it arrives. */
+  onEvent(listener: Listener): void {
+    this.listeners.push(listener);
+  }
+
+  /** Open a stream (sends its Open op now) and return its handle. */
+  open(name: string, opts: OpenOptions = {}): StreamHandle {
+    const h = this.handle(name);
+    this.send([{ open: openBody(name, opts) }]);
+    return h;
+  }
+
+  /** A handle for events of a stream opened by a batch frame. */
+  handle(name: string): StreamHandle {
+    let h = this.handles.get(name);
+    if (!h) {
+      h = new StreamHandle(this, name);
+      this.handles.set(name, h);
+    }
+    return h;
+  }
+
+  /** Build one frame holding ops for any number of streams. */
+  batch(): FrameBuilder {
+    return new FrameBuilder(this);
+  }
+
+  /** Send one ClientFrame with these ops. */
+  abstract send(ops: ClientOpJson[]): void;
+  /** Send an already encoded frame (bytes, or JSON text on a JSON WebSocket). */
+  abstract sendRaw(frame: Uint8Array | string): void;
+  abstract close(): Promise<void>;
+
+  protected encode(ops: ClientOpJson[]): Uint8Array {
+    return this.schema.ClientFrame.encode({ ops }).finish();
+  }
+
+  protected receive(events: Record<string, unknown>[]): void {
+    for (const w of events) {
+      const e = fromWire(w);
+      if (!e) continue;
+      for (const l of this.listeners) l(e.stream, e.event);
+      if (e.stream === "") {
+        this.connectionErrors.push(e.event);
+        continue;
+      }
+      const h = this.handle(e.stream);
+      h.push(e.event);
+      if (e.event.type === "done") this.handles.delete(e.stream);
+    }
+  }
+
+  protected ended(): void {
+    this.closed = true;
+    for (const h of this.handles.values()) h.abort();
+  }
+}
+
+function openBody(name: string, o: OpenOptions) {
+  return {
+    stream: name,
+    role: o.role ?? "assistant",
+    mode: o.mode ?? "resilient",
+    whole_messages: o.wholeMessages ?? false,
+    non_strict: o.nonStrict ?? false,
+  };
+}
+
+export class FrameBuilder {
+  private readonly ops: ClientOpJson[] = [];
+  constructor(private readonly client: HarmonyClient) {}
+  open(name: string, opts: OpenOptions = {}): this {
+    this.client.handle(name);
+    this.ops.push({ open: openBody(name, opts) });
+    return this;
+  }
+  tokens(name: string, ids: ArrayLike<number>): this {
+    this.ops.push({ tokens: { stream: name, ids: Array.from(ids) } });
+    return this;
+  }
+  close(name: string, reason: "eos" | "length" | "abort" = "eos"): this {
+    this.ops.push({ close: { stream: name, reason } });
+    return this;
+  }
+  get size(): number {
+    return this.ops.length;
+  }
+  send(): void {
+    if (this.ops.length > 0) this.client.send(this.ops.splice(0));
+  }
+}
+
+export class WsClient extends HarmonyClient {
+  private constructor(
+    readonly ws: WebSocket,
+    private readonly json: boolean,
+  ) {
+    super();
+    ws.on("message", (data, isBinary) => {
+      const buf = Array.isArray(data) ? Buffer.concat(data) : Buffer.isBuffer(data) ? data : Buffer.from(data);
+      if (isBinary) this.receive(decodeServerFrame(this.schema, buf));
+      else this.receive((JSON.parse(buf.toString("utf8")) as { events: Record<string, unknown>[] }).events);
+    });
+    ws.on("close", () => this.ended());
+  }
+
+  static open(url: string, opts: ConnectOptions): Promise<WsClient> {
+    const headers: Record<string, string> = opts.token ? { authorization: `Bearer ${opts.token}` } : {};
+    const ws = new WebSocket(url, { headers, perMessageDeflate: false });
+    return new Promise((resolve, reject) => {
+      ws.once("open", () => resolve(new WsClient(ws, opts.json === true)));
+      ws.once("unexpected-response", (_req, res) => reject(new Error(`server refused the connection: HTTP ${res.statusCode}`)));
+      ws.once("error", reject);
+    });
+  }
+
+  send(ops: ClientOpJson[]): void {
+    if (this.json) {
+      const plain = ops.map((o) =>
+        "tokens" in o ? { tokens: { stream: o.tokens.stream, ids: Array.from(o.tokens.ids) } } : o,
+      );
+      this.ws.send(JSON.stringify({ ops: plain }));
+    } else this.ws.send(this.encode(ops));
+  }
+
+  sendRaw(frame: Uint8Array | string): void {
+    this.ws.send(frame, { binary: typeof frame !== "string" });
+  }
+
+  close(): Promise<void> {
+    if (this.ws.readyState === WebSocket.CLOSED) return Promise.resolve();
+    return new Promise((resolve) => {
+      this.ws.once("close", () => resolve());
+      this.ws.close(1000);
+    });
+  }
+}
+
+const GrpcStub = grpc.makeGenericClientConstructor(HARMONY_SERVICE, "Harmony");
+
+export class GrpcClient extends HarmonyClient {
+  private readonly client: grpc.Client;
+  readonly call: grpc.ClientDuplexStream<Uint8Array, Buffer>;
+  /** The call's final status, once it has ended. */
+  status: grpc.StatusObject | null = null;
+
+  private constructor(address: string, opts: ConnectOptions) {
+    super();
+    this.client = new GrpcStub(address, grpc.credentials.createInsecure());
+    const md = new grpc.Metadata();
+    if (opts.token) md.set("authorization", `Bearer ${opts.token}`);
+    const stub = this.client as unknown as { Stream(md: grpc.Metadata): grpc.ClientDuplexStream<Uint8Array, Buffer> };
+    this.call = stub.Stream(md);
+    this.call.on("data", (b: Buffer) => this.receive(decodeServerFrame(this.schema, b)));
+    this.call.on("status", (s: grpc.StatusObject) => {
+      this.status = s;
+    });
+    this.call.on("error", () => this.ended());
+    this.call.on("end", () => this.ended());
+  }
+
+  static async open(address: string, opts: ConnectOptions): Promise<GrpcClient> {
+    const c = new GrpcClient(address, opts);
+    await new Promise<void>((resolve, reject) =>
+      c.client.waitForReady(Date.now() + 10_000, (err) => (err ? reject(err) : resolve())),
+    );
+    return c;
+  }
+
+  send(ops: ClientOpJson[]): void {
+    this.call.write(this.encode(ops));
+  }
+
+  sendRaw(frame: Uint8Array | string): void {
+    this.call.write(typeof frame === "string" ? Buffer.from(frame) : frame);
+  }
+
+  async close(): Promise<void> {
+    if (!this.closed) {
+      const ended = new Promise<void>((resolve) => {
+        this.call.once("status", () => resolve());
+        this.call.once("error", () => resolve());
+      });
+      this.call.end();
+      await ended;
+    }
+    this.client.close();
+  }
+}

@@ -1,0 +1,72 @@
+/** The messages between the pool (main thread) and its workers. */
+import type { VocabTable } from "../core/vocab.js";
+
+export const K_OPEN = 1;
+export const K_TOKENS = 2;
+export const K_CLOSE = 3;
+
+export interface OpenSpec {
+  role: string | null;
+  mode: "resilient" | "strict";
+  wholeMessages: boolean;
+  nonStrict: boolean;
+  callIdPrefix: string;
+}
+
+/** The ops of one frame that belong to one worker, in frame order. */
+export interface OpsTask {
+  t: "ops";
+  conn: number;
+  /** Answer with JSON texts (text-frame clients) instead of protobuf bytes. */
+  json: boolean;
+  kinds: Uint8Array;
+  streams: string[];
+  /** Per op: [start, end) into `ids` (tokens ops). */
+  offs: Uint32Array;
+  ids: Uint32Array;
+  /** Per op: OpenSpec (open), the close reason (close), or null. */
+  extra: (OpenSpec | string | null)[];
+}
+
+/** Forget a connection's streams (it went away). */
+export interface DropTask {
+  t: "drop";
+  conn: number;
+}
+
+/** Raise in the worker (tests and fault drills only). */
+export interface CrashTask {
+  t: "crash";
+}
+
+export type Task = OpsTask | DropTask | CrashTask;
+
+export interface Counts {
+  tokens: number;
+  events: Record<string, number>;
+  recoveries: Record<string, number>;
+  errors: Record<string, number>;
+}
+
+export interface RecoveryNote {
+  stream: string;
+  kind: string;
+  at: number;
+  detail: string;
+}
+
+export interface OpsResult {
+  /** ServerFrame bytes (a fragment: frames concatenate) when !json. */
+  bin: Uint8Array | null;
+  /** One JSON text per wire event when json. */
+  json: string[] | null;
+  counts: Counts;
+  /** Recoveries made in this task (for warn-level logs), at most 64. */
+  notes: RecoveryNote[];
+  /** Streams this worker holds after the task. */
+  sessions: number;
+}
+
+export interface WorkerData {
+  table: VocabTable;
+}

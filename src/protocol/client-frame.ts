@@ -1,0 +1,326 @@
+/**
+ * Reading ClientFrames (proto/harmony/v1/harmony.proto) on the main thread.
+ *
+ * The main thread only routes: it needs each op's kind, stream and ids, not
+ * protobufjs message objects, so the binary form is read by a small wire
+ * reader that follows the schema's field numbers (Tokens ids, packed or not,
+ * land in one Uint32Array per frame). Open and Close are rare and are
+ * decoded with protobufjs. The JSON form (text frames) is validated by hand
+ * so that every mistake gets a precise message.
+ *
+ * Like `ws`'s receiver: limits are checked as early as possible, and errors
+ * are returned as data, never thrown.
+ */
+import type { Schema } from "./schema.js";
+
+export const OP_OPEN = 1;
+export const OP_TOKENS = 2;
+export const OP_CLOSE = 3;
+
+export interface OpenOp {
+  kind: typeof OP_OPEN;
+  stream: string;
+  role: string;
+  mode: string;
+  whole_messages: boolean;
+  non_strict: boolean;
+}
+export interface TokensOp {
+  kind: typeof OP_TOKENS;
+  stream: string;
+  /** ids[start, end) of the frame's id array */
+  start: number;
+  end: number;
+}
+export interface CloseOp {
+  kind: typeof OP_CLOSE;
+  stream: string;
+  reason: string;
+}
+export type ClientOp = OpenOp | TokensOp | CloseOp;
+
+export interface OpError {
+  code: "bad_frame" | "unknown_op" | "bad_token_id" | "too_many_ids";
+  message: string;
+  stream: string;
+}
+
+export interface ReadFrame {
+  ops: ClientOp[];
+  ids: Uint32Array;
+  /** Problems with single ops (the rest of the frame stands). */
+  errors: OpError[];
+  /** Set when the frame as a whole could not be read (nothing in it was used). */
+  fatal?: OpError;
+}
+
+/** Ids that do not fit uint32 are kept as this (not a token) rather than wrapped. */
+export const OUT_OF_RANGE_ID = 0xffffffff;
+
+const utf8 = new TextDecoder("utf-8", { fatal: true });
+
+class WireError extends Error {}
+
+/** Minimal protobuf wire reader over one buffer. */
+class Reader {
+  pos: number;
+  constructor(
+    readonly buf: Uint8Array,
+    start: number,
+    readonly end: number,
+  ) {
+    this.pos = start;
+  }
+
+  varint(): number {
+    // values up to 2^53 are exact; larger ones only matter as "too large"
+    let result = 0;
+    let mul = 1;
+    for (let i = 0; i < 10; i++) {
+      if (this.pos >= this.end) throw new WireError("truncated varint");
+      const b = this.buf[this.pos++]!;
+      result += (b & 0x7f) * mul;
+      if (b < 0x80) return result;
+      mul *= 128;
+    }
+    throw new WireError("varint longer than 10 bytes");
+  }
+
+  /** Returns [start, end) of a length-delimited field's payload. */
+  bytes(): [number, number] {
+    const len = this.varint();
+    const start = this.pos;
+    if (len > this.end - start) throw new WireError("length-delimited field runs past its parent");
+    this.pos = start + len;
+    return [start, start + len];
+  }
+
+  skip(wireType: number): void {
+    switch (wireType) {
+      case 0:
+        this.varint();
+        return;
+      case 1:
+        this.pos += 8;
+        break;
+      case 2:
+        this.bytes();
+        return;
+      case 5:
+        this.pos += 4;
+        break;
+      default:
+        throw new WireError(`unsupported wire type ${wireType}`);
+    }
+    if (this.pos > this.end) throw new WireError("truncated fixed-width field");
+  }
+
+  string(): string {
+    const [s, e] = this.bytes();
+    try {
+      return utf8.decode(this.buf.subarray(s, e));
+    } catch {
+      throw new WireError("a string field is not valid UTF-8");
+    }
+  }
+}
+
+class IdSink {
+  ids = new Uint32Array(1024);
+  n = 0;
+  push(v: number): void {
+    if (this.n === this.ids.length) {
+      const g = new Uint32Array(this.ids.length * 2);
+      g.set(this.ids);
+      this.ids = g;
+    }
+    this.ids[this.n++] = v > 0xffffffff ? OUT_OF_RANGE_ID : v;
+  }
+}
+
+/** Read a binary ClientFrame. `maxIds` bounds the ids of the whole frame. */
+export function readBinaryFrame(buf: Uint8Array, s: Schema, maxIds: number): ReadFrame {
+  const ops: ClientOp[] = [];
+  const errors: OpError[] = [];
+  const sink = new IdSink();
+  try {
+    const frame = new Reader(buf, 0, buf.length);
+    while (frame.pos < frame.end) {
+      const tag = frame.varint();
+      if (tag >>> 3 !== 1 || (tag & 7) !== 2) {
+        frame.skip(tag & 7); // unknown ClientFrame field: ignored, as protobuf does
+        continue;
+      }
+      const [os, oe] = frame.bytes();
+      const op = new Reader(buf, os, oe);
+      let kind = 0;
+      let ps = 0;
+      let pe = 0;
+      while (op.pos < op.end) {
+        const t = op.varint();
+        const f = t >>> 3;
+        if ((f === 1 || f === 2 || f === 3) && (t & 7) === 2) {
+          kind = f; // oneof: the last one set wins
+          [ps, pe] = op.bytes();
+        } else op.skip(t & 7);
+      }
+      if (kind === 0) {
+        errors.push({ code: "unknown_op", message: "an op with no open, tokens or close", stream: "" });
+        continue;
+      }
+      const payload = buf.subarray(ps, pe);
+      if (kind === OP_OPEN) {
+        const m = s.Open.toObject(s.Open.decode(payload), { defaults: true }) as Omit<OpenOp, "kind">;
+        ops.push({ kind: OP_OPEN, ...m });
+      } else if (kind === OP_CLOSE) {
+        const m = s.Close.toObject(s.Close.decode(payload), { defaults: true }) as Omit<CloseOp, "kind">;
+        ops.push({ kind: OP_CLOSE, ...m });
+      } else {
+        const r = new Reader(buf, ps, pe);
+        let stream = "";
+        const start = sink.n;
+        while (r.pos < r.end) {
+          const t = r.varint();
+          const f = t >>> 3;
+          const w = t & 7;
+          if (f === 1 && w === 2) stream = r.string();
+          else if (f === 2 && w === 2) {
+            const [is, ie] = r.bytes();
+            const packed = new Reader(buf, is, ie);
+            while (packed.pos < packed.end) sink.push(packed.varint());
+          } else if (f === 2 && w === 0) sink.push(r.varint());
+          else r.skip(w);
+          if (sink.n > maxIds) {
+            return {
+              ops: [],
+              ids: new Uint32Array(0),
+              errors: [],
+              fatal: { code: "too_many_ids", message: `the frame carries more than ${maxIds} token ids`, stream: "" },
+            };
+          }
+        }
+        ops.push({ kind: OP_TOKENS, stream, start, end: sink.n });
+      }
+    }
+  } catch (e) {
+    const message = e instanceof WireError ? e.message : `undecodable frame: ${(e as Error).message}`;
+    return { ops: [], ids: new Uint32Array(0), errors: [], fatal: { code: "bad_frame", message, stream: "" } };
+  }
+  return { ops, ids: sink.ids.subarray(0, sink.n), errors };
+}
+
+type Json = Record<string, unknown>;
+
+function isObject(v: unknown): v is Json {
+  return typeof v === "object" && v !== null && !Array.isArray(v);
+}
+
+/** A field by its proto name or its lowerCamelCase JSON name. */
+function field(o: Json, name: string): unknown {
+  if (name in o) return o[name];
+  const camel = name.replace(/_([a-z])/g, (_m, c: string) => c.toUpperCase());
+  return o[camel];
+}
+
+function stringField(o: Json, name: string): string | Error {
+  const v = field(o, name);
+  if (v === undefined || v === null) return "";
+  return typeof v === "string" ? v : new Error(`${name} must be a string`);
+}
+
+function boolField(o: Json, name: string): boolean | Error {
+  const v = field(o, name);
+  if (v === undefined || v === null) return false;
+  return typeof v === "boolean" ? v : new Error(`${name} must be true or false`);
+}
+
+/** Read the JSON form (a text frame) of a ClientFrame. */
+export function readJsonFrame(text: string, maxIds: number): ReadFrame {
+  const fatal = (message: string): ReadFrame => ({
+    ops: [],
+    ids: new Uint32Array(0),
+    errors: [],
+    fatal: { code: "bad_frame", message, stream: "" },
+  });
+  let doc: unknown;
+  try {
+    doc = JSON.parse(text);
+  } catch (e) {
+    return fatal(`text frame is not JSON: ${(e as Error).message}`);
+  }
+  if (!isObject(doc)) return fatal("a ClientFrame must be a JSON object");
+  const list = doc.ops ?? [];
+  if (!Array.isArray(list)) return fatal("ops must be an array");
+  const ops: ClientOp[] = [];
+  const errors: OpError[] = [];
+  const sink = new IdSink();
+  for (const [i, op] of list.entries()) {
+    if (!isObject(op)) {
+      errors.push({ code: "bad_frame", message: `ops[${i}] must be an object`, stream: "" });
+      continue;
+    }
+    const inner = (["open", "tokens", "close"] as const).filter((k) => op[k] !== undefined && op[k] !== null);
+    if (inner.length !== 1) {
+      errors.push({
+        code: inner.length === 0 ? "unknown_op" : "bad_frame",
+        message: `ops[${i}] must hold exactly one of open, tokens, close`,
+        stream: "",
+      });
+      continue;
+    }
+    const key = inner[0]!;
+    const body = op[key];
+    if (!isObject(body)) {
+      errors.push({ code: "bad_frame", message: `ops[${i}].${key} must be an object`, stream: "" });
+      continue;
+    }
+    const stream = stringField(body, "stream");
+    if (stream instanceof Error) {
+      errors.push({ code: "bad_frame", message: `ops[${i}].${key}: ${stream.message}`, stream: "" });
+      continue;
+    }
+    const bad = (code: OpError["code"], message: string) => errors.push({ code, message: `ops[${i}].${key}: ${message}`, stream });
+    if (key === "open") {
+      const role = stringField(body, "role");
+      const mode = stringField(body, "mode");
+      const whole = boolField(body, "whole_messages");
+      const nonStrict = boolField(body, "non_strict");
+      const err = [role, mode, whole, nonStrict].find((v) => v instanceof Error) as Error | undefined;
+      if (err) {
+        bad("bad_frame", err.message);
+        continue;
+      }
+      ops.push({
+        kind: OP_OPEN,
+        stream,
+        role: role as string,
+        mode: mode as string,
+        whole_messages: whole as boolean,
+        non_strict: nonStrict as boolean,
+      });
+    } else if (key === "close") {
+      const reason = stringField(body, "reason");
+      if (reason instanceof Error) {
+        bad("bad_frame", reason.message);
+        continue;
+      }
+      ops.push({ kind: OP_CLOSE, stream, reason });
+    } else {
+      const ids = field(body, "ids") ?? [];
+      if (!Array.isArray(ids)) {
+        bad("bad_token_id", "ids must be an array of token ids");
+        continue;
+      }
+      const wrong = ids.findIndex((v) => typeof v !== "number" || !Number.isInteger(v) || v < 0 || v > 0xffffffff);
+      if (wrong >= 0) {
+        bad("bad_token_id", `ids[${wrong}] is not a uint32 token id: ${JSON.stringify(ids[wrong])}`);
+        continue;
+      }
+      if (sink.n + ids.length > maxIds) return { ...fatal(""), fatal: { code: "too_many_ids", message: `the frame carries more than ${maxIds} token ids`, stream: "" } };
+      const start = sink.n;
+      for (const v of ids as number[]) sink.push(v);
+      ops.push({ kind: OP_TOKENS, stream, start, end: sink.n });
+    }
+  }
+  return { ops, ids: sink.ids.subarray(0, sink.n), errors };
+}

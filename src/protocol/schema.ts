@@ -1,0 +1,56 @@
+/**
+ * The wire schema, loaded from proto/ with protobufjs (the .proto files are
+ * the single source of truth for both transports). Field names keep the
+ * proto spelling (snake_case), which is also how the JSON form is printed.
+ */
+import { existsSync } from "node:fs";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+import protobuf from "protobufjs";
+
+/** proto/ from both src/ (tests) and dist/src/ (built). */
+export function protoDir(): string {
+  let dir = path.dirname(fileURLToPath(import.meta.url));
+  for (let i = 0; i < 5; i++) {
+    const candidate = path.join(dir, "proto");
+    if (existsSync(path.join(candidate, "harmony", "v1", "harmony.proto"))) return candidate;
+    dir = path.dirname(dir);
+  }
+  throw new Error("proto/ directory not found next to the package");
+}
+
+export interface Schema {
+  root: protobuf.Root;
+  ClientFrame: protobuf.Type;
+  Op: protobuf.Type;
+  Open: protobuf.Type;
+  Close: protobuf.Type;
+  ServerFrame: protobuf.Type;
+  Event: protobuf.Type;
+  HealthCheckRequest: protobuf.Type;
+  HealthCheckResponse: protobuf.Type;
+}
+
+let cached: Schema | undefined;
+
+export function schema(): Schema {
+  if (cached) return cached;
+  const dir = protoDir();
+  const root = new protobuf.Root();
+  root.resolvePath = (_origin, target) => (path.isAbsolute(target) ? target : path.join(dir, target));
+  root.loadSync(["harmony/v1/harmony.proto", "grpc/health/v1/health.proto"], { keepCase: true });
+  root.resolveAll();
+  const t = (name: string) => root.lookupType(name);
+  cached = {
+    root,
+    ClientFrame: t("harmony.v1.ClientFrame"),
+    Op: t("harmony.v1.Op"),
+    Open: t("harmony.v1.Open"),
+    Close: t("harmony.v1.Close"),
+    ServerFrame: t("harmony.v1.ServerFrame"),
+    Event: t("harmony.v1.Event"),
+    HealthCheckRequest: t("grpc.health.v1.HealthCheckRequest"),
+    HealthCheckResponse: t("grpc.health.v1.HealthCheckResponse"),
+  };
+  return cached;
+}

@@ -1,0 +1,342 @@
+/**
+ * One client connection (a WebSocket, or one gRPC Stream call): many
+ * parser streams multiplexed over it.
+ *
+ * A frame is read, checked (limits first), split by worker slot into one
+ * task per slot, and its answers are sent in frame order: everything a
+ * connection receives is in the order of the frames it sent, and the events
+ * of a stream are in order. Bad input becomes an `error` event with a code;
+ * the connection and its other streams carry on.
+ *
+ * Backpressure: at most `maxInflightFrames` frames are being parsed per
+ * connection, and at most `maxBufferedBytes` of answers wait to be written;
+ * past either, the transport stops reading from this client until it drains.
+ */
+import { randomBytes } from "node:crypto";
+import type { ServiceErrorCode } from "../core/errors.js";
+import { readBinaryFrame, readJsonFrame, OP_CLOSE, OP_OPEN, type OpError, type ReadFrame } from "../protocol/client-frame.js";
+import { encodeServerFrame, jsonServerFrame, type WireEvent } from "../protocol/events.js";
+import { K_CLOSE, K_OPEN, K_TOKENS, type OpenSpec, type OpsResult, type OpsTask } from "../pool/task.js";
+import type { Service } from "./service.js";
+
+export interface Transport {
+  readonly kind: "ws" | "grpc";
+  /** Write one ServerFrame; `done` when it has been handed to the socket. */
+  send(frame: Uint8Array | string, done: () => void): void;
+  pause(): void;
+  resume(): void;
+  /** End the connection (after the last send). */
+  end(code: number, reason: string): void;
+}
+
+interface StreamState {
+  slot: number;
+  generation: number;
+}
+
+/** Close reasons we accept, as the parser names them. */
+const REASONS = new Set(["eos", "length", "abort"]);
+
+let nextConnId = 1;
+
+export class Connection {
+  readonly id = nextConnId++;
+  private readonly streams = new Map<string, StreamState>();
+  /** Recently closed stream names (bounded), for a precise error on late ops. */
+  private readonly closed = new Set<string>();
+  private tail: Promise<void> = Promise.resolve();
+  private inflight = 0;
+  private buffered = 0;
+  private paused = false;
+  private draining = false;
+  private ended = false;
+  private lastActivity = Date.now();
+  private readonly slotsUsed = new Set<number>();
+
+  constructor(
+    private readonly service: Service,
+    private readonly transport: Transport,
+  ) {}
+
+  get openStreams(): number {
+    return this.streams.size;
+  }
+
+  get idleMs(): number {
+    return this.inflight > 0 ? 0 : Date.now() - this.lastActivity;
+  }
+
+  /** A frame from the client: bytes (protobuf) or text (JSON mapping). */
+  onFrame(data: Uint8Array | string): void {
+    if (this.ended) return;
+    const svc = this.service;
+    const started = performance.now();
+    this.lastActivity = Date.now();
+    const json = typeof data === "string";
+    svc.metrics.frames.inc({ transport: this.transport.kind });
+    const limit = svc.limits.maxIdsPerFrame;
+    const read: ReadFrame = json ? readJsonFrame(data, limit) : readBinaryFrame(data, svc.schema, limit);
+    const immediate: WireEvent[] = [];
+    const fail = (e: OpError) => {
+      immediate.push(this.errorEvent(e.stream, e.code, e.message));
+    };
+    if (read.fatal) fail(read.fatal);
+    for (const e of read.errors) fail(e);
+
+    // group ops by slot, in frame order
+    const perSlot = new Map<number, { kinds: number[]; streams: string[]; offs: number[]; extra: (OpenSpec | string | null)[]; ids: number }>();
+    const group = (slot: number) => {
+      let g = perSlot.get(slot);
+      if (!g) {
+        g = { kinds: [], streams: [], offs: [], extra: [], ids: 0 };
+        perSlot.set(slot, g);
+      }
+      return g;
+    };
+    for (const op of read.ops) {
+      const name = op.stream;
+      if (name === "") {
+        fail({ code: "bad_frame", message: "an op without a stream name", stream: "" });
+        continue;
+      }
+      if (op.kind === OP_OPEN) {
+        if (this.draining) {
+          immediate.push(this.errorEvent(name, "shutting_down", "the server is draining; no new streams"));
+          continue;
+        }
+        if (this.streams.has(name)) {
+          immediate.push(this.errorEvent(name, "duplicate_stream", `stream ${JSON.stringify(name)} is already open`));
+          continue;
+        }
+        if (this.streams.size >= svc.limits.maxStreamsPerConnection) {
+          immediate.push(
+            this.errorEvent(name, "too_many_streams", `at most ${svc.limits.maxStreamsPerConnection} open streams per connection`),
+          );
+          continue;
+        }
+        const spec = this.openSpec(op.role, op.mode, op.whole_messages, op.non_strict);
+        if (typeof spec === "string") {
+          immediate.push(this.errorEvent(name, "bad_option", spec));
+          continue;
+        }
+        const slot = svc.pool.assign();
+        this.streams.set(name, { slot, generation: svc.pool.generation(slot) });
+        this.closed.delete(name);
+        this.slotsUsed.add(slot);
+        svc.metrics.openStreams.inc();
+        const g = group(slot);
+        g.kinds.push(K_OPEN);
+        g.streams.push(name);
+        g.offs.push(0, 0);
+        g.extra.push(spec);
+        continue;
+      }
+      const st = this.streams.get(name);
+      if (!st) {
+        const code = this.closed.has(name) ? "stream_closed" : "unknown_stream";
+        const msg = code === "stream_closed" ? `stream ${JSON.stringify(name)} is closed` : `no open stream ${JSON.stringify(name)}`;
+        immediate.push(this.errorEvent(name, code, msg));
+        continue;
+      }
+      const g = group(st.slot);
+      if (op.kind === OP_CLOSE) {
+        const reason = op.reason === "" ? "eos" : op.reason;
+        if (!REASONS.has(reason)) {
+          immediate.push(this.errorEvent(name, "bad_option", `close reason must be eos, length or abort, not ${JSON.stringify(op.reason)}`));
+          continue;
+        }
+        this.forget(name, st);
+        g.kinds.push(K_CLOSE);
+        g.streams.push(name);
+        g.offs.push(0, 0);
+        g.extra.push(reason);
+      } else {
+        g.kinds.push(K_TOKENS);
+        g.streams.push(name);
+        g.offs.push(op.start, op.end);
+        g.extra.push(null);
+        g.ids += op.end - op.start;
+      }
+    }
+
+    const tasks: Promise<OpsResult | null>[] = [];
+    for (const [slot, g] of perSlot) {
+      // one task per slot, carrying only that slot's ids
+      const ids = new Uint32Array(g.ids);
+      const offs = new Uint32Array(g.offs.length);
+      let at = 0;
+      for (let i = 0; i < g.kinds.length; i++) {
+        if (g.kinds[i] !== K_TOKENS) continue;
+        const s = g.offs[2 * i]!;
+        const e = g.offs[2 * i + 1]!;
+        ids.set(read.ids.subarray(s, e), at);
+        offs[2 * i] = at;
+        offs[2 * i + 1] = at += e - s;
+      }
+      const task: OpsTask = {
+        t: "ops",
+        conn: this.id,
+        json,
+        kinds: Uint8Array.from(g.kinds),
+        streams: g.streams,
+        offs,
+        ids,
+        extra: g.extra,
+      };
+      tasks.push(
+        svc.pool.run(slot, task).catch(() => {
+          // the worker died under this task; the crash handler fails its streams
+          return null;
+        }),
+      );
+    }
+
+    this.inflight++;
+    this.updateFlow();
+    const results = tasks.length > 0 ? Promise.all(tasks) : Promise.resolve([] as (OpsResult | null)[]);
+    this.tail = this.tail.then(async () => {
+      const done = await results;
+      this.inflight--;
+      this.sendFrame(json, immediate, done);
+      svc.metrics.frameLatency.observe((performance.now() - started) / 1000);
+      this.updateFlow();
+    });
+  }
+
+  /** Fail the streams a crashed worker held. */
+  onWorkerCrash(slot: number, generation: number): void {
+    if (this.ended) return;
+    const lost: WireEvent[] = [];
+    for (const [name, st] of this.streams) {
+      if (st.slot !== slot || st.generation >= generation) continue;
+      this.forget(name, st);
+      lost.push(this.errorEvent(name, "worker_crashed", "the worker holding this stream stopped; the stream is lost"));
+      lost.push({ stream: name, done: { finish_reason: "error", tokens: 0, messages: 0, recoveries: 0 } });
+    }
+    if (lost.length === 0) return;
+    this.service.metrics.events.inc({ type: "done" }, lost.length / 2);
+    this.tail = this.tail.then(() => {
+      this.sendFrame(false, lost, [], true);
+    });
+  }
+
+  /**
+   * Graceful drain: refuse new streams, let frames in flight finish, then
+   * finish every open stream (an `error` shutting_down, then its `done`).
+   */
+  async drain(): Promise<void> {
+    if (this.ended) return;
+    this.draining = true;
+    this.transport.pause();
+    const names = [...this.streams.keys()];
+    if (names.length > 0) {
+      const json = this.lastJson;
+      const notices = names.map((n) => this.errorEvent(n, "shutting_down", "the server is shutting down; the stream ends here"));
+      // close them as aborted, through the same path as a client Close
+      this.lastActivity = Date.now();
+      const frame = { ops: names.map((n) => ({ close: { stream: n, reason: "abort" } })) };
+      this.tail = this.tail.then(() => this.sendFrame(json, notices, [], true));
+      this.onFrame(json ? JSON.stringify(frame) : (this.service.schema.ClientFrame.encode(frame).finish() as Uint8Array));
+    }
+    await this.tail;
+    this.transport.end(1001, "server shutting down");
+    this.ended = true;
+  }
+
+  /** Nothing arrived for too long: end the connection (its streams are freed). */
+  idleTimeout(): void {
+    if (this.ended) return;
+    this.service.logger.info({ conn: this.id }, "closing idle connection");
+    this.transport.end(4408, "idle timeout");
+    this.close();
+  }
+
+  /** The client finished sending (gRPC half-close): answer what is in flight, then end. */
+  async finish(): Promise<void> {
+    await this.tail;
+    if (!this.ended) this.transport.end(1000, "client finished");
+    this.close();
+  }
+
+  /** The client went away: free its streams. */
+  close(): void {
+    if (this.ended && this.streams.size === 0) return;
+    this.ended = true;
+    for (const [name, st] of this.streams) this.forget(name, st);
+    for (const slot of this.slotsUsed) void this.service.pool.drop(slot, this.id);
+    this.service.connectionClosed(this);
+  }
+
+  // ------------------------------------------------------------------
+
+  private lastJson = false;
+
+  private forget(name: string, st: StreamState): void {
+    this.streams.delete(name);
+    this.service.pool.release(st.slot);
+    this.service.metrics.openStreams.dec();
+    this.closed.add(name);
+    if (this.closed.size > 1024) this.closed.delete(this.closed.values().next().value as string);
+  }
+
+  private errorEvent(stream: string, code: ServiceErrorCode, message: string): WireEvent {
+    this.service.metrics.errors.inc({ code });
+    this.service.metrics.events.inc({ type: "error" });
+    return { stream, error: { code, message, at: 0 } };
+  }
+
+  private openSpec(role: string, mode: string, whole: boolean, nonStrict: boolean): OpenSpec | string {
+    const r = role === "" || role === "assistant" ? "assistant" : role === "none" ? null : undefined;
+    if (r === undefined) return `role must be assistant or none, not ${JSON.stringify(role)}`;
+    const m = mode === "" ? "resilient" : mode;
+    if (m !== "resilient" && m !== "strict") return `mode must be resilient or strict, not ${JSON.stringify(mode)}`;
+    if (nonStrict && m !== "strict") return "non_strict applies to strict mode only";
+    return {
+      role: r,
+      mode: m,
+      wholeMessages: whole,
+      nonStrict,
+      callIdPrefix: `call_${randomBytes(6).toString("hex")}_`,
+    };
+  }
+
+  private sendFrame(json: boolean, immediate: WireEvent[], results: (OpsResult | null)[], force = false): void {
+    if (this.ended && !force) return;
+    this.lastJson = json;
+    const svc = this.service;
+    for (const r of results) if (r) svc.recordCounts(r, this.id);
+    let frame: Uint8Array | string;
+    if (json) {
+      const parts = immediate.map((e) => JSON.stringify(e));
+      for (const r of results) if (r?.json) parts.push(...r.json);
+      if (parts.length === 0) return;
+      frame = jsonServerFrame(parts);
+    } else {
+      const pieces: Uint8Array[] = [];
+      if (immediate.length > 0) pieces.push(encodeServerFrame(svc.schema, immediate));
+      for (const r of results) if (r?.bin && r.bin.length > 0) pieces.push(r.bin);
+      if (pieces.length === 0) return;
+      // ServerFrame fragments concatenate into one ServerFrame
+      frame = pieces.length === 1 ? pieces[0]! : Buffer.concat(pieces);
+    }
+    const size = typeof frame === "string" ? frame.length : frame.byteLength;
+    this.buffered += size;
+    this.transport.send(frame, () => {
+      this.buffered -= size;
+      this.updateFlow();
+    });
+    this.updateFlow();
+  }
+
+  private updateFlow(): void {
+    const l = this.service.limits;
+    const congested = this.inflight >= l.maxInflightFrames || this.buffered >= l.maxBufferedBytes;
+    if (congested && !this.paused) {
+      this.paused = true;
+      this.transport.pause();
+    } else if (!congested && this.paused && this.inflight < l.maxInflightFrames / 2 && this.buffered < l.maxBufferedBytes / 2) {
+      this.paused = false;
+      this.transport.resume();
+    }
+  }
+}

@@ -1,0 +1,38 @@
+/** Prometheus metrics (prom-client), one registry per service. */
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from "prom-client";
+
+export interface Metrics {
+  registry: Registry;
+  connections: Gauge<"transport">;
+  openStreams: Gauge;
+  frames: Counter<"transport">;
+  tokens: Counter;
+  events: Counter<"type">;
+  recoveries: Counter<"kind">;
+  errors: Counter<"code">;
+  frameLatency: Histogram;
+  workerRestarts: Counter;
+}
+
+export function createMetrics(): Metrics {
+  const registry = new Registry();
+  collectDefaultMetrics({ register: registry, prefix: "harmony_process_" });
+  const m: Metrics = {
+    registry,
+    connections: new Gauge({ name: "harmony_connections", help: "Open client connections", labelNames: ["transport"], registers: [registry] }),
+    openStreams: new Gauge({ name: "harmony_open_streams", help: "Open parser streams", registers: [registry] }),
+    frames: new Counter({ name: "harmony_frames_total", help: "Client frames received", labelNames: ["transport"], registers: [registry] }),
+    tokens: new Counter({ name: "harmony_tokens_total", help: "Token ids parsed", registers: [registry] }),
+    events: new Counter({ name: "harmony_events_total", help: "Events sent, by type", labelNames: ["type"], registers: [registry] }),
+    recoveries: new Counter({ name: "harmony_recoveries_total", help: "Resilient-mode repairs, by kind", labelNames: ["kind"], registers: [registry] }),
+    errors: new Counter({ name: "harmony_errors_total", help: "Error events, by code", labelNames: ["code"], registers: [registry] }),
+    frameLatency: new Histogram({
+      name: "harmony_frame_latency_seconds",
+      help: "Time from receiving a client frame to handing its answer to the socket",
+      buckets: [0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5, 1],
+      registers: [registry],
+    }),
+    workerRestarts: new Counter({ name: "harmony_worker_restarts_total", help: "Worker threads replaced after dying", registers: [registry] }),
+  };
+  return m;
+}

@@ -1,0 +1,172 @@
+/**
+ * The service: one worker pool, one schema, one set of limits and metrics,
+ * shared by the WebSocket/HTTP edge and the gRPC edge.
+ */
+import os from "node:os";
+import { pino, type Logger } from "pino";
+import { ParserPool } from "../pool/pool.js";
+import type { OpsResult } from "../pool/task.js";
+import { schema, type Schema } from "../protocol/schema.js";
+import { startGrpc, type GrpcEdge } from "../transport/grpc.js";
+import { startHttp, type HttpEdge } from "../transport/http.js";
+import { loadHarmonyEncoding } from "../vocab/index.js";
+import { Connection, type Transport } from "./connection.js";
+import { createMetrics, type Metrics } from "./metrics.js";
+
+export interface Limits {
+  /** Largest client frame, bytes (WebSocket message or gRPC message). */
+  maxFrameBytes: number;
+  maxStreamsPerConnection: number;
+  /** Token ids in one frame, over all its ops. */
+  maxIdsPerFrame: number;
+  /** A connection that sends nothing for this long is closed. */
+  idleTimeoutMs: number;
+  /** WebSocket ping interval; a peer that misses a pong is dropped. gRPC keepalive uses it too. */
+  pingIntervalMs: number;
+  /** Frames being parsed per connection before it stops being read. */
+  maxInflightFrames: number;
+  /** Answer bytes waiting for a slow reader before it stops being read. */
+  maxBufferedBytes: number;
+}
+
+export const DEFAULT_LIMITS: Limits = {
+  maxFrameBytes: 4 * 1024 * 1024,
+  maxStreamsPerConnection: 16384,
+  maxIdsPerFrame: 262144,
+  idleTimeoutMs: 300_000,
+  pingIntervalMs: 30_000,
+  maxInflightFrames: 64,
+  maxBufferedBytes: 8 * 1024 * 1024,
+};
+
+export interface ServiceOptions {
+  host: string;
+  /** HTTP + WebSocket port (0: any free port). */
+  port: number;
+  /** gRPC port (0: any free port, -1: no gRPC). */
+  grpcPort: number;
+  workers: number;
+  /** Bearer token required from clients, when set. */
+  token?: string | undefined;
+  limits: Limits;
+  /** How long a graceful stop may take before connections are cut. */
+  drainTimeoutMs: number;
+  logger?: Logger;
+  logLevel?: string;
+}
+
+export const DEFAULTS: Omit<ServiceOptions, "limits"> = {
+  host: "127.0.0.1",
+  port: 8765,
+  grpcPort: 8766,
+  workers: Math.max(1, Math.min(os.availableParallelism(), 8)),
+  drainTimeoutMs: 10_000,
+  logLevel: "info",
+};
+
+export class Service {
+  readonly schema: Schema = schema();
+  readonly metrics: Metrics = createMetrics();
+  readonly logger: Logger;
+  readonly limits: Limits;
+  readonly token: string | undefined;
+  pool!: ParserPool;
+  private readonly connections = new Set<Connection>();
+  private http?: HttpEdge;
+  private grpc?: GrpcEdge;
+  private stopping?: Promise<void>;
+  private idleTimer?: NodeJS.Timeout;
+
+  constructor(readonly options: ServiceOptions) {
+    this.limits = options.limits;
+    this.token = options.token || undefined;
+    this.logger = options.logger ?? pino({ level: options.logLevel ?? "info", base: { service: "harmony-sidecar" } });
+  }
+
+  /** Build the vocabulary, start the workers and both edges. */
+  async start(): Promise<{ port: number; grpcPort: number | null }> {
+    const t0 = performance.now();
+    const enc = loadHarmonyEncoding({ shared: true });
+    this.pool = new ParserPool({ workers: this.options.workers, table: enc.table });
+    this.pool.on("crash", (slot, generation) => {
+      this.metrics.workerRestarts.inc();
+      this.logger.error({ slot, generation }, "worker thread died; its streams are failed and a new thread starts");
+      for (const c of this.connections) c.onWorkerCrash(slot, generation);
+    });
+    this.http = await startHttp(this, this.options.host, this.options.port);
+    if (this.options.grpcPort >= 0) this.grpc = await startGrpc(this, this.options.host, this.options.grpcPort);
+    this.idleTimer = setInterval(() => this.closeIdle(), Math.min(this.limits.idleTimeoutMs, 5000)).unref();
+    const ports = { port: this.http.port, grpcPort: this.grpc?.port ?? null };
+    this.logger.info(
+      { ...ports, host: this.options.host, workers: this.pool.size, startup_ms: Math.round(performance.now() - t0), auth: !!this.token },
+      "harmony-sidecar serving",
+    );
+    return ports;
+  }
+
+  ready(): boolean {
+    return !this.stopping && this.pool?.ready() === true;
+  }
+
+  /** Bearer-token check shared by both edges. */
+  authorized(header: string | undefined): boolean {
+    if (!this.token) return true;
+    return header === `Bearer ${this.token}`;
+  }
+
+  newConnection(transport: Transport): Connection {
+    const c = new Connection(this, transport);
+    this.connections.add(c);
+    this.metrics.connections.inc({ transport: transport.kind });
+    (c as { kind?: string }).kind = transport.kind;
+    return c;
+  }
+
+  connectionClosed(c: Connection): void {
+    if (this.connections.delete(c)) this.metrics.connections.dec({ transport: (c as { kind?: string }).kind ?? "ws" });
+  }
+
+  /** Fold a worker's counts into the metrics; recoveries are also logged. */
+  recordCounts(r: OpsResult, conn: number): void {
+    const m = this.metrics;
+    const c = r.counts;
+    if (c.tokens > 0) m.tokens.inc(c.tokens);
+    for (const [type, n] of Object.entries(c.events)) m.events.inc({ type }, n);
+    for (const [kind, n] of Object.entries(c.recoveries)) m.recoveries.inc({ kind }, n);
+    for (const [code, n] of Object.entries(c.errors)) m.errors.inc({ code }, n);
+    for (const note of r.notes) this.logger.warn({ conn, ...note }, "recovered malformed model output");
+  }
+
+  private closeIdle(): void {
+    for (const c of this.connections) {
+      if (c.idleMs > this.limits.idleTimeoutMs) c.idleTimeout();
+    }
+  }
+
+  /**
+   * Graceful stop: stop accepting, let frames in flight finish, end every
+   * open stream (`error` shutting_down, then `done`), close connections, stop
+   * the workers. Connections still open after `drainTimeoutMs` are cut.
+   */
+  stop(): Promise<void> {
+    this.stopping ??= (async () => {
+      this.logger.info({ connections: this.connections.size }, "draining");
+      clearInterval(this.idleTimer);
+      this.http?.stopAccepting();
+      this.grpc?.stopAccepting();
+      const drained = Promise.all([...this.connections].map((c) => c.drain()));
+      let timer: NodeJS.Timeout | undefined;
+      const timeout = new Promise<"timeout">((resolve) => {
+        timer = setTimeout(() => resolve("timeout"), this.options.drainTimeoutMs);
+      });
+      const outcome = await Promise.race([drained.then(() => "drained" as const), timeout]);
+      clearTimeout(timer);
+      if (outcome === "timeout") this.logger.warn("drain timed out; cutting the remaining connections");
+      await this.http?.close();
+      await this.grpc?.close();
+      await this.pool?.close();
+      this.logger.info({ outcome }, "stopped");
+    })();
+    return this.stopping;
+  }
+}

@@ -1,0 +1,150 @@
+/**
+ * The gRPC edge (@grpc/grpc-js): the bidirectional `harmony.v1.Harmony/Stream`
+ * call, and the standard `grpc.health.v1.Health` service.
+ *
+ * Stream messages pass through as raw bytes: the connection reads ClientFrames
+ * with the same reader as the WebSocket edge, and workers' ServerFrame bytes
+ * go out untouched. With a token configured, calls must carry
+ * `authorization: Bearer <token>` metadata (else UNAUTHENTICATED).
+ */
+import * as grpc from "@grpc/grpc-js";
+import type { Transport } from "../service/connection.js";
+import type { Service } from "../service/service.js";
+
+export interface GrpcEdge {
+  port: number;
+  stopAccepting(): void;
+  close(): Promise<void>;
+}
+
+const raw = {
+  serialize: (b: Buffer | Uint8Array) => (Buffer.isBuffer(b) ? b : Buffer.from(b.buffer, b.byteOffset, b.byteLength)),
+  deserialize: (b: Buffer) => b,
+};
+
+export const HARMONY_SERVICE: grpc.ServiceDefinition = {
+  Stream: {
+    path: "/harmony.v1.Harmony/Stream",
+    requestStream: true,
+    responseStream: true,
+    requestSerialize: raw.serialize,
+    requestDeserialize: raw.deserialize,
+    responseSerialize: raw.serialize,
+    responseDeserialize: raw.deserialize,
+    originalName: "stream",
+  },
+};
+
+export const HEALTH_SERVICE: grpc.ServiceDefinition = {
+  Check: {
+    path: "/grpc.health.v1.Health/Check",
+    requestStream: false,
+    responseStream: false,
+    requestSerialize: raw.serialize,
+    requestDeserialize: raw.deserialize,
+    responseSerialize: raw.serialize,
+    responseDeserialize: raw.deserialize,
+  },
+  Watch: {
+    path: "/grpc.health.v1.Health/Watch",
+    requestStream: false,
+    responseStream: true,
+    requestSerialize: raw.serialize,
+    requestDeserialize: raw.deserialize,
+    responseSerialize: raw.serialize,
+    responseDeserialize: raw.deserialize,
+  },
+};
+
+const SERVING = 1;
+const NOT_SERVING = 2;
+const SERVICE_UNKNOWN = 3;
+
+export async function startGrpc(svc: Service, host: string, port: number): Promise<GrpcEdge> {
+  const limits = svc.limits;
+  const server = new grpc.Server({
+    "grpc.max_receive_message_length": limits.maxFrameBytes,
+    "grpc.keepalive_time_ms": limits.pingIntervalMs,
+    "grpc.keepalive_timeout_ms": Math.min(20_000, limits.pingIntervalMs),
+    "grpc.max_connection_idle_ms": limits.idleTimeoutMs,
+    "grpc.keepalive_permit_without_calls": 1,
+  });
+  const { HealthCheckRequest, HealthCheckResponse } = svc.schema;
+  const healthOf = (request: Buffer): number => {
+    let name = "";
+    try {
+      name = (HealthCheckRequest.toObject(HealthCheckRequest.decode(request)) as { service?: string }).service ?? "";
+    } catch {
+      return SERVICE_UNKNOWN;
+    }
+    if (name !== "" && name !== "harmony.v1.Harmony") return SERVICE_UNKNOWN;
+    return svc.ready() ? SERVING : NOT_SERVING;
+  };
+  const healthBytes = (status: number) => Buffer.from(HealthCheckResponse.encode({ status }).finish());
+
+  server.addService(HEALTH_SERVICE, {
+    Check: (call: grpc.ServerUnaryCall<Buffer, Buffer>, cb: grpc.sendUnaryData<Buffer>) => {
+      const status = healthOf(call.request);
+      if (status === SERVICE_UNKNOWN) cb({ code: grpc.status.NOT_FOUND, details: "unknown service" });
+      else cb(null, healthBytes(status));
+    },
+    Watch: (call: grpc.ServerWritableStream<Buffer, Buffer>) => {
+      let last = -1;
+      const tick = () => {
+        const status = healthOf(call.request);
+        if (status !== last) call.write(healthBytes(status));
+        last = status;
+      };
+      tick();
+      const timer = setInterval(tick, 1000);
+      call.on("cancelled", () => clearInterval(timer));
+      call.on("close", () => clearInterval(timer));
+    },
+  });
+
+  server.addService(HARMONY_SERVICE, {
+    Stream: (call: grpc.ServerDuplexStream<Buffer, Buffer>) => {
+      if (!svc.authorized(call.metadata.get("authorization")[0]?.toString())) {
+        call.emit("error", { code: grpc.status.UNAUTHENTICATED, details: "a valid bearer token is required" });
+        return;
+      }
+      let ended = false;
+      const transport: Transport = {
+        kind: "grpc",
+        send(frame, done) {
+          const bytes = typeof frame === "string" ? Buffer.from(frame) : raw.serialize(frame);
+          call.write(bytes, () => done());
+        },
+        pause: () => call.pause(),
+        resume: () => call.resume(),
+        end: (code) => {
+          if (ended) return;
+          ended = true;
+          // a drained call has already told every stream why it ended: finish cleanly
+          if (code === 4408) call.emit("error", { code: grpc.status.UNAVAILABLE, details: "idle timeout" });
+          else call.end();
+        },
+      };
+      const conn = svc.newConnection(transport);
+      call.on("data", (b: Buffer) => conn.onFrame(new Uint8Array(b.buffer, b.byteOffset, b.byteLength)));
+      call.on("end", () => void conn.finish());
+      call.on("cancelled", () => conn.close());
+      call.on("error", () => conn.close());
+      call.on("close", () => conn.close());
+    },
+  });
+
+  const bound = await new Promise<number>((resolve, reject) => {
+    server.bindAsync(`${host}:${port}`, grpc.ServerCredentials.createInsecure(), (err, p) => (err ? reject(err) : resolve(p)));
+  });
+  return {
+    port: bound,
+    stopAccepting() {
+      // tryShutdown refuses new calls and lets open ones finish
+      server.tryShutdown(() => undefined);
+    },
+    async close() {
+      server.forceShutdown();
+    },
+  };
+}

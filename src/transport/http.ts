@@ -1,0 +1,126 @@
+/**
+ * The HTTP edge: WebSocket streams on /v1/stream, and the operations
+ * endpoints /healthz, /readyz and /metrics, on one port.
+ *
+ * WebSocket close codes: 1001 server shutting down, 1007 a text frame that is
+ * not UTF-8, 1009 a frame over the size limit (both from `ws`), 4408 idle
+ * timeout. A missing or wrong bearer token is refused at the upgrade with
+ * HTTP 401.
+ */
+import http from "node:http";
+import type { AddressInfo } from "node:net";
+import { WebSocketServer, type WebSocket } from "ws";
+import type { Transport } from "../service/connection.js";
+import type { Service } from "../service/service.js";
+
+export const STREAM_PATH = "/v1/stream";
+
+export interface HttpEdge {
+  port: number;
+  stopAccepting(): void;
+  close(): Promise<void>;
+}
+
+function json(res: http.ServerResponse, status: number, body: unknown): void {
+  const text = JSON.stringify(body);
+  res.writeHead(status, { "content-type": "application/json", "content-length": Buffer.byteLength(text) });
+  res.end(text);
+}
+
+export async function startHttp(svc: Service, host: string, port: number): Promise<HttpEdge> {
+  const limits = svc.limits;
+  const wss = new WebSocketServer({ noServer: true, maxPayload: limits.maxFrameBytes, perMessageDeflate: false });
+  let accepting = true;
+
+  const server = http.createServer((req, res) => {
+    const url = new URL(req.url ?? "/", "http://localhost");
+    if (req.method !== "GET" && req.method !== "HEAD") return json(res, 405, { error: "method not allowed" });
+    switch (url.pathname) {
+      case "/healthz":
+        return json(res, 200, { status: "ok" });
+      case "/readyz":
+        return svc.ready() ? json(res, 200, { status: "ready" }) : json(res, 503, { status: "not ready" });
+      case "/metrics":
+        svc.metrics.registry
+          .metrics()
+          .then((text) => {
+            res.writeHead(200, { "content-type": svc.metrics.registry.contentType });
+            res.end(text);
+          })
+          .catch((e: Error) => json(res, 500, { error: e.message }));
+        return;
+      case STREAM_PATH:
+        return json(res, 426, { error: "this endpoint speaks WebSocket" });
+      default:
+        return json(res, 404, { error: "not found" });
+    }
+  });
+
+  server.on("upgrade", (req, socket, head) => {
+    const refuse = (status: number, text: string) => {
+      socket.end(`HTTP/1.1 ${status} ${text}\r\nconnection: close\r\ncontent-length: 0\r\n\r\n`);
+    };
+    const url = new URL(req.url ?? "/", "http://localhost");
+    if (url.pathname !== STREAM_PATH) return refuse(404, "Not Found");
+    if (!accepting) return refuse(503, "Service Unavailable");
+    if (!svc.authorized(req.headers.authorization)) return refuse(401, "Unauthorized");
+    wss.handleUpgrade(req, socket, head, (ws) => accept(ws));
+  });
+
+  function accept(ws: WebSocket): void {
+    const transport: Transport = {
+      kind: "ws",
+      send(frame, done) {
+        ws.send(frame, { binary: typeof frame !== "string" }, () => done());
+      },
+      pause: () => ws.pause(),
+      resume: () => ws.resume(),
+      end: (code, reason) => ws.close(code, reason),
+    };
+    const conn = svc.newConnection(transport);
+    let alive = true;
+    const ping = setInterval(() => {
+      if (!alive) {
+        svc.logger.info({ conn: conn.id }, "peer missed a pong; dropping it");
+        ws.terminate();
+        return;
+      }
+      alive = false;
+      ws.ping();
+    }, limits.pingIntervalMs);
+    ws.on("pong", () => {
+      alive = true;
+    });
+    ws.on("message", (data, isBinary) => {
+      alive = true;
+      const buf = Array.isArray(data) ? Buffer.concat(data) : Buffer.isBuffer(data) ? data : Buffer.from(data);
+      conn.onFrame(isBinary ? new Uint8Array(buf.buffer, buf.byteOffset, buf.byteLength) : buf.toString("utf8"));
+    });
+    ws.on("close", () => {
+      clearInterval(ping);
+      conn.close();
+    });
+    ws.on("error", (e) => {
+      svc.logger.info({ conn: conn.id, err: e.message }, "websocket error");
+    });
+  }
+
+  await new Promise<void>((resolve, reject) => {
+    server.once("error", reject);
+    server.listen(port, host, () => resolve());
+  });
+  return {
+    port: (server.address() as AddressInfo).port,
+    stopAccepting() {
+      accepting = false;
+      server.close();
+    },
+    async close() {
+      accepting = false;
+      for (const ws of wss.clients) ws.terminate();
+      await new Promise<void>((resolve) => wss.close(() => resolve()));
+      server.closeAllConnections();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    },
+  };
+}

@@ -1,0 +1,384 @@
+/**
+ * The service end to end: a real server on 127.0.0.1 (port 0), real `ws`
+ * and gRPC clients. Every server is stopped after its test.
+ */
+import * as grpc from "@grpc/grpc-js";
+import { pino } from "pino";
+import { afterEach, describe, expect, it } from "vitest";
+import WebSocket from "ws";
+import { HarmonyClient, WsClient, type GrpcClient } from "../src/client/index.js";
+import type { HarmonyEvent } from "../src/core/events.js";
+import { HarmonyParser } from "../src/core/parser.js";
+import { HEALTH_SERVICE } from "../src/transport/grpc.js";
+import { DEFAULT_LIMITS, Service, type Limits, type ServiceOptions } from "../src/service/service.js";
+import { harmony, loadJsonl, type ConformanceCase } from "./helpers.js";
+
+const { enc, vocab } = harmony();
+const running: Service[] = [];
+const clients: HarmonyClient[] = [];
+
+afterEach(async () => {
+  await Promise.all(clients.splice(0).map((c) => c.close().catch(() => undefined)));
+  await Promise.all(running.splice(0).map((s) => s.stop()));
+});
+
+async function start(opts: Partial<Omit<ServiceOptions, "limits">> & { limits?: Partial<Limits> } = {}) {
+  const { limits, ...rest } = opts;
+  const svc = new Service({
+    host: "127.0.0.1",
+    port: 0,
+    grpcPort: 0,
+    workers: 2,
+    drainTimeoutMs: 5000,
+    logger: pino({ level: "silent" }),
+    ...rest,
+    limits: { ...DEFAULT_LIMITS, ...limits },
+  });
+  running.push(svc);
+  const ports = await svc.start();
+  return { svc, ws: `ws://127.0.0.1:${ports.port}/v1/stream`, grpc: `grpc://127.0.0.1:${ports.grpcPort}`, http: `http://127.0.0.1:${ports.port}` };
+}
+
+async function connect(url: string, opts: { json?: boolean; token?: string } = {}) {
+  const c = await HarmonyClient.connect(url, opts);
+  clients.push(c);
+  return c;
+}
+
+/** Events with consecutive deltas of a message merged and tool call ids made comparable. */
+function normalize(events: HarmonyEvent[]): unknown[] {
+  const out: HarmonyEvent[] = [];
+  for (const ev of events) {
+    const last = out.at(-1);
+    if (ev.type === "delta" && last?.type === "delta" && last.index === ev.index) {
+      out[out.length - 1] = { ...last, text: last.text + ev.text };
+      continue;
+    }
+    out.push(ev.type === "tool_call_start" ? { ...ev, id: `call_${ev.call_index}` } : ev);
+  }
+  return out;
+}
+
+function inProcess(tokens: number[], role: string | null): unknown[] {
+  const p = new HarmonyParser(vocab, { role });
+  return normalize([...p.write(tokens), ...p.end()]);
+}
+
+const cases = [...loadJsonl("wellformed.jsonl"), ...loadJsonl("malformed.jsonl")];
+const roleOf = (c: ConformanceCase) => (c.role === null ? "none" : "assistant");
+
+/** Send cases as interleaved step frames: each frame holds the next token of every live stream. */
+async function runStepFrames(client: HarmonyClient, subset: ConformanceCase[], tokensPerStep = 1) {
+  const open = client.batch();
+  for (const c of subset) open.open(c.id, { role: roleOf(c) });
+  open.send();
+  const collected = subset.map((c) => client.handle(c.id).collect());
+  const longest = Math.max(...subset.map((c) => c.tokens.length));
+  for (let at = 0; at < longest; at += tokensPerStep) {
+    const frame = client.batch();
+    for (const c of subset) {
+      if (at < c.tokens.length) frame.tokens(c.id, c.tokens.slice(at, at + tokensPerStep));
+      if (at + tokensPerStep >= c.tokens.length && at < c.tokens.length) frame.close(c.id);
+    }
+    frame.send();
+  }
+  return Promise.all(collected);
+}
+
+describe("conformance corpus over the wire", () => {
+  for (const [name, url, json] of [
+    ["WebSocket, protobuf frames", "ws", false],
+    ["WebSocket, JSON frames", "ws", true],
+    ["gRPC", "grpc", false],
+  ] as const) {
+    it(`${name}: all 606 cases multiplexed on one connection give the in-process events`, async () => {
+      const s = await start();
+      const client = await connect(s[url], { json });
+      const got = await runStepFrames(client, cases, 7);
+      for (const [i, c] of cases.entries()) expect(normalize(got[i]!), c.id).toEqual(inProcess(c.tokens, c.role));
+    });
+  }
+
+  it("one token per frame on one stream and whole-stream frames agree", async () => {
+    const s = await start();
+    const client = await connect(s.ws);
+    for (const c of cases.filter((_, i) => i % 40 === 0)) {
+      const a = client.open(`${c.id}/a`, { role: roleOf(c) });
+      for (const t of c.tokens) a.write([t]);
+      a.close();
+      const b = client.open(`${c.id}/b`, { role: roleOf(c) });
+      b.write(c.tokens);
+      b.close();
+      const [ea, eb] = await Promise.all([a.collect(), b.collect()]);
+      expect(normalize(ea), c.id).toEqual(normalize(eb));
+      expect(normalize(ea), c.id).toEqual(inProcess(c.tokens, c.role));
+    }
+  });
+
+  it("returns whole messages and strict errors when asked", async () => {
+    const s = await start();
+    const client = await connect(s.grpc);
+    const st = client.open("x", { mode: "strict", wholeMessages: true });
+    st.write(enc.encode("<|channel|>final<|message|>A<|end|><|return|>"));
+    st.close();
+    const evs = await st.collect();
+    expect(evs.find((e) => e.type === "message_end")).toMatchObject({
+      message: { role: "assistant", content: "A", channel: "final" },
+    });
+    expect(evs.find((e) => e.type === "error")).toMatchObject({
+      code: "unexpected_token",
+      message: "Unexpected token 200002 while expecting start token 200006",
+      at: 5,
+      token: 200002,
+    });
+    expect(evs.at(-1)).toMatchObject({ type: "done", finish_reason: "error" });
+  });
+});
+
+describe("bad input gets an error event and the connection carries on", () => {
+  async function expectStillServing(client: HarmonyClient) {
+    const st = client.open(`ok-${Math.random()}`);
+    st.write(enc.encode("<|channel|>final<|message|>fine<|return|>"));
+    st.close();
+    const evs = await st.collect();
+    expect(evs.filter((e) => e.type === "delta").map((e) => (e as { text: string }).text).join("")).toBe("fine");
+  }
+  const errorOf = async (client: HarmonyClient, stream: string) => {
+    for await (const ev of client.handle(stream)) if (ev.type === "error") return ev;
+    return undefined;
+  };
+  const nextConnectionError = (client: HarmonyClient) =>
+    new Promise<HarmonyEvent>((resolve) => client.onEvent((stream, ev) => stream === "" && resolve(ev)));
+
+  it("undecodable binary frame", async () => {
+    const s = await start();
+    const client = await connect(s.ws);
+    const err = nextConnectionError(client);
+    client.sendRaw(Uint8Array.from([0x0a, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01]));
+    expect(await err).toMatchObject({ type: "error", code: "bad_frame" });
+    await expectStillServing(client);
+  });
+
+  it("text frame that is not JSON, and JSON of the wrong shape", async () => {
+    const s = await start();
+    const client = await connect(s.ws, { json: true });
+    let err = nextConnectionError(client);
+    client.sendRaw("{nope");
+    expect(await err).toMatchObject({ code: "bad_frame" });
+    err = nextConnectionError(client);
+    client.sendRaw(JSON.stringify({ ops: [{ open: { stream: 5 } }] }));
+    expect(await err).toMatchObject({ code: "bad_frame", message: expect.stringContaining("stream must be a string") });
+    await expectStillServing(client);
+  });
+
+  it("unknown op", async () => {
+    const s = await start();
+    const client = await connect(s.ws);
+    const err = nextConnectionError(client);
+    client.sendRaw(Uint8Array.from([0x0a, 0x02, 0x22, 0x00])); // Op with field 4 only
+    expect(await err).toMatchObject({ code: "unknown_op" });
+    await expectStillServing(client);
+  });
+
+  it("unknown stream, duplicate stream, tokens after close, bad options", async () => {
+    const s = await start();
+    const client = await connect(s.grpc);
+    client.send([{ tokens: { stream: "ghost", ids: [1] } }]);
+    expect(await errorOf(client, "ghost")).toMatchObject({ code: "unknown_stream" });
+
+    const d = client.open("dup");
+    client.send([{ open: { stream: "dup" } }]);
+    const dupErr = await (async () => {
+      for await (const ev of d) if (ev.type === "error") return ev;
+    })();
+    expect(dupErr).toMatchObject({ code: "duplicate_stream" });
+    d.close();
+
+    const c = client.open("late");
+    c.close();
+    expect((await c.collect()).at(-1)).toMatchObject({ type: "done" });
+    client.send([{ tokens: { stream: "late", ids: [1] } }]);
+    expect(await errorOf(client, "late")).toMatchObject({ code: "stream_closed" });
+
+    client.send([{ open: { stream: "m", mode: "fast" } }]);
+    expect(await errorOf(client, "m")).toMatchObject({ code: "bad_option" });
+    await expectStillServing(client);
+  });
+
+  it("ids out of range are repaired (resilient) or reported (strict), never fatal", async () => {
+    const s = await start();
+    const client = await connect(s.ws, { json: true });
+    const r = client.open("r");
+    r.write([...enc.encode("<|channel|>final<|message|>a"), 250000, ...enc.encodeOrdinary("b"), 200002]);
+    r.close();
+    const evs = await r.collect();
+    expect(evs.find((e) => e.type === "recovery")).toMatchObject({ kind: "invalid_token" });
+    expect(evs.filter((e) => e.type === "delta").map((e) => (e as { text: string }).text).join("")).toBe("a\uFFFDb");
+    // wrong types in the JSON form are refused with a code, nothing of the op is used
+    client.sendRaw(JSON.stringify({ ops: [{ tokens: { stream: "r", ids: [1.5] } }] }));
+    expect(await errorOf(client, "r")).toMatchObject({ code: "bad_token_id" });
+    client.sendRaw(JSON.stringify({ ops: [{ tokens: { stream: "r", ids: [-1] } }] }));
+    expect(await errorOf(client, "r")).toMatchObject({ code: "bad_token_id" });
+    await expectStillServing(client);
+  });
+
+  it("limits: streams per connection, ids per frame, frame size", async () => {
+    const s = await start({ limits: { maxStreamsPerConnection: 2, maxIdsPerFrame: 10, maxFrameBytes: 4096 } });
+    const client = await connect(s.ws);
+    client.open("a");
+    client.open("b");
+    client.send([{ open: { stream: "c" } }]);
+    expect(await errorOf(client, "c")).toMatchObject({ code: "too_many_streams" });
+    const err = nextConnectionError(client);
+    client.send([{ tokens: { stream: "a", ids: Array.from({ length: 11 }, () => 1) } }]);
+    expect(await err).toMatchObject({ code: "too_many_ids" });
+    client.handle("a").close();
+    client.handle("b").close();
+    await expectStillServing(client);
+    // a frame over the size limit closes that connection (1009) and only that one
+    const other = await connect(s.ws);
+    const closed = new Promise<number>((resolve) => (other as WsClient).ws.once("close", (code) => resolve(code)));
+    other.sendRaw(new Uint8Array(8192));
+    expect(await closed).toBe(1009);
+    await expectStillServing(client);
+  });
+});
+
+describe("faults", () => {
+  it("a worker killed mid-stream fails only its streams; the rest carry on and new streams work", async () => {
+    const s = await start({ workers: 2 });
+    const client = await connect(s.ws);
+    const text = "<|channel|>analysis<|message|>thinking about it<|end|><|start|>assistant<|channel|>final<|message|>done<|return|>";
+    const ids = enc.encode(text);
+    const names = ["s0", "s1", "s2", "s3"];
+    const handles = names.map((n) => client.open(n));
+    for (const h of handles) h.write(ids.slice(0, 5));
+    await new Promise((r) => setTimeout(r, 200));
+    await s.svc.pool.crash(0);
+    for (const h of handles) {
+      h.write(ids.slice(5));
+      h.close();
+    }
+    const results = await Promise.all(handles.map((h) => h.collect()));
+    const crashed = results.filter((evs) => evs.some((e) => e.type === "error" && e.code === "worker_crashed"));
+    const fine = results.filter((evs) => !evs.some((e) => e.type === "error"));
+    expect(crashed.length).toBe(2); // streams are spread over both workers
+    expect(fine.length).toBe(2);
+    for (const evs of crashed) expect(evs.at(-1)).toMatchObject({ type: "done", finish_reason: "error" });
+    for (const evs of fine) expect(normalize(evs)).toEqual(inProcess(ids, "assistant"));
+    const again = client.open("after");
+    again.write(ids);
+    again.close();
+    expect(normalize(await again.collect())).toEqual(inProcess(ids, "assistant"));
+    const metrics = await (await fetch(`${s.http}/metrics`)).text();
+    expect(metrics).toMatch(/harmony_worker_restarts_total 1/);
+  });
+
+  it("a client that never reads stops being read; memory stays bounded", async () => {
+    const s = await start({ limits: { maxBufferedBytes: 64 * 1024, maxInflightFrames: 8 } });
+    const raw = new WebSocket(s.ws);
+    await new Promise((r) => raw.once("open", r));
+    // never read: stop consuming the socket
+    (raw as unknown as { _socket: { pause(): void } })._socket.pause();
+    const frameOf = (ops: unknown[]) => s.svc.schema.ClientFrame.encode({ ops }).finish();
+    raw.send(frameOf([{ open: { stream: "big", whole_messages: true } }]));
+    const content = enc.encode("<|channel|>final<|message|>" + "lorem ipsum dolor sit amet ".repeat(400));
+    const frame = frameOf([{ tokens: { stream: "big", ids: content } }]);
+    for (let i = 0; i < 400; i++) raw.send(frame);
+    await new Promise((r) => setTimeout(r, 1500));
+    const framesRead = Number((await (await fetch(`${s.http}/metrics`)).text()).match(/harmony_frames_total\{transport="ws"\} (\d+)/)?.[1]);
+    expect(framesRead).toBeLessThan(400); // the server stopped reading this client
+    expect(framesRead).toBeGreaterThan(0);
+    raw.terminate();
+  });
+
+  it("a client disconnect frees its streams", async () => {
+    const s = await start();
+    const client = await connect(s.ws);
+    for (let i = 0; i < 10; i++) client.open(`d${i}`).write([200005]);
+    await new Promise((r) => setTimeout(r, 300));
+    expect(await gauge(s.http, "harmony_open_streams")).toBe(10);
+    await client.close();
+    await new Promise((r) => setTimeout(r, 300));
+    expect(await gauge(s.http, "harmony_open_streams")).toBe(0);
+    expect(s.svc.pool.sessions()).toBe(0);
+  });
+
+  it("idle connections are closed (4408)", async () => {
+    const s = await start({ limits: { idleTimeoutMs: 1000 } });
+    const client = (await connect(s.ws)) as WsClient;
+    const code = await new Promise<number>((resolve) => client.ws.once("close", (c) => resolve(c)));
+    expect(code).toBe(4408);
+  });
+
+  it("graceful stop: streams in flight get shutting_down and done, then the connection closes", async () => {
+    const s = await start();
+    const client = (await connect(s.ws)) as WsClient;
+    const st = client.open("open-at-stop");
+    st.write(enc.encode("<|channel|>final<|message|>half an ans"));
+    await new Promise((r) => setTimeout(r, 200));
+    const closed = new Promise<number>((resolve) => client.ws.once("close", (c) => resolve(c)));
+    const stopping = s.svc.stop();
+    const evs = await st.collect();
+    expect(evs.find((e) => e.type === "error")).toMatchObject({ code: "shutting_down" });
+    expect(evs.at(-1)).toMatchObject({ type: "done", finish_reason: "abort" });
+    expect(evs.filter((e) => e.type === "delta").map((e) => (e as { text: string }).text).join("")).toBe("half an ans");
+    expect(await closed).toBe(1001);
+    await stopping;
+  });
+});
+
+async function gauge(http: string, name: string): Promise<number> {
+  const text = await (await fetch(`${http}/metrics`)).text();
+  return Number(text.match(new RegExp(`^${name} (\\d+)`, "m"))?.[1]);
+}
+
+describe("security and operations", () => {
+  it("with a token, connections without it are refused on both transports", async () => {
+    const s = await start({ token: "s3cret" });
+    await expect(HarmonyClient.connect(s.ws)).rejects.toThrow(/401/);
+    await expect(HarmonyClient.connect(s.ws, { token: "wrong" })).rejects.toThrow(/401/);
+    const ok = await connect(s.ws, { token: "s3cret" });
+    const st = ok.open("t");
+    st.close();
+    expect((await st.collect()).at(-1)).toMatchObject({ type: "done" });
+
+    const bad = (await HarmonyClient.connect(s.grpc)) as GrpcClient;
+    clients.push(bad);
+    bad.send([{ open: { stream: "x" } }]);
+    const code = await new Promise<number>((resolve) => bad.call.once("error", (e: grpc.ServiceError) => resolve(e.code)));
+    expect(code).toBe(grpc.status.UNAUTHENTICATED);
+    const good = await connect(s.grpc, { token: "s3cret" });
+    const g = good.open("t");
+    g.close();
+    expect((await g.collect()).at(-1)).toMatchObject({ type: "done" });
+  });
+
+  it("serves healthz, readyz, metrics and the gRPC health service", async () => {
+    const s = await start();
+    expect(await (await fetch(`${s.http}/healthz`)).json()).toEqual({ status: "ok" });
+    expect((await fetch(`${s.http}/readyz`)).status).toBe(200);
+    const client = await connect(s.ws);
+    const st = client.open("m");
+    st.write(enc.encode("<|channel|>final<|message|>hi<|end|><|return|>"));
+    st.close();
+    await st.collect();
+    const text = await (await fetch(`${s.http}/metrics`)).text();
+    expect(text).toMatch(/harmony_tokens_total \d+/);
+    expect(text).toMatch(/harmony_events_total\{type="delta"\} \d+/);
+    expect(text).toMatch(/harmony_recoveries_total\{kind="stray_stop"\} 1/);
+    expect(text).toMatch(/harmony_frame_latency_seconds_bucket\{le="0.0001"\}/);
+    expect((await fetch(`${s.http}/nope`)).status).toBe(404);
+
+    const Health = grpc.makeGenericClientConstructor(HEALTH_SERVICE, "Health");
+    const h = new Health(s.grpc.replace("grpc://", ""), grpc.credentials.createInsecure()) as unknown as {
+      Check(req: Buffer, cb: (e: grpc.ServiceError | null, r?: Buffer) => void): void;
+      close(): void;
+    };
+    const reply = await new Promise<Buffer>((resolve, reject) =>
+      h.Check(Buffer.from(s.svc.schema.HealthCheckRequest.encode({ service: "" }).finish()), (e, r) => (e ? reject(e) : resolve(r!))),
+    );
+    expect(s.svc.schema.HealthCheckResponse.toObject(s.svc.schema.HealthCheckResponse.decode(reply))).toEqual({ status: 1 });
+    h.close();
+  });
+});

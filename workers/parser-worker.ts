@@ -1,0 +1,108 @@
+/**
+ * The piscina worker: holds many parser sessions (per connection, per
+ * stream) and turns one batch of ops into one batch of encoded events.
+ * The vocabulary table arrives on SharedArrayBuffers via workerData, so a
+ * worker starts without rebuilding it.
+ */
+import { workerData } from "node:worker_threads";
+import type { HarmonyEvent } from "../src/core/events.js";
+import { HarmonyParser } from "../src/core/parser.js";
+import { Vocabulary } from "../src/core/vocab.js";
+import { encodeServerFrame, toWire, type WireEvent } from "../src/protocol/events.js";
+import { schema } from "../src/protocol/schema.js";
+import { K_CLOSE, K_OPEN, K_TOKENS, type Counts, type OpenSpec, type OpsResult, type RecoveryNote, type Task, type WorkerData } from "../src/pool/task.js";
+
+const data = workerData as WorkerData;
+const vocab = new Vocabulary(data.table);
+const wire = schema();
+const conns = new Map<number, Map<string, HarmonyParser>>();
+let sessions = 0;
+
+const MAX_NOTES = 64;
+
+function count(
+  c: Counts,
+  notes: RecoveryNote[],
+  stream: string,
+  events: HarmonyEvent[],
+  json: boolean,
+  bin: WireEvent[],
+  text: string[],
+): void {
+  for (const ev of events) {
+    c.events[ev.type] = (c.events[ev.type] ?? 0) + 1;
+    if (ev.type === "recovery") {
+      c.recoveries[ev.kind] = (c.recoveries[ev.kind] ?? 0) + 1;
+      if (notes.length < MAX_NOTES) notes.push({ stream, kind: ev.kind, at: ev.at, detail: ev.detail });
+    }
+    if (ev.type === "error") c.errors[ev.code] = (c.errors[ev.code] ?? 0) + 1;
+    const w = toWire(stream, ev);
+    if (json) text.push(JSON.stringify(w));
+    else bin.push(w);
+  }
+}
+
+export default function handle(task: Task): OpsResult | { sessions: number } {
+  if (task.t === "crash") {
+    // a fault drill: take this thread down the way a real crash would
+    process.exit(70);
+  }
+  if (task.t === "drop") {
+    const m = conns.get(task.conn);
+    if (m) {
+      sessions -= m.size;
+      conns.delete(task.conn);
+    }
+    return { sessions };
+  }
+  let streams = conns.get(task.conn);
+  if (!streams) {
+    streams = new Map();
+    conns.set(task.conn, streams);
+  }
+  const counts: Counts = { tokens: 0, events: {}, recoveries: {}, errors: {} };
+  const notes: RecoveryNote[] = [];
+  const bin: WireEvent[] = [];
+  const text: string[] = [];
+  const { kinds, offs, ids } = task;
+  for (let i = 0; i < kinds.length; i++) {
+    const stream = task.streams[i]!;
+    const kind = kinds[i];
+    let events: HarmonyEvent[];
+    if (kind === K_TOKENS) {
+      const p = streams.get(stream);
+      if (!p) continue; // the pool only routes tokens to streams it opened here
+      const chunk = ids.subarray(offs[2 * i]!, offs[2 * i + 1]!);
+      counts.tokens += chunk.length;
+      events = p.write(chunk);
+    } else if (kind === K_OPEN) {
+      const spec = task.extra[i] as OpenSpec;
+      if (!streams.has(stream)) sessions++;
+      streams.set(
+        stream,
+        new HarmonyParser(vocab, {
+          mode: spec.mode,
+          role: spec.role,
+          wholeMessages: spec.wholeMessages,
+          nonStrict: spec.nonStrict,
+          callIdPrefix: spec.callIdPrefix,
+        }),
+      );
+      continue;
+    } else if (kind === K_CLOSE) {
+      const p = streams.get(stream);
+      if (!p) continue;
+      events = p.end(task.extra[i] as "eos" | "length" | "abort");
+      streams.delete(stream);
+      sessions--;
+    } else continue;
+    if (events.length > 0) count(counts, notes, stream, events, task.json, bin, text);
+  }
+  return {
+    bin: task.json ? null : encodeServerFrame(wire, bin),
+    json: task.json ? text : null,
+    counts,
+    notes,
+    sessions,
+  };
+}
