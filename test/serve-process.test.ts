@@ -1,0 +1,50 @@
+/** The real binary: `serve` starts with flags, drains on SIGTERM and exits. */
+import { spawn } from "node:child_process";
+import { createInterface } from "node:readline";
+import { fileURLToPath } from "node:url";
+import { describe, expect, it } from "vitest";
+import { HarmonyClient } from "../src/client/index.js";
+import { resolveOptions } from "../src/commands/serve.js";
+import { harmony } from "./helpers.js";
+
+const CLI = fileURLToPath(new URL("../dist/src/cli.js", import.meta.url));
+const { enc } = harmony();
+
+describe("harmony-sidecar serve", () => {
+  it("reads flags over environment over defaults, and rejects bad values", () => {
+    const o = resolveOptions({ port: "9000" }, { HARMONY_PORT: "9100", HARMONY_GRPC_PORT: "-1", HARMONY_TOKEN: "t" });
+    expect(o).toMatchObject({ host: "127.0.0.1", port: 9000, grpcPort: -1, token: "t" });
+    expect(resolveOptions({}, {})).toMatchObject({ port: 8765, grpcPort: 8766, token: undefined });
+    expect(() => resolveOptions({ workers: "zero" }, {})).toThrow(/workers/);
+  });
+
+  it("drains open streams on SIGTERM and exits 0", async () => {
+    const child = spawn(process.execPath, [CLI, "serve", "--port", "0", "--grpc-port", "-1", "--workers", "1"], {
+      stdio: ["ignore", "pipe", "inherit"],
+    });
+    const lines = createInterface({ input: child.stdout! });
+    const logs: Record<string, unknown>[] = [];
+    const port = await new Promise<number>((resolve, reject) => {
+      lines.on("line", (l) => {
+        const rec = JSON.parse(l) as Record<string, unknown>;
+        logs.push(rec);
+        if (rec.msg === "harmony-sidecar serving") resolve(rec.port as number);
+      });
+      child.once("exit", (code) => reject(new Error(`exited early with ${code}`)));
+    });
+    const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)));
+    const client = await HarmonyClient.connect(`ws://127.0.0.1:${port}/v1/stream`);
+    const st = client.open("s");
+    st.write(enc.encode("<|channel|>final<|message|>partial"));
+    // wait until the worker answered, so the stream is live
+    const first = await st[Symbol.asyncIterator]().next();
+    expect(first.value).toMatchObject({ type: "message_start" });
+    child.kill("SIGTERM");
+    const rest = await st.collect();
+    expect(rest.find((e) => e.type === "error")).toMatchObject({ code: "shutting_down" });
+    expect(rest.at(-1)).toMatchObject({ type: "done", finish_reason: "abort" });
+    expect(await exited).toBe(0);
+    expect(logs.some((l) => l.msg === "stopped")).toBe(true);
+    await client.close();
+  });
+});
