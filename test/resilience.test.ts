@@ -164,10 +164,24 @@ describe("header shapes", () => {
     expect(r.messages).toEqual([{ ...CALL, content_type: type }]);
   });
 
-  it("does not take prose before the channel for a recipient", () => {
+  it("does not take prose before the channel for a recipient, and keeps the prose", () => {
     const r = parse("Sure!<|channel|>final<|message|>Here it is.<|return|>");
-    expect(r.messages).toEqual([{ role: "assistant", content: "Here it is.", channel: "final" }]);
-    expect(r.recoveries[0]).toMatchObject({ kind: "header_repaired" });
+    expect(r.messages).toEqual([
+      { role: "assistant", content: "Sure!", channel: "final" },
+      { role: "assistant", content: "Here it is.", channel: "final" },
+    ]);
+    expect(r.messages.some((m) => m.recipient !== undefined)).toBe(false);
+  });
+
+  it("streams headerless text without spaces (CJK) as soon as it cannot be a header", () => {
+    const tokens = ids("東京の天気は晴れ、最高気温は23℃です。☀️");
+    const p = new HarmonyParser(vocab, { wholeMessages: true });
+    const early = tokens.slice(0, 4).flatMap((t) => p.write([t]));
+    expect(early.some((e) => e.type === "message_start" && e.channel === "final")).toBe(true);
+    const rest = [...p.write(tokens.slice(4)), ...p.end()];
+    expect(rest.find((e) => e.type === "message_end")).toMatchObject({
+      message: { content: "東京の天気は晴れ、最高気温は23℃です。☀️", channel: "final" },
+    });
   });
 });
 

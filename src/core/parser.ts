@@ -36,7 +36,7 @@ import {
 } from "./header.js";
 import { HARMONY, type HarmonyPreset } from "./preset.js";
 import { decodeLossy, decodeValidUtf8, REPLACEMENT, scanUtf8 } from "./utf8.js";
-import { FLAG_SPACE, FLAG_WHOLE, type Vocabulary } from "./vocab.js";
+import { FLAG_PROSE, FLAG_SPACE, FLAG_WHOLE, type Vocabulary } from "./vocab.js";
 
 export type ParseMode = "resilient" | "strict";
 
@@ -70,6 +70,13 @@ const NOT_A_TOKEN = 0xffffffff;
 const RECIPIENT = /^[\p{L}\p{N}_][\p{L}\p{N}_.\-:/@+]*$/u;
 /** Text worth a message of its own (not punctuation or whitespace junk). */
 const WORDLIKE = /[\p{L}\p{N}]/u;
+/** A character no header word holds (header words are ASCII identifiers). */
+const NOT_HEADER_CHAR = /[^\sA-Za-z0-9_.\-:/@+=]/u;
+
+/** Free text after a header's fields that can only be content, never a header field. */
+function isText(rest: string, words: number): boolean {
+  return WORDLIKE.test(rest) && (words >= 2 || NOT_HEADER_CHAR.test(rest));
+}
 
 /** Implicit header (no `<|start|>` seen): how it began. */
 const H_EXPLICIT = 0;
@@ -602,8 +609,8 @@ export class HarmonyParser {
       return;
     }
     this.appendHeaderToken(id);
-    // words only complete at whitespace, so only such tokens can reveal text
-    if ((this.flags[id]! & FLAG_SPACE) !== 0 || this.hdrLen > this.maxHeaderBytes) this.checkHeaderIsText(at);
+    // only whitespace (a word completes) or a non-identifier character can reveal text
+    if ((this.flags[id]! & (FLAG_SPACE | FLAG_PROSE)) !== 0 || this.hdrLen > this.maxHeaderBytes) this.checkHeaderIsText(at);
   }
 
   /** Decoded header text; with `keepTail`, `tail` is where an incomplete last character starts. */
@@ -698,8 +705,8 @@ export class HarmonyParser {
       carrying: this.carryFrom >= 0,
     });
     const rest = text.slice(th.restStart);
-    // a lone short word is more likely a cut header field than an answer
-    if (rest.trim() !== "" && (th.restWords >= 2 || rest.length >= 24)) {
+    // a lone identifier-like word is more likely a cut header field than an answer
+    if (isText(rest, th.restWords)) {
       this.headerBecomesMessage(th, text, this.hdrLen, at);
       this.endMessage("eos");
       return;
@@ -727,7 +734,9 @@ export class HarmonyParser {
       // the last word may still be growing (" to" before "=functions…"): count complete words
       const n = text.length;
       const complete = n > 0 && isRustWhitespace(text.charCodeAt(n - 1)) ? th.restWords : th.restWords - 1;
-      if (complete < (this.hdrKind === H_IMPLICIT ? 4 : 2)) return;
+      const rest = text.slice(th.restStart);
+      const prose = WORDLIKE.test(rest) && NOT_HEADER_CHAR.test(rest);
+      if (complete < (this.hdrKind === H_IMPLICIT ? 4 : 2) && !prose) return;
       this.headerBecomesMessage(th, text, tail, at);
       return;
     }

@@ -15,6 +15,10 @@ export const FLAG_WHOLE = 1;
 export const FLAG_SPECIAL = 2;
 /** Token text contains whitespace (Unicode White_Space). */
 export const FLAG_SPACE = 4;
+/** Ordinary token whose text has a character no header word holds (not an ASCII identifier character). */
+export const FLAG_PROSE = 8;
+
+const NOT_HEADER_CHAR = /[^\sA-Za-z0-9_.\-:/@+=]/u;
 
 const WHITESPACE = /[\t\n\v\f\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]/;
 
@@ -57,6 +61,7 @@ export function buildVocabTable(
     if (b.some((x) => x <= 0x20 || x === 0xc2 || (x >= 0xe1 && x <= 0xe3))) {
       if (WHITESPACE.test(decodeLossyText(b))) f |= FLAG_SPACE;
     }
+    if ((f & FLAG_SPECIAL) === 0 && NOT_HEADER_CHAR.test(decodeLossyText(b))) f |= FLAG_PROSE;
     flags[id] = f;
     at += b.length;
   }

@@ -1,0 +1,121 @@
+/**
+ * Checking a stream's events against what the model meant. A stream passes
+ * only if every intended message arrives exactly (so every tool call with its
+ * recipient and arguments, the answer text, the reasoning), with no protocol
+ * error and a `done` at the end.
+ */
+import type { HarmonyEvent, ReferenceMessage } from "../core/events.js";
+
+export const FAILURE_KINDS = [
+  "missing_done",
+  "protocol_error",
+  "lost_tool_call",
+  "wrong_arguments",
+  "answer_mismatch",
+  "reasoning_lost",
+  "silent_empty_turn",
+  "message_mismatch",
+] as const;
+export type FailureKind = (typeof FAILURE_KINDS)[number];
+
+export interface Observed {
+  messages: ReferenceMessage[];
+  recoveries: string[];
+  errors: { code: string; message: string }[];
+  raw: string[];
+  done: boolean;
+}
+
+/** Rebuild messages from events (message_start fields + deltas). */
+export function observe(events: readonly HarmonyEvent[]): Observed {
+  const byIndex = new Map<number, ReferenceMessage>();
+  const order: number[] = [];
+  const o: Observed = { messages: [], recoveries: [], errors: [], raw: [], done: false };
+  for (const ev of events) {
+    switch (ev.type) {
+      case "message_start": {
+        const m = { role: ev.role } as ReferenceMessage;
+        if (ev.name !== null) m.name = ev.name;
+        if (ev.recipient !== null) m.recipient = ev.recipient;
+        m.content = "";
+        if (ev.channel !== null) m.channel = ev.channel;
+        if (ev.content_type !== null) m.content_type = ev.content_type;
+        byIndex.set(ev.index, m);
+        order.push(ev.index);
+        break;
+      }
+      case "delta": {
+        const m = byIndex.get(ev.index);
+        if (m) m.content += ev.text;
+        else o.errors.push({ code: "delta_without_message", message: `delta for message ${ev.index} before its start` });
+        break;
+      }
+      case "recovery":
+        o.recoveries.push(ev.kind);
+        if (ev.raw) o.raw.push(ev.raw);
+        break;
+      case "error":
+        o.errors.push({ code: ev.code, message: ev.message });
+        break;
+      case "done":
+        o.done = true;
+        break;
+      default:
+        break;
+    }
+  }
+  o.messages = order.map((i) => byIndex.get(i)!);
+  return o;
+}
+
+export interface Failure {
+  kind: FailureKind;
+  detail: string;
+}
+
+const same = (a: ReferenceMessage, b: ReferenceMessage) => JSON.stringify(a) === JSON.stringify(b);
+
+export interface CheckResult {
+  failures: Failure[];
+  toolCalls: number;
+  toolCallsRecovered: number;
+}
+
+export function check(intended: readonly ReferenceMessage[], got: Observed): CheckResult {
+  const failures: Failure[] = [];
+  const fail = (kind: FailureKind, detail: string) => failures.push({ kind, detail });
+  if (!got.done) fail("missing_done", "the stream never got its done event");
+  if (got.errors.length > 0) fail("protocol_error", got.errors.map((e) => `${e.code}: ${e.message}`).join("; "));
+
+  const calls = intended.filter((m) => m.recipient !== undefined && m.role === "assistant");
+  let recovered = 0;
+  for (const call of calls) {
+    const byRecipient = got.messages.filter((m) => m.recipient === call.recipient);
+    if (byRecipient.some((m) => m.content === call.content)) recovered++;
+    else if (byRecipient.length > 0) fail("wrong_arguments", `${call.recipient}: got ${JSON.stringify(byRecipient[0]!.content.slice(0, 80))}`);
+    else fail("lost_tool_call", `${call.recipient} never arrived as a tool call`);
+  }
+  const finals = (ms: readonly ReferenceMessage[]) =>
+    ms.filter((m) => m.channel === "final" && m.recipient === undefined).map((m) => m.content);
+  if (JSON.stringify(finals(intended)) !== JSON.stringify(finals(got.messages))) {
+    fail("answer_mismatch", `answer ${JSON.stringify(finals(got.messages).join("").slice(0, 80))}`);
+  }
+  for (const r of intended.filter((m) => m.channel === "analysis" && m.recipient === undefined)) {
+    if (!got.messages.some((m) => m.channel === "analysis" && m.content === r.content)) {
+      fail("reasoning_lost", `reasoning ${JSON.stringify(r.content.slice(0, 60))} missing`);
+    }
+  }
+  const generatedText = intended.some((m) => m.content !== "");
+  if (generatedText && got.messages.length === 0 && got.raw.length === 0) {
+    fail("silent_empty_turn", "text was generated but nothing was delivered");
+  }
+  if (failures.length === 0 && (intended.length !== got.messages.length || intended.some((m, i) => !same(m, got.messages[i]!)))) {
+    const i = intended.findIndex((m, k) => !got.messages[k] || !same(m, got.messages[k]!));
+    const at = i < 0 ? intended.length : i;
+    fail(
+      "message_mismatch",
+      `message ${at}: intended ${JSON.stringify(intended[at] ?? null).slice(0, 160)}, got ${JSON.stringify(got.messages[at] ?? null).slice(0, 160)}`,
+    );
+  }
+  return { failures, toolCalls: calls.length, toolCallsRecovered: recovered };
+}
