@@ -3,6 +3,8 @@
 import { Command, Option } from "commander";
 import { runParse, type ParseCommandOptions } from "./commands/parse.js";
 import { runServe, SETTINGS, type ServeFlags } from "./commands/serve.js";
+import { runLoadtestCommand, type LoadtestFlags } from "./commands/loadtest.js";
+import { FAULT_KINDS } from "./loadtest/generate.js";
 
 const program = new Command();
 program
@@ -51,5 +53,34 @@ for (const [key, env, def] of SETTINGS) {
 serve.action(async (flags: ServeFlags) => {
   await runServe(flags);
 });
+
+program
+  .command("loadtest")
+  .description("hammer a server with fault-injected gpt-oss streams and prove nothing is lost")
+  .option("--url <ws-url>", "a running server's WebSocket URL (ws://host:port/v1/stream)")
+  .option("--grpc <host:port>", "a running server's gRPC address")
+  .option("--token <secret>", "bearer token for the server")
+  .option("--streams <n>", "streams to run", "2000")
+  .option("--concurrency <n>", "streams open at once", "256")
+  .option("--streams-per-frame <n>", "streams that get tokens in one frame (an engine step)", "64")
+  .addOption(
+    new Option("--chunking <how>", "how a stream's tokens arrive: one per op, random 1–8, whole, or --step-tokens per op")
+      .choices(["one", "random", "whole", "step"])
+      .default("random"),
+  )
+  .option("--step-tokens <n>", "tokens per op with --chunking step", "4")
+  .option("--fault-rate <p>", "share of streams with one injected fault", "0.1")
+  .option("--faults <kinds>", `comma-separated fault kinds, or all (${FAULT_KINDS.length} kinds)`, "all")
+  .option("--seed <n>", "generator seed (failures print how to replay them)", "1")
+  .option("--duration <s>", "stop opening streams after this many seconds (0: no cap)", "0")
+  .addOption(new Option("--mode <mode>", "parser mode").choices(["resilient", "strict"]).default("resilient"))
+  .option("--window <n>", "unanswered frames in flight", "8")
+  .option("--compare-strict", "also run the same streams in strict mode and compare", false)
+  .option("--only <index>", "replay one stream and print it in full")
+  .option("--json <file>", "write the report as JSON")
+  .option("--no-progress", "no progress bar")
+  .action(async (flags: LoadtestFlags) => {
+    process.exitCode = await runLoadtestCommand(flags);
+  });
 
 await program.parseAsync(process.argv);

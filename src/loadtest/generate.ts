@@ -152,6 +152,32 @@ function sentences(r: () => number, pool: readonly string[], min: number, max: n
   return out.join(r() < 0.3 ? "\n\n" : " ");
 }
 
+/** Tokenisation of pooled text, memoised per encoder (the pools are small). */
+const memo = new WeakMap<Encoder, Map<string, number[]>>();
+
+/**
+ * Ids for generated content. Pooled sentences are tokenised once; text made
+ * of them is tokenised piece by piece (the same text, split where BPE would
+ * split anyway), so generation stays cheap at 100k streams.
+ */
+function tokensOf(enc: Encoder, text: string): number[] {
+  let m = memo.get(enc);
+  if (!m) {
+    m = new Map();
+    memo.set(enc, m);
+  }
+  const hit = m.get(text);
+  if (hit) return hit;
+  if (m.size > 4096) return enc.encodeOrdinary(text);
+  const pieces = text.split(/(?=(?:\n\n|\s)(?:[^\s]))/);
+  let ids: number[];
+  if (pieces.length > 1 && pieces.every((p) => m!.has(p) || p.length < 400)) {
+    ids = pieces.flatMap((p) => tokensOf(enc, p));
+  } else ids = enc.encodeOrdinary(text);
+  if (pieces.length === 1) m.set(text, ids);
+  return ids;
+}
+
 function contentTypeSpelling(r: () => number, type: string | null): { text: string; type: string | undefined } {
   if (type === null) return { text: "", type: undefined };
   if (type.startsWith("<|constrain|>")) {
@@ -179,7 +205,7 @@ function message(channel: string, content: string, recipient?: string, contentTy
 function compose(r: () => number, enc: Encoder): { shape: string; parts: Part[] } {
   const parts: Part[] = [];
   const text = (channel: string, content: string, stop: Part["stop"]) => {
-    parts.push({ msg: message(channel, content), header: `<|channel|>${channel}`, content: enc.encodeOrdinary(content), stop });
+    parts.push({ msg: message(channel, content), header: `<|channel|>${channel}`, content: tokensOf(enc, content), stop });
   };
   const shapeRoll = r();
   text("analysis", sentences(r, REASONING, 1, r() < 0.1 ? 40 : 6), "<|end|>");
@@ -200,7 +226,7 @@ function compose(r: () => number, enc: Encoder): { shape: string; parts: Part[] 
       parts.push({
         msg: message(channel, args, recipient, ct.type),
         header: toolHeader(r, recipient, channel, ct.text),
-        content: enc.encodeOrdinary(args),
+        content: tokensOf(enc, args),
         stop: c === calls - 1 ? "<|call|>" : "<|end|>",
       });
     }
@@ -214,7 +240,7 @@ function compose(r: () => number, enc: Encoder): { shape: string; parts: Part[] 
     parts.push({
       msg: message(channel, args, b.recipient, ct.type),
       header: toolHeader(r, b.recipient, channel, ct.text),
-      content: enc.encodeOrdinary(args),
+      content: tokensOf(enc, args),
       stop: "<|call|>",
     });
   }
@@ -231,17 +257,33 @@ interface Rendered {
   spans: [number, number, number, number][];
 }
 
+/** Ids of Harmony markup (headers, stop tokens), memoised per encoder: the forms repeat. */
+const markupMemo = new WeakMap<Encoder, Map<string, number[]>>();
+function markup(enc: Encoder, text: string): number[] {
+  let m = markupMemo.get(enc);
+  if (!m) {
+    m = new Map();
+    markupMemo.set(enc, m);
+  }
+  let ids = m.get(text);
+  if (!ids) {
+    ids = enc.encode(text);
+    if (m.size < 8192) m.set(text, ids);
+  }
+  return ids;
+}
+
 function render(parts: Part[], enc: Encoder, override?: (i: number) => string | undefined): Rendered {
   const tokens: number[] = [];
   const spans: Rendered["spans"] = [];
   for (const [i, p] of parts.entries()) {
     const hs = tokens.length;
     const prefix = i === 0 ? "" : "<|start|>assistant";
-    tokens.push(...enc.encode(override?.(i) ?? `${prefix}${p.header}<|message|>`));
+    tokens.push(...markup(enc, override?.(i) ?? `${prefix}${p.header}<|message|>`));
     const cs = tokens.length;
     tokens.push(...p.content);
     const ce = tokens.length;
-    if (p.stop) tokens.push(...enc.encode(p.stop));
+    if (p.stop) tokens.push(...markup(enc, p.stop));
     spans.push([hs, cs, ce, tokens.length]);
   }
   return { tokens, spans };
@@ -367,7 +409,7 @@ function inject(
       const answer = sentences(r, ANSWERS, 1, 3);
       if (/^\s/.test(answer)) return null;
       const stop = pick(r, ["<|return|>", "<|end|>", ""] as const);
-      const only: Part = { msg: message("final", answer), header: "", content: enc.encodeOrdinary(answer), stop };
+      const only: Part = { msg: message("final", answer), header: "", content: tokensOf(enc, answer), stop };
       return { tokens: [...only.content, ...(stop ? enc.encode(stop) : [])], intended: [only.msg] };
     }
     case "missing_start_between_messages": {

@@ -1,0 +1,75 @@
+/** `harmony-sidecar loadtest`: fault-injected streams against a server, checked end to end. */
+import { writeFileSync } from "node:fs";
+import { Vocabulary } from "../core/vocab.js";
+import { FAULT_KINDS, type FaultKind } from "../loadtest/generate.js";
+import { formatReport, runLoadtest, type Chunking, type LoadtestOptions } from "../loadtest/run.js";
+import { loadHarmonyEncoding } from "../vocab/index.js";
+
+export interface LoadtestFlags {
+  url?: string;
+  grpc?: string;
+  token?: string;
+  streams: string;
+  concurrency: string;
+  streamsPerFrame: string;
+  chunking: Chunking;
+  stepTokens: string;
+  faultRate: string;
+  faults: string;
+  seed: string;
+  duration: string;
+  mode: "resilient" | "strict";
+  window: string;
+  compareStrict: boolean;
+  only?: string;
+  json?: string;
+  progress: boolean;
+}
+
+function num(name: string, raw: string, min: number, max = Number.MAX_SAFE_INTEGER): number {
+  const n = Number(raw);
+  if (!Number.isFinite(n) || n < min || n > max) throw new Error(`--${name} must be a number in [${min}, ${max}], got ${JSON.stringify(raw)}`);
+  return n;
+}
+
+export function loadtestOptions(f: LoadtestFlags): LoadtestOptions {
+  const faults = f.faults === "all" ? [...FAULT_KINDS] : f.faults.split(",").map((s) => s.trim()).filter(Boolean);
+  for (const k of faults) {
+    if (!(FAULT_KINDS as readonly string[]).includes(k)) throw new Error(`unknown fault kind ${JSON.stringify(k)}; known: ${FAULT_KINDS.join(", ")}`);
+  }
+  return {
+    ...(f.url ? { url: f.url } : {}),
+    ...(f.grpc ? { grpc: f.grpc } : {}),
+    ...(f.token ? { token: f.token } : {}),
+    streams: Math.floor(num("streams", f.streams, 1)),
+    concurrency: Math.floor(num("concurrency", f.concurrency, 1, 16000)),
+    streamsPerFrame: Math.floor(num("streams-per-frame", f.streamsPerFrame, 1)),
+    chunking: f.chunking,
+    stepTokens: Math.floor(num("step-tokens", f.stepTokens, 1)),
+    faultRate: num("fault-rate", f.faultRate, 0, 1),
+    faults: faults as FaultKind[],
+    seed: Math.floor(num("seed", f.seed, 0, 2 ** 32 - 1)),
+    durationSec: num("duration", f.duration, 0),
+    mode: f.mode,
+    window: Math.floor(num("window", f.window, 1, 60)),
+    compareStrict: f.compareStrict,
+    ...(f.only !== undefined ? { only: Math.floor(num("only", f.only, 0)) } : {}),
+    progress: f.progress,
+  };
+}
+
+export async function runLoadtestCommand(flags: LoadtestFlags): Promise<number> {
+  let opts: LoadtestOptions;
+  try {
+    opts = loadtestOptions(flags);
+  } catch (e) {
+    process.stderr.write(`loadtest: ${(e as Error).message}\n`);
+    return 2;
+  }
+  const enc = loadHarmonyEncoding();
+  const vocab = new Vocabulary(enc.table);
+  const report = await runLoadtest(opts, enc, vocab);
+  if (opts.only === undefined) process.stdout.write(formatReport(report) + "\n");
+  if (flags.json) writeFileSync(flags.json, JSON.stringify(report, null, 2) + "\n");
+  return report.ok ? 0 : 1;
+}

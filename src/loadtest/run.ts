@@ -1,0 +1,363 @@
+/**
+ * The load tester: drives many generated streams through a running server
+ * (or one it starts itself), the way an inference engine does — many streams
+ * multiplexed on one connection, one frame per engine step — and checks
+ * every stream's events against what the model meant.
+ */
+import cliProgress from "cli-progress";
+import hdr from "hdr-histogram-js";
+import { pino } from "pino";
+import { HarmonyClient } from "../client/index.js";
+import type { HarmonyEvent } from "../core/events.js";
+import type { Vocabulary } from "../core/vocab.js";
+import { DEFAULT_LIMITS, Service } from "../service/service.js";
+import { check, FAILURE_KINDS, observe, type FailureKind } from "./check.js";
+import { generateStream, type Encoder, type FaultKind, type GeneratedStream } from "./generate.js";
+
+export type Chunking = "one" | "random" | "whole" | "step";
+
+export interface LoadtestOptions {
+  /** ws://… URL; or `grpc` host:port; neither: start a server on a free loopback port. */
+  url?: string;
+  grpc?: string;
+  token?: string;
+  streams: number;
+  /** Streams open at once. */
+  concurrency: number;
+  /** Streams that get tokens in one frame (an engine step's batch). */
+  streamsPerFrame: number;
+  chunking: Chunking;
+  /** Tokens per op with `step` chunking. */
+  stepTokens: number;
+  faultRate: number;
+  faults: FaultKind[];
+  seed: number;
+  /** Stop opening streams after this many seconds (0: no cap). */
+  durationSec: number;
+  mode: "resilient" | "strict";
+  /** Unanswered frames allowed in flight. */
+  window: number;
+  /** Also run the same streams in strict mode and compare. */
+  compareStrict: boolean;
+  /** Replay only the stream with this index (and print it in full). */
+  only?: number;
+  progress: boolean;
+}
+
+export interface FailureExample {
+  seed: number;
+  index: number;
+  fault: FaultKind | null;
+  kind: FailureKind;
+  detail: string;
+  replay: string;
+}
+
+export interface PassReport {
+  mode: "resilient" | "strict";
+  streams: number;
+  tokens: number;
+  seconds: number;
+  tokens_per_second: number;
+  latency_ms: { p50: number; p90: number; p99: number; max: number };
+  faults_injected: Record<string, number>;
+  recoveries: Record<string, number>;
+  tool_calls: { intended: number; recovered: number };
+  failed_streams: number;
+  failures: Record<string, number>;
+  examples: FailureExample[];
+}
+
+export interface Report {
+  target: string;
+  seed: number;
+  fault_rate: number;
+  chunking: Chunking;
+  resilient: PassReport;
+  strict?: PassReport;
+  ok: boolean;
+}
+
+interface Live {
+  gen: GeneratedStream;
+  pos: number;
+  events: HarmonyEvent[];
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** One pass over the streams in one parser mode. */
+async function pass(
+  client: HarmonyClient,
+  opts: LoadtestOptions,
+  mode: "resilient" | "strict",
+  enc: Encoder,
+  vocab: Vocabulary,
+  label: string,
+): Promise<PassReport> {
+  const histogram = hdr.build({ lowestDiscernibleValue: 1, highestTrackableValue: 60_000_000, numberOfSignificantValueDigits: 3 });
+  const live = new Map<string, Live>();
+  const faults: Record<string, number> = {};
+  const recoveries: Record<string, number> = {};
+  const failures: Record<string, number> = {};
+  const examples: FailureExample[] = [];
+  let toolCalls = 0;
+  let toolCallsRecovered = 0;
+  let failed = 0;
+  let tokens = 0;
+  let finished = 0;
+  let next = opts.only ?? 0;
+  const last = opts.only !== undefined ? opts.only + 1 : opts.streams;
+  const total = last - next;
+  const prefix = `${label}-`;
+  const syncSent = new Map<string, number>();
+  let unanswered = 0;
+  let wake: (() => void) | null = null;
+  const started = performance.now();
+  const deadline = opts.durationSec > 0 ? started + opts.durationSec * 1000 : Infinity;
+  const chunkRng = (() => {
+    let a = (opts.seed ^ 0x5bd1e995) >>> 0;
+    return () => {
+      a = (Math.imul(a ^ (a >>> 15), 0x2c1b3c6d) + 0x6d2b79f5) >>> 0;
+      return a / 4294967296;
+    };
+  })();
+
+  const bar =
+    opts.progress && process.stderr.isTTY
+      ? new cliProgress.SingleBar(
+          {
+            format: `${label} [{bar}] {value}/{total} streams | {rate} tok/s | failures {failures}`,
+            stream: process.stderr,
+            hideCursor: true,
+          },
+          cliProgress.Presets.shades_classic,
+        )
+      : null;
+  bar?.start(total, 0, { rate: 0, failures: 0 });
+
+  const finish = (name: string, l: Live) => {
+    live.delete(name);
+    finished++;
+    const got = observe(l.events);
+    for (const k of got.recoveries) recoveries[k] = (recoveries[k] ?? 0) + 1;
+    const r = check(l.gen.intended, got);
+    toolCalls += r.toolCalls;
+    toolCallsRecovered += r.toolCallsRecovered;
+    if (r.failures.length > 0) {
+      failed++;
+      for (const f of r.failures) {
+        failures[f.kind] = (failures[f.kind] ?? 0) + 1;
+        if (examples.filter((e) => e.kind === f.kind).length < 3) {
+          examples.push({
+            seed: opts.seed,
+            index: l.gen.index,
+            fault: l.gen.fault,
+            kind: f.kind,
+            detail: f.detail,
+            replay: `harmony-sidecar loadtest --seed ${opts.seed} --only ${l.gen.index} --fault-rate ${opts.faultRate} --mode ${mode}`,
+          });
+        }
+      }
+    }
+    if (opts.only !== undefined) {
+      process.stdout.write(
+        JSON.stringify({ index: l.gen.index, fault: l.gen.fault, shape: l.gen.shape, tokens: l.gen.tokens, intended: l.gen.intended, got: got.messages, events: l.events, failures: r.failures }, null, 2) + "\n",
+      );
+    }
+  };
+
+  client.onEvent((stream, ev) => {
+    if (!stream.startsWith(prefix)) return;
+    if (stream.startsWith(`${prefix}sync`)) {
+      if (ev.type === "done") {
+        const t = syncSent.get(stream);
+        if (t !== undefined) histogram.recordValue(Math.max(1, Math.round((performance.now() - t) * 1000)));
+        syncSent.delete(stream);
+        unanswered--;
+        wake?.();
+      }
+      return;
+    }
+    const l = live.get(stream);
+    if (!l) return;
+    l.events.push(ev);
+    if (ev.type === "done") finish(stream, l);
+  });
+
+  let frameNo = 0;
+  let rr = 0;
+  let lastTick = performance.now();
+  let lastTokens = 0;
+  while (finished < total) {
+    // open new streams up to the concurrency
+    const frame = client.batch();
+    while (live.size < opts.concurrency && next < last && performance.now() < deadline) {
+      const gen = generateStream(next, { seed: opts.seed, faultRate: opts.faultRate, faults: opts.faults }, enc, vocab);
+      faults[gen.fault ?? "none"] = (faults[gen.fault ?? "none"] ?? 0) + 1;
+      const name = `${prefix}${next}`;
+      live.set(name, { gen, pos: 0, events: [] });
+      frame.open(name, { mode, wholeMessages: false });
+      next++;
+    }
+    if (live.size === 0 && (next >= last || performance.now() >= deadline)) break;
+    // one engine step: the next chunk of up to streamsPerFrame streams
+    const names = [...live.keys()];
+    const n = Math.min(opts.streamsPerFrame, names.length);
+    for (let k = 0; k < n; k++) {
+      const name = names[(rr + k) % names.length]!;
+      const l = live.get(name)!;
+      if (l.pos > l.gen.tokens.length) continue; // closed, waiting for done
+      const left = l.gen.tokens.length - l.pos;
+      const size =
+        opts.chunking === "one" ? 1 : opts.chunking === "whole" ? left : opts.chunking === "step" ? opts.stepTokens : 1 + Math.floor(chunkRng() * 8);
+      const chunk = l.gen.tokens.slice(l.pos, l.pos + size);
+      if (chunk.length > 0) frame.tokens(name, chunk);
+      tokens += chunk.length;
+      l.pos += chunk.length;
+      if (l.pos >= l.gen.tokens.length) {
+        frame.close(name);
+        l.pos = l.gen.tokens.length + 1;
+      }
+    }
+    rr = (rr + n) % Math.max(1, names.length);
+    // a barrier stream answers every frame, so the window and latency are exact
+    const sync = `${prefix}sync${frameNo++}`;
+    frame.open(sync).close(sync);
+    syncSent.set(sync, performance.now());
+    unanswered++;
+    frame.send();
+    while (unanswered >= opts.window) {
+      await new Promise<void>((resolve) => {
+        wake = resolve;
+      });
+      wake = null;
+    }
+    const now = performance.now();
+    if (bar && now - lastTick > 250) {
+      bar.update(finished, { rate: Math.round(((tokens - lastTokens) / (now - lastTick)) * 1000), failures: failed });
+      lastTick = now;
+      lastTokens = tokens;
+    }
+    if (client.closed) throw new Error("the server closed the connection");
+  }
+  // wait for the last answers
+  const waitUntil = performance.now() + 30_000;
+  while ((unanswered > 0 || live.size > 0) && performance.now() < waitUntil && !client.closed) await sleep(5);
+  for (const [name, l] of live) {
+    l.events.push({ type: "error", code: "no_answer", message: "no done before the end of the run", at: 0, token: null });
+    finish(name, l);
+  }
+  bar?.update(finished, { rate: 0, failures: failed });
+  bar?.stop();
+  const seconds = (performance.now() - started) / 1000;
+  const q = (p: number) => histogram.getValueAtPercentile(p) / 1000;
+  return {
+    mode,
+    streams: finished,
+    tokens,
+    seconds,
+    tokens_per_second: tokens / seconds,
+    latency_ms: { p50: q(50), p90: q(90), p99: q(99), max: histogram.maxValue / 1000 },
+    faults_injected: faults,
+    recoveries,
+    tool_calls: { intended: toolCalls, recovered: toolCallsRecovered },
+    failed_streams: failed,
+    failures,
+    examples,
+  };
+}
+
+export async function runLoadtest(opts: LoadtestOptions, enc: Encoder, vocab: Vocabulary): Promise<Report> {
+  let service: Service | null = null;
+  let target: string;
+  if (opts.url) target = opts.url;
+  else if (opts.grpc) target = `grpc://${opts.grpc}`;
+  else {
+    service = new Service({
+      host: "127.0.0.1",
+      port: 0,
+      grpcPort: -1,
+      workers: 2,
+      drainTimeoutMs: 5000,
+      limits: DEFAULT_LIMITS,
+      logger: pino({ level: "silent" }),
+    });
+    const { port } = await service.start();
+    target = `ws://127.0.0.1:${port}/v1/stream`;
+  }
+  const client = await HarmonyClient.connect(target, opts.token ? { token: opts.token } : {});
+  try {
+    const resilient = await pass(client, opts, opts.mode, enc, vocab, opts.mode === "strict" ? "strict" : "resilient");
+    const strict = opts.compareStrict && opts.mode !== "strict" ? await pass(client, opts, "strict", enc, vocab, "strict") : undefined;
+    return {
+      target: service ? "in-process server on a free loopback port" : target,
+      seed: opts.seed,
+      fault_rate: opts.faultRate,
+      chunking: opts.chunking,
+      resilient,
+      ...(strict ? { strict } : {}),
+      ok: resilient.failed_streams === 0 && resilient.streams > 0,
+    };
+  } finally {
+    await client.close().catch(() => undefined);
+    await service?.stop();
+  }
+}
+
+const pct = (a: number, b: number) => (b === 0 ? "0" : ((100 * a) / b).toFixed(2));
+
+export function formatReport(r: Report): string {
+  const p = r.resilient;
+  const lines: string[] = [];
+  lines.push(`Target: ${r.target}; seed ${r.seed}; fault rate ${r.fault_rate}; chunking ${r.chunking}; mode ${p.mode}`);
+  lines.push("");
+  lines.push("| | |");
+  lines.push("|---|---|");
+  lines.push(`| streams | ${p.streams} |`);
+  lines.push(`| tokens | ${p.tokens} |`);
+  lines.push(`| duration | ${p.seconds.toFixed(1)} s |`);
+  lines.push(`| tokens/s | ${Math.round(p.tokens_per_second)} |`);
+  lines.push(
+    `| frame latency p50 / p90 / p99 / max | ${p.latency_ms.p50.toFixed(2)} / ${p.latency_ms.p90.toFixed(2)} / ${p.latency_ms.p99.toFixed(2)} / ${p.latency_ms.max.toFixed(2)} ms |`,
+  );
+  lines.push(`| intended tool calls recovered | ${p.tool_calls.recovered} of ${p.tool_calls.intended} |`);
+  lines.push(`| streams failed | ${p.failed_streams} (${pct(p.failed_streams, p.streams)}%) |`);
+  lines.push("");
+  const faulted = Object.entries(p.faults_injected).filter(([k]) => k !== "none");
+  lines.push(`Faults injected: ${faulted.reduce((a, [, n]) => a + n, 0)} streams of ${p.streams}`);
+  lines.push("");
+  lines.push("| fault | streams |");
+  lines.push("|---|---|");
+  for (const [k, n] of faulted.sort((a, b) => b[1] - a[1])) lines.push(`| ${k} | ${n} |`);
+  lines.push("");
+  lines.push("| recovery kind | count |");
+  lines.push("|---|---|");
+  for (const [k, n] of Object.entries(p.recoveries).sort((a, b) => b[1] - a[1])) lines.push(`| ${k} | ${n} |`);
+  lines.push("");
+  if (p.failed_streams > 0) {
+    lines.push("| failure | streams |");
+    lines.push("|---|---|");
+    for (const k of FAILURE_KINDS) if (p.failures[k]) lines.push(`| ${k} | ${p.failures[k]} |`);
+    lines.push("");
+    lines.push("First examples:");
+    for (const e of p.examples) lines.push(`- ${e.kind} (fault ${e.fault ?? "none"}): ${e.detail}\n  replay: ${e.replay}`);
+    lines.push("");
+  } else lines.push("No failures: every intended message arrived exactly, with no protocol error and a done for every stream.");
+  if (r.strict) {
+    const s = r.strict;
+    lines.push("");
+    lines.push("Without recovery (the same streams in strict mode, i.e. the reference parser's behaviour):");
+    lines.push("");
+    lines.push("| | resilient (default) | strict (reference) |");
+    lines.push("|---|---|---|");
+    lines.push(`| streams failed | ${p.failed_streams} (${pct(p.failed_streams, p.streams)}%) | ${s.failed_streams} (${pct(s.failed_streams, s.streams)}%) |`);
+    lines.push(`| streams with a parser error (an HTTP 500 in a typical server) | ${p.failures.protocol_error ?? 0} | ${s.failures.protocol_error ?? 0} |`);
+    lines.push(`| intended tool calls recovered | ${p.tool_calls.recovered} of ${p.tool_calls.intended} | ${s.tool_calls.recovered} of ${s.tool_calls.intended} |`);
+    for (const k of FAILURE_KINDS) {
+      if (k === "protocol_error") continue;
+      if (p.failures[k] || s.failures[k]) lines.push(`| ${k} | ${p.failures[k] ?? 0} | ${s.failures[k] ?? 0} |`);
+    }
+  }
+  return lines.join("\n");
+}
