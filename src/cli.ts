@@ -5,6 +5,7 @@ import { runParse, type ParseCommandOptions } from "./commands/parse.js";
 import { runServe, SETTINGS, type ServeFlags } from "./commands/serve.js";
 import { runLoadtestCommand, type LoadtestFlags } from "./commands/loadtest.js";
 import { FAULT_KINDS } from "./loadtest/generate.js";
+import { runRender } from "./commands/render.js";
 
 const program = new Command();
 program
@@ -53,6 +54,14 @@ for (const [key, env, def] of SETTINGS) {
 serve.action(async (flags: ServeFlags) => {
   await runServe(flags);
 });
+
+program
+  .command("render")
+  .description("render an OpenAI-style chat request (JSON on stdin) into a Harmony prompt")
+  .addOption(new Option("--output <form>", "json {ids,text,restored}, text, or ids").choices(["json", "text", "ids"]).default("json"))
+  .action(async (opts: { output: "json" | "text" | "ids" }) => {
+    process.exitCode = await runRender(opts, { stdin: process.stdin, stdout: process.stdout, stderr: process.stderr });
+  });
 
 program
   .command("loadtest")

@@ -10,12 +10,22 @@ import { HarmonyParser } from "../src/core/parser.js";
 import { Vocabulary } from "../src/core/vocab.js";
 import { encodeServerFrame, toWire, type WireEvent } from "../src/protocol/events.js";
 import { schema } from "../src/protocol/schema.js";
-import { K_CLOSE, K_OPEN, K_TOKENS, type Counts, type OpenSpec, type OpsResult, type RecoveryNote, type Task, type WorkerData } from "../src/pool/task.js";
+import { K_CLOSE, K_OPEN, K_TOKENS, type Counts, type OpenSpec, type OpsResult, type ReasoningMemo, type RecoveryNote, type Task, type WorkerData } from "../src/pool/task.js";
 
 const data = workerData as WorkerData;
 const vocab = new Vocabulary(data.table);
 const wire = schema();
-const conns = new Map<number, Map<string, HarmonyParser>>();
+/** A stream: its parser, and (when asked) the reasoning of the current turn. */
+interface Session {
+  parser: HarmonyParser;
+  /** Reasoning since the last final answer; null when not remembering. */
+  cot: string | null;
+}
+
+/** Reasoning kept per stream for restoration (the rest of a longer CoT is dropped). */
+const MAX_COT_CHARS = 32 * 1024;
+
+const conns = new Map<number, Map<string, Session>>();
 let sessions = 0;
 
 const MAX_NOTES = 64;
@@ -23,13 +33,26 @@ const MAX_NOTES = 64;
 function count(
   c: Counts,
   notes: RecoveryNote[],
+  memos: ReasoningMemo[],
   stream: string,
+  session: Session,
   events: HarmonyEvent[],
   json: boolean,
   bin: WireEvent[],
   text: string[],
 ): void {
   for (const ev of events) {
+    if (session.cot !== null) {
+      if (ev.type === "delta" && ev.kind === "reasoning") {
+        if (session.cot.length < MAX_COT_CHARS) session.cot += ev.text.slice(0, MAX_COT_CHARS - session.cot.length);
+      } else if (ev.type === "message_end" && session.cot !== "") {
+        // separate analysis messages of one turn by a blank line
+        if (!session.cot.endsWith("\n\n")) session.cot += "\n\n";
+      } else if (ev.type === "tool_call_start") {
+        const cot = session.cot.trim();
+        if (cot !== "") memos.push({ id: ev.id, text: cot });
+      } else if (ev.type === "message_start" && ev.channel === "final" && ev.recipient === null) session.cot = "";
+    }
     c.events[ev.type] = (c.events[ev.type] ?? 0) + 1;
     if (ev.type === "recovery") {
       c.recoveries[ev.kind] = (c.recoveries[ev.kind] ?? 0) + 1;
@@ -56,6 +79,7 @@ export default function handle(task: Task): OpsResult | { sessions: number } {
     return { sessions };
   }
   let streams = conns.get(task.conn);
+  const memos: ReasoningMemo[] = [];
   if (!streams) {
     streams = new Map();
     conns.set(task.conn, streams);
@@ -68,41 +92,42 @@ export default function handle(task: Task): OpsResult | { sessions: number } {
   for (let i = 0; i < kinds.length; i++) {
     const stream = task.streams[i]!;
     const kind = kinds[i];
-    let events: HarmonyEvent[];
     if (kind === K_TOKENS) {
-      const p = streams.get(stream);
-      if (!p) continue; // the pool only routes tokens to streams it opened here
+      const session = streams.get(stream);
+      if (!session) continue; // the pool only routes tokens to streams it opened here
       const chunk = ids.subarray(offs[2 * i]!, offs[2 * i + 1]!);
       counts.tokens += chunk.length;
-      events = p.write(chunk);
+      const events = session.parser.write(chunk);
+      if (events.length > 0) count(counts, notes, memos, stream, session, events, task.json, bin, text);
     } else if (kind === K_OPEN) {
       const spec = task.extra[i] as OpenSpec;
       if (!streams.has(stream)) sessions++;
-      streams.set(
-        stream,
-        new HarmonyParser(vocab, {
+      streams.set(stream, {
+        parser: new HarmonyParser(vocab, {
           mode: spec.mode,
           role: spec.role,
           wholeMessages: spec.wholeMessages,
           nonStrict: spec.nonStrict,
           callIdPrefix: spec.callIdPrefix,
         }),
-      );
+        cot: spec.rememberReasoning ? "" : null,
+      });
       continue;
     } else if (kind === K_CLOSE) {
-      const p = streams.get(stream);
-      if (!p) continue;
-      events = p.end(task.extra[i] as "eos" | "length" | "abort");
+      const session = streams.get(stream);
+      if (!session) continue;
+      const events = session.parser.end(task.extra[i] as "eos" | "length" | "abort");
       streams.delete(stream);
       sessions--;
-    } else continue;
-    if (events.length > 0) count(counts, notes, stream, events, task.json, bin, text);
+      if (events.length > 0) count(counts, notes, memos, stream, session, events, task.json, bin, text);
+    }
   }
   return {
     bin: task.json ? null : encodeServerFrame(wire, bin),
     json: task.json ? text : null,
     counts,
     notes,
+    memos,
     sessions,
   };
 }

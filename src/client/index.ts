@@ -27,7 +27,14 @@ export interface OpenOptions {
 export type ClientOpJson =
   | { open: { stream: string; role?: string; mode?: string; whole_messages?: boolean; non_strict?: boolean } }
   | { tokens: { stream: string; ids: number[] | Uint32Array } }
-  | { close: { stream: string; reason?: string } };
+  | { close: { stream: string; reason?: string } }
+  | { render: { request_id: string; request_json: string } };
+
+export interface RenderedPrompt {
+  ids: number[];
+  text: string;
+  restored: { tool_call_id: string; message_index: number; chars: number }[];
+}
 
 export interface ConnectOptions {
   /** Bearer token, when the server requires one. */
@@ -139,6 +146,26 @@ export abstract class HarmonyClient {
       this.handles.set(name, h);
     }
     return h;
+  }
+
+  private renders = 0;
+
+  /**
+   * Render a chat request into a Harmony prompt (a Render op on this
+   * connection). Rejects with the server's error message when it cannot.
+   */
+  async render(request: unknown): Promise<RenderedPrompt> {
+    const id = `render-${++this.renders}`;
+    const h = this.handle(id);
+    this.send([{ render: { request_id: id, request_json: JSON.stringify(request) } }]);
+    const it = h[Symbol.asyncIterator]();
+    const first = await it.next();
+    this.handles.delete(id);
+    const ev = first.value as HarmonyEvent | undefined;
+    if (!ev) throw new Error("the connection ended before the render answer");
+    if (ev.type === "error") throw new Error(`${ev.code}: ${ev.message}`);
+    const r = ev as unknown as RenderedPrompt & { type: string };
+    return { ids: r.ids, text: r.text, restored: r.restored ?? [] };
   }
 
   /** Build one frame holding ops for any number of streams. */

@@ -39,6 +39,7 @@ export const SERVICE_ERROR_CODES = {
   bad_option: "An open or close with an unknown role, mode or reason.",
   worker_crashed: "The worker thread holding the stream died; the stream is lost.",
   shutting_down: "The server is draining: the stream ends here, or no new streams.",
+  bad_request: "A render request could not be rendered (its own code, path and reason are in the message).",
 } as const;
 
 export type ServiceErrorCode = keyof typeof SERVICE_ERROR_CODES;

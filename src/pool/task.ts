@@ -11,6 +11,14 @@ export interface OpenSpec {
   wholeMessages: boolean;
   nonStrict: boolean;
   callIdPrefix: string;
+  /** Keep the stream's reasoning so each tool call's CoT can be remembered. */
+  rememberReasoning: boolean;
+}
+
+/** The reasoning that preceded a tool call the parser emitted. */
+export interface ReasoningMemo {
+  id: string;
+  text: string;
 }
 
 /** The ops of one frame that belong to one worker, in frame order. */
@@ -63,6 +71,8 @@ export interface OpsResult {
   counts: Counts;
   /** Recoveries made in this task (for warn-level logs), at most 64. */
   notes: RecoveryNote[];
+  /** Reasoning to remember, per tool call emitted in this task. */
+  memos: ReasoningMemo[];
   /** Streams this worker holds after the task. */
   sessions: number;
 }

@@ -16,6 +16,7 @@ import type { Schema } from "./schema.js";
 export const OP_OPEN = 1;
 export const OP_TOKENS = 2;
 export const OP_CLOSE = 3;
+export const OP_RENDER = 4;
 
 export interface OpenOp {
   kind: typeof OP_OPEN;
@@ -37,7 +38,13 @@ export interface CloseOp {
   stream: string;
   reason: string;
 }
-export type ClientOp = OpenOp | TokensOp | CloseOp;
+export interface RenderOp {
+  kind: typeof OP_RENDER;
+  stream: string;
+  /** The request's JSON text. */
+  json: string;
+}
+export type ClientOp = OpenOp | TokensOp | CloseOp | RenderOp;
 
 export interface OpError {
   code: "bad_frame" | "unknown_op" | "bad_token_id" | "too_many_ids";
@@ -159,13 +166,13 @@ export function readBinaryFrame(buf: Uint8Array, s: Schema, maxIds: number): Rea
       while (op.pos < op.end) {
         const t = op.varint();
         const f = t >>> 3;
-        if ((f === 1 || f === 2 || f === 3) && (t & 7) === 2) {
+        if (f >= 1 && f <= 4 && (t & 7) === 2) {
           kind = f; // oneof: the last one set wins
           [ps, pe] = op.bytes();
         } else op.skip(t & 7);
       }
       if (kind === 0) {
-        errors.push({ code: "unknown_op", message: "an op with no open, tokens or close", stream: "" });
+        errors.push({ code: "unknown_op", message: "an op with no open, tokens, close or render", stream: "" });
         continue;
       }
       const payload = buf.subarray(ps, pe);
@@ -175,6 +182,9 @@ export function readBinaryFrame(buf: Uint8Array, s: Schema, maxIds: number): Rea
       } else if (kind === OP_CLOSE) {
         const m = s.Close.toObject(s.Close.decode(payload), { defaults: true }) as Omit<CloseOp, "kind">;
         ops.push({ kind: OP_CLOSE, ...m });
+      } else if (kind === OP_RENDER) {
+        const m = s.Render.toObject(s.Render.decode(payload), { defaults: true }) as { request_id: string; request_json: string };
+        ops.push({ kind: OP_RENDER, stream: m.request_id, json: m.request_json });
       } else {
         const r = new Reader(buf, ps, pe);
         let stream = "";
@@ -259,13 +269,24 @@ export function readJsonFrame(text: string, maxIds: number): ReadFrame {
       errors.push({ code: "bad_frame", message: `ops[${i}] must be an object`, stream: "" });
       continue;
     }
-    const inner = (["open", "tokens", "close"] as const).filter((k) => op[k] !== undefined && op[k] !== null);
+    const inner = (["open", "tokens", "close", "render"] as const).filter((k) => op[k] !== undefined && op[k] !== null);
     if (inner.length !== 1) {
       errors.push({
         code: inner.length === 0 ? "unknown_op" : "bad_frame",
-        message: `ops[${i}] must hold exactly one of open, tokens, close`,
+        message: `ops[${i}] must hold exactly one of open, tokens, close, render`,
         stream: "",
       });
+      continue;
+    }
+    if (inner[0] === "render") {
+      const body = op.render;
+      const id = isObject(body) ? field(body, "request_id") : undefined;
+      const json = isObject(body) ? field(body, "request_json") : undefined;
+      if (typeof id !== "string" || typeof json !== "string") {
+        errors.push({ code: "bad_frame", message: `ops[${i}].render needs request_id and request_json strings`, stream: typeof id === "string" ? id : "" });
+        continue;
+      }
+      ops.push({ kind: OP_RENDER, stream: id, json });
       continue;
     }
     const key = inner[0]!;
@@ -274,7 +295,7 @@ export function readJsonFrame(text: string, maxIds: number): ReadFrame {
       errors.push({ code: "bad_frame", message: `ops[${i}].${key} must be an object`, stream: "" });
       continue;
     }
-    const stream = stringField(body, "stream");
+    const stream = stringField(body as Json, "stream");
     if (stream instanceof Error) {
       errors.push({ code: "bad_frame", message: `ops[${i}].${key}: ${stream.message}`, stream: "" });
       continue;

@@ -21,7 +21,7 @@ export function toWire(stream: string, ev: HarmonyEvent): WireEvent {
   return { stream, [type]: strip(body) };
 }
 
-const TYPES = ["message_start", "tool_call_start", "delta", "message_end", "recovery", "error", "done"] as const;
+const TYPES = ["message_start", "tool_call_start", "delta", "message_end", "recovery", "error", "done", "rendered"] as const;
 
 /** A wire event (decoded or parsed from JSON) back into a core event. */
 export function fromWire(w: Record<string, unknown>): { stream: string; event: HarmonyEvent } | null {

@@ -25,6 +25,8 @@ export interface Schema {
   Op: protobuf.Type;
   Open: protobuf.Type;
   Close: protobuf.Type;
+  Render: protobuf.Type;
+  Rendered: protobuf.Type;
   ServerFrame: protobuf.Type;
   Event: protobuf.Type;
   HealthCheckRequest: protobuf.Type;
@@ -47,6 +49,8 @@ export function schema(): Schema {
     Op: t("harmony.v1.Op"),
     Open: t("harmony.v1.Open"),
     Close: t("harmony.v1.Close"),
+    Render: t("harmony.v1.RenderRequest"),
+    Rendered: t("harmony.v1.Rendered"),
     ServerFrame: t("harmony.v1.ServerFrame"),
     Event: t("harmony.v1.Event"),
     HealthCheckRequest: t("grpc.health.v1.HealthCheckRequest"),

@@ -14,7 +14,7 @@
  */
 import { randomBytes } from "node:crypto";
 import type { ServiceErrorCode } from "../core/errors.js";
-import { readBinaryFrame, readJsonFrame, OP_CLOSE, OP_OPEN, type OpError, type ReadFrame } from "../protocol/client-frame.js";
+import { readBinaryFrame, readJsonFrame, OP_CLOSE, OP_OPEN, OP_RENDER, type OpError, type ReadFrame } from "../protocol/client-frame.js";
 import { encodeServerFrame, jsonServerFrame, type WireEvent } from "../protocol/events.js";
 import { K_CLOSE, K_OPEN, K_TOKENS, type OpenSpec, type OpsResult, type OpsTask } from "../pool/task.js";
 import type { Service } from "./service.js";
@@ -97,6 +97,13 @@ export class Connection {
       const name = op.stream;
       if (name === "") {
         fail({ code: "bad_frame", message: "an op without a stream name", stream: "" });
+        continue;
+      }
+      if (op.kind === OP_RENDER) {
+        // answered in frame order with the rest of this frame
+        const r = svc.renderJson(op.json);
+        if (r.ok) immediate.push({ stream: name, rendered: { request_id: name, ids: r.ids, text: r.text, restored: r.restored } });
+        else immediate.push(this.errorEvent(name, "bad_request", `${r.error.code}${r.error.path ? ` at ${r.error.path}` : ""}: ${r.error.message}`));
         continue;
       }
       if (op.kind === OP_OPEN) {
@@ -297,6 +304,7 @@ export class Connection {
       wholeMessages: whole,
       nonStrict,
       callIdPrefix: `call_${randomBytes(6).toString("hex")}_`,
+      rememberReasoning: this.service.cot.enabled,
     };
   }
 

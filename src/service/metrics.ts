@@ -1,5 +1,6 @@
 /** Prometheus metrics (prom-client), one registry per service. */
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from "prom-client";
+import type { CotStore } from "./cot-store.js";
 
 export interface Metrics {
   registry: Registry;
@@ -12,6 +13,10 @@ export interface Metrics {
   errors: Counter<"code">;
   frameLatency: Histogram;
   workerRestarts: Counter;
+  renders: Counter<"outcome">;
+  cotRestored: Counter;
+  /** Report a CoT store's size and evictions at scrape time. */
+  watchCotStore(store: CotStore): void;
 }
 
 export function createMetrics(): Metrics {
@@ -33,6 +38,14 @@ export function createMetrics(): Metrics {
       registers: [registry],
     }),
     workerRestarts: new Counter({ name: "harmony_worker_restarts_total", help: "Worker threads replaced after dying", registers: [registry] }),
+    renders: new Counter({ name: "harmony_renders_total", help: "Render requests, by outcome", labelNames: ["outcome"], registers: [registry] }),
+    cotRestored: new Counter({ name: "harmony_cot_restored_total", help: "Dropped reasoning put back into rendered prompts", registers: [registry] }),
+    watchCotStore(store) {
+      const stats = store.stats;
+      new Gauge({ name: "harmony_cot_store_entries", help: "Remembered chains of thought", registers: [registry], collect() { this.set(stats.entries); } });
+      new Gauge({ name: "harmony_cot_store_bytes", help: "Approximate bytes held by remembered chains of thought", registers: [registry], collect() { this.set(stats.bytes); } });
+      new Gauge({ name: "harmony_cot_store_evictions", help: "Remembered chains of thought evicted (size or age) since start", registers: [registry], collect() { this.set(stats.evictions); } });
+    },
   };
   return m;
 }

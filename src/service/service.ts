@@ -9,7 +9,9 @@ import type { OpsResult } from "../pool/task.js";
 import { schema, type Schema } from "../protocol/schema.js";
 import { startGrpc, type GrpcEdge } from "../transport/grpc.js";
 import { startHttp, type HttpEdge } from "../transport/http.js";
-import { loadHarmonyEncoding } from "../vocab/index.js";
+import { loadHarmonyEncoding, type HarmonyEncoding } from "../vocab/index.js";
+import { renderRequest, type RenderOutcome } from "../render/request.js";
+import { CotStore } from "./cot-store.js";
 import { Connection, type Transport } from "./connection.js";
 import { createMetrics, type Metrics } from "./metrics.js";
 
@@ -51,9 +53,13 @@ export interface ServiceOptions {
   limits: Limits;
   /** How long a graceful stop may take before connections are cut. */
   drainTimeoutMs: number;
+  /** Reasoning remembered per tool call id, for restoration (0 bytes: off). */
+  cotStore?: { maxBytes: number; maxEntries: number; ttlMs: number };
   logger?: Logger;
   logLevel?: string;
 }
+
+export const DEFAULT_COT_STORE = { maxBytes: 64 * 1024 * 1024, maxEntries: 100_000, ttlMs: 30 * 60_000 };
 
 export const DEFAULTS: Omit<ServiceOptions, "limits"> = {
   host: "127.0.0.1",
@@ -71,6 +77,8 @@ export class Service {
   readonly limits: Limits;
   readonly token: string | undefined;
   pool!: ParserPool;
+  readonly cot: CotStore;
+  private enc?: HarmonyEncoding;
   private readonly connections = new Set<Connection>();
   private http?: HttpEdge;
   private grpc?: GrpcEdge;
@@ -80,6 +88,7 @@ export class Service {
   constructor(readonly options: ServiceOptions) {
     this.limits = options.limits;
     this.token = options.token || undefined;
+    this.cot = new CotStore(options.cotStore ?? DEFAULT_COT_STORE);
     this.logger = options.logger ?? pino({ level: options.logLevel ?? "info", base: { service: "harmony-sidecar" } });
   }
 
@@ -87,6 +96,8 @@ export class Service {
   async start(): Promise<{ port: number; grpcPort: number | null }> {
     const t0 = performance.now();
     const enc = loadHarmonyEncoding({ shared: true });
+    this.enc = enc;
+    this.metrics.watchCotStore(this.cot);
     this.pool = new ParserPool({ workers: this.options.workers, table: enc.table });
     this.pool.on("crash", (slot, generation) => {
       this.metrics.workerRestarts.inc();
@@ -135,6 +146,26 @@ export class Service {
     for (const [kind, n] of Object.entries(c.recoveries)) m.recoveries.inc({ kind }, n);
     for (const [code, n] of Object.entries(c.errors)) m.errors.inc({ code }, n);
     for (const note of r.notes) this.logger.warn({ conn, ...note }, "recovered malformed model output");
+    for (const memo of r.memos) this.cot.remember(memo.id, memo.text);
+  }
+
+  /** Render a chat request (JSON text) into a Harmony prompt, restoring dropped reasoning. */
+  renderJson(json: string): RenderOutcome {
+    let request: unknown;
+    try {
+      request = JSON.parse(json);
+    } catch (e) {
+      return { ok: false, error: { code: "bad_json", message: `the request is not JSON: ${(e as Error).message}`, path: "" } };
+    }
+    return this.render(request);
+  }
+
+  render(request: unknown): RenderOutcome {
+    const enc = this.enc!;
+    const r = renderRequest(request, { encodeOrdinary: enc.encodeOrdinary, recall: (id) => this.cot.recall(id) });
+    this.metrics.renders.inc({ outcome: r.ok ? "ok" : "error" });
+    if (r.ok && r.restored.length > 0) this.metrics.cotRestored.inc(r.restored.length);
+    return r;
   }
 
   private closeIdle(): void {

@@ -33,6 +33,16 @@ export const HARMONY_SERVICE: grpc.ServiceDefinition = {
     responseDeserialize: raw.deserialize,
     originalName: "stream",
   },
+  Render: {
+    path: "/harmony.v1.Harmony/Render",
+    requestStream: false,
+    responseStream: false,
+    requestSerialize: raw.serialize,
+    requestDeserialize: raw.deserialize,
+    responseSerialize: raw.serialize,
+    responseDeserialize: raw.deserialize,
+    originalName: "render",
+  },
 };
 
 export const HEALTH_SERVICE: grpc.ServiceDefinition = {
@@ -103,6 +113,26 @@ export async function startGrpc(svc: Service, host: string, port: number): Promi
   });
 
   server.addService(HARMONY_SERVICE, {
+    Render: (call: grpc.ServerUnaryCall<Buffer, Buffer>, cb: grpc.sendUnaryData<Buffer>) => {
+      if (!svc.authorized(call.metadata.get("authorization")[0]?.toString())) {
+        cb({ code: grpc.status.UNAUTHENTICATED, details: "a valid bearer token is required" });
+        return;
+      }
+      let req: { request_id: string; request_json: string };
+      try {
+        req = svc.schema.Render.toObject(svc.schema.Render.decode(call.request), { defaults: true }) as typeof req;
+      } catch {
+        cb({ code: grpc.status.INVALID_ARGUMENT, details: "bad_frame: not a harmony.v1.Render message" });
+        return;
+      }
+      const r = svc.renderJson(req.request_json);
+      if (!r.ok) {
+        cb({ code: grpc.status.INVALID_ARGUMENT, details: `${r.error.code}${r.error.path ? ` at ${r.error.path}` : ""}: ${r.error.message}` });
+        return;
+      }
+      const { Rendered } = svc.schema;
+      cb(null, Buffer.from(Rendered.encode({ request_id: req.request_id, ids: r.ids, text: r.text, restored: r.restored }).finish()));
+    },
     Stream: (call: grpc.ServerDuplexStream<Buffer, Buffer>) => {
       if (!svc.authorized(call.metadata.get("authorization")[0]?.toString())) {
         call.emit("error", { code: grpc.status.UNAUTHENTICATED, details: "a valid bearer token is required" });

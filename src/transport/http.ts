@@ -14,6 +14,7 @@ import type { Transport } from "../service/connection.js";
 import type { Service } from "../service/service.js";
 
 export const STREAM_PATH = "/v1/stream";
+export const RENDER_PATH = "/v1/render";
 
 export interface HttpEdge {
   port: number;
@@ -34,6 +35,7 @@ export async function startHttp(svc: Service, host: string, port: number): Promi
 
   const server = http.createServer((req, res) => {
     const url = new URL(req.url ?? "/", "http://localhost");
+    if (url.pathname === RENDER_PATH) return render(req, res);
     if (req.method !== "GET" && req.method !== "HEAD") return json(res, 405, { error: "method not allowed" });
     switch (url.pathname) {
       case "/healthz":
@@ -55,6 +57,29 @@ export async function startHttp(svc: Service, host: string, port: number): Promi
         return json(res, 404, { error: "not found" });
     }
   });
+
+  /** POST /v1/render: a chat request in, {ids, text, restored} out. */
+  function render(req: http.IncomingMessage, res: http.ServerResponse): void {
+    if (req.method !== "POST") return json(res, 405, { error: { code: "method_not_allowed", message: "POST a chat request" } });
+    if (!svc.authorized(req.headers.authorization)) return json(res, 401, { error: { code: "unauthorized", message: "a valid bearer token is required" } });
+    const chunks: Buffer[] = [];
+    let size = 0;
+    let refused = false;
+    req.on("data", (c: Buffer) => {
+      size += c.length;
+      if (size > limits.maxFrameBytes && !refused) {
+        refused = true;
+        json(res, 413, { error: { code: "too_large", message: `the body is over ${limits.maxFrameBytes} bytes` } });
+        req.destroy();
+      } else if (!refused) chunks.push(c);
+    });
+    req.on("end", () => {
+      if (refused) return;
+      const r = svc.renderJson(Buffer.concat(chunks).toString("utf8"));
+      if (r.ok) json(res, 200, { ids: r.ids, text: r.text, restored: r.restored });
+      else json(res, 400, { error: r.error });
+    });
+  }
 
   server.on("upgrade", (req, socket, head) => {
     const refuse = (status: number, text: string) => {

@@ -1,0 +1,332 @@
+/**
+ * Harmony events -> OpenAI Chat Completions (`chat.completion.chunk` stream,
+ * and a `chat.completion` accumulator for non-streaming requests).
+ *
+ * One adapter per choice of one request. Pure and deterministic: ids and
+ * timestamps come from the options, nothing reads a clock or a random source.
+ *
+ * Mapping (see docs in the report / README of the adapters):
+ * - `reasoning` deltas (analysis channel)      -> `delta.reasoning` or `delta.reasoning_content`
+ * - `content` deltas (final channel)           -> `delta.content`
+ * - `commentary` deltas (preambles)            -> `delta.content` (option `commentary`)
+ * - function calls (`functions.*` recipients)  -> `delta.tool_calls`
+ * - built-in tool calls (`python`, `browser.*`, `container.*`, ...: not
+ *   client-executable) -> their arguments as reasoning text (option `builtinTools`)
+ * - `other` deltas (authors other than the assistant), `recovery` events -> dropped
+ * - `error` events -> no output; kept in `errors`
+ * - `done` -> a last chunk with `finish_reason` (and a usage chunk when `promptTokens` is set)
+ */
+import type {
+  ChatCompletion,
+  ChatCompletionChunk,
+  ChatCompletionMessage,
+  ChatCompletionMessageFunctionToolCall,
+} from "openai/resources/chat/completions";
+import type { CompletionUsage } from "openai/resources/completions";
+import type { DoneEvent, ErrorEvent, FinishReason, HarmonyEvent, ToolCallStartEvent } from "../core/events.js";
+
+export type ReasoningField = "reasoning" | "reasoning_content";
+export type ChatFinishReason = "stop" | "length" | "tool_calls";
+
+export interface ChatAdapterOptions {
+  /** The completion id (`chatcmpl-...`), repeated in every chunk. */
+  id: string;
+  model: string;
+  /** Unix seconds. */
+  created: number;
+  /** Where reasoning goes: `reasoning` (current vLLM, OpenRouter; default) or `reasoning_content` (llama.cpp, older vLLM). */
+  reasoningField?: ReasoningField;
+  /** `choices[].index` of this stream (default 0). */
+  choiceIndex?: number;
+  /** Preambles (commentary channel, no recipient): `content` (default, as vLLM), `reasoning`, or `drop`. */
+  commentary?: "content" | "reasoning" | "drop";
+  /** Calls to built-in tools (recipients outside `functionNamespace`): `reasoning` (default, as vLLM) or `drop`. */
+  builtinTools?: "reasoning" | "drop";
+  /** Recipients `<functionNamespace>.<name>` are client functions (default `functions`). */
+  functionNamespace?: string;
+  /** Tool call id; default the parser's `tool_call_start.id` (configure the parser's `callIdPrefix` to make ids unique). */
+  toolCallId?: (event: ToolCallStartEvent) => string;
+  /**
+   * Prompt token count. When set, usage is reported: a last chunk with
+   * `choices: []` and `usage` (as with `stream_options.include_usage`), and
+   * `usage` in the accumulated completion. `completion_tokens` is the parser's
+   * token count.
+   */
+  promptTokens?: number;
+}
+
+/** A streamed delta: the official one plus the reasoning field. */
+export interface HarmonyChatDelta extends ChatCompletionChunk.Choice.Delta {
+  reasoning?: string;
+  reasoning_content?: string;
+}
+
+export interface HarmonyChatChunkChoice extends ChatCompletionChunk.Choice {
+  delta: HarmonyChatDelta;
+  finish_reason: ChatFinishReason | null;
+  logprobs: null;
+}
+
+/** A `chat.completion.chunk` (assignable to the `openai` package's `ChatCompletionChunk`). */
+export interface HarmonyChatCompletionChunk extends ChatCompletionChunk {
+  choices: HarmonyChatChunkChoice[];
+}
+
+export interface HarmonyChatCompletionMessage extends ChatCompletionMessage {
+  content: string | null;
+  refusal: null;
+  reasoning?: string | null;
+  reasoning_content?: string | null;
+  tool_calls?: ChatCompletionMessageFunctionToolCall[];
+}
+
+export interface HarmonyChatCompletionChoice extends ChatCompletion.Choice {
+  finish_reason: ChatFinishReason;
+  logprobs: null;
+  message: HarmonyChatCompletionMessage;
+}
+
+/** A `chat.completion` (assignable to the `openai` package's `ChatCompletion`). */
+export interface HarmonyChatCompletion extends ChatCompletion {
+  choices: HarmonyChatCompletionChoice[];
+}
+
+/**
+ * The chat `finish_reason` for a harmony `done`.
+ * - `stop` / `tool_calls`: `tool_calls` when this choice streamed at least one
+ *   function call, else `stop` (a stream ending in a built-in tool call has no
+ *   client-executable call, so it is `stop`).
+ * - `length`: `length`.
+ * - `abort`, `error`: `length`. Chat has no finish reason for an output that
+ *   ended abnormally; `length` is the one that tells clients the output is
+ *   cut short (so a partial answer is not taken as final, and a call whose
+ *   arguments may be truncated is not executed because of `tool_calls`).
+ *   The harmony reason stays available as `harmonyFinishReason`.
+ */
+export function chatFinishReason(reason: FinishReason, functionCalls: number): ChatFinishReason {
+  switch (reason) {
+    case "stop":
+    case "tool_calls":
+      return functionCalls > 0 ? "tool_calls" : "stop";
+    case "length":
+    case "abort":
+    case "error":
+      return "length";
+  }
+}
+
+type Route =
+  | { kind: "function"; toolIndex: number }
+  | { kind: "builtin" };
+
+/** Streaming adapter: harmony events in, `chat.completion.chunk` objects out. */
+export class ChatCompletionChunkAdapter {
+  readonly options: Readonly<ChatAdapterOptions>;
+  /** Parser `error` events seen (they produce no chunk). */
+  readonly errors: ErrorEvent[] = [];
+  /** The harmony finish reason once `done` was pushed. */
+  harmonyFinishReason: FinishReason | null = null;
+  /** The chat finish reason once `done` was pushed. */
+  finishReason: ChatFinishReason | null = null;
+  /** Function calls streamed so far (the next `tool_calls[].index`). */
+  functionCalls = 0;
+  private started = false;
+  private routeIndex = -1;
+  private route: Route | null = null;
+  private readonly reasoningField: ReasoningField;
+  private readonly choiceIndex: number;
+  private readonly namespace: string;
+
+  constructor(options: ChatAdapterOptions) {
+    this.options = { ...options };
+    this.reasoningField = options.reasoningField ?? "reasoning";
+    this.choiceIndex = options.choiceIndex ?? 0;
+    this.namespace = options.functionNamespace ?? "functions";
+  }
+
+  /** True once `done` was pushed; later events are ignored. */
+  get finished(): boolean {
+    return this.finishReason !== null;
+  }
+
+  /** The first chunk (`delta.role: "assistant"`), once; `push` sends it itself if needed. */
+  start(): HarmonyChatCompletionChunk[] {
+    if (this.started) return [];
+    this.started = true;
+    return [this.chunk({ role: "assistant", content: "" }, null)];
+  }
+
+  push(event: HarmonyEvent): HarmonyChatCompletionChunk[] {
+    if (this.finished) return [];
+    const out = this.start();
+    switch (event.type) {
+      case "message_start":
+        this.routeIndex = event.index;
+        this.route = null;
+        break;
+      case "tool_call_start":
+        this.toolCallStart(event, out);
+        break;
+      case "delta":
+        this.delta(event.index, event.kind, event.text, out);
+        break;
+      case "error":
+        this.errors.push(event);
+        break;
+      case "done":
+        this.done(event, out);
+        break;
+      case "message_end":
+      case "recovery":
+        break;
+    }
+    return out;
+  }
+
+  private toolCallStart(e: ToolCallStartEvent, out: HarmonyChatCompletionChunk[]): void {
+    this.routeIndex = e.index;
+    if (e.namespace !== this.namespace) {
+      this.route = { kind: "builtin" };
+      return;
+    }
+    const toolIndex = this.functionCalls++;
+    this.route = { kind: "function", toolIndex };
+    const id = this.options.toolCallId ? this.options.toolCallId(e) : e.id;
+    out.push(
+      this.chunk({ tool_calls: [{ index: toolIndex, id, type: "function", function: { name: e.name, arguments: "" } }] }, null),
+    );
+  }
+
+  private delta(index: number, kind: string, text: string, out: HarmonyChatCompletionChunk[]): void {
+    switch (kind) {
+      case "reasoning":
+        out.push(this.chunk(this.reasoningDelta(text), null));
+        return;
+      case "content":
+        out.push(this.chunk({ content: text }, null));
+        return;
+      case "commentary": {
+        const mode = this.options.commentary ?? "content";
+        if (mode === "content") out.push(this.chunk({ content: text }, null));
+        else if (mode === "reasoning") out.push(this.chunk(this.reasoningDelta(text), null));
+        return;
+      }
+      case "tool_args": {
+        const route = index === this.routeIndex ? this.route : null;
+        if (route?.kind === "function") {
+          out.push(this.chunk({ tool_calls: [{ index: route.toolIndex, function: { arguments: text } }] }, null));
+        } else if ((this.options.builtinTools ?? "reasoning") === "reasoning") {
+          out.push(this.chunk(this.reasoningDelta(text), null));
+        }
+        return;
+      }
+      default:
+        return; // `other`: text of authors other than the assistant
+    }
+  }
+
+  private done(e: DoneEvent, out: HarmonyChatCompletionChunk[]): void {
+    this.harmonyFinishReason = e.finish_reason;
+    const reason = chatFinishReason(e.finish_reason, this.functionCalls);
+    this.finishReason = reason;
+    out.push(this.chunk({}, reason));
+    if (this.options.promptTokens !== undefined) {
+      out.push({
+        id: this.options.id,
+        object: "chat.completion.chunk",
+        created: this.options.created,
+        model: this.options.model,
+        choices: [],
+        usage: usageOf(this.options.promptTokens, e.tokens),
+      });
+    }
+  }
+
+  private reasoningDelta(text: string): HarmonyChatDelta {
+    return this.reasoningField === "reasoning" ? { reasoning: text } : { reasoning_content: text };
+  }
+
+  private chunk(delta: HarmonyChatDelta, finish: ChatFinishReason | null): HarmonyChatCompletionChunk {
+    return {
+      id: this.options.id,
+      object: "chat.completion.chunk",
+      created: this.options.created,
+      model: this.options.model,
+      choices: [{ index: this.choiceIndex, delta, finish_reason: finish, logprobs: null }],
+    };
+  }
+}
+
+function usageOf(prompt: number, completion: number): CompletionUsage {
+  return { prompt_tokens: prompt, completion_tokens: completion, total_tokens: prompt + completion };
+}
+
+/**
+ * Non-streaming: harmony events in (`push`), one `chat.completion` out
+ * (`result()`). It folds the streaming adapter's chunks, so both paths agree
+ * by construction; `addChunk` folds chunks from elsewhere.
+ */
+export class ChatCompletionAccumulator {
+  readonly adapter: ChatCompletionChunkAdapter;
+  private content: string | null = null;
+  private reasoning: string | null = null;
+  private readonly toolCalls: ChatCompletionMessageFunctionToolCall[] = [];
+  private finish: ChatFinishReason | null = null;
+  private usage: CompletionUsage | undefined;
+
+  constructor(options: ChatAdapterOptions) {
+    this.adapter = new ChatCompletionChunkAdapter(options);
+  }
+
+  get finished(): boolean {
+    return this.finish !== null;
+  }
+
+  push(event: HarmonyEvent): void {
+    for (const chunk of this.adapter.push(event)) this.addChunk(chunk);
+  }
+
+  /** Folds one chunk of this choice (chunks of other choices are ignored). */
+  addChunk(chunk: HarmonyChatCompletionChunk): void {
+    if (chunk.usage) this.usage = { ...chunk.usage };
+    const want = this.adapter.options.choiceIndex ?? 0;
+    for (const choice of chunk.choices) {
+      if (choice.index !== want) continue;
+      const d = choice.delta;
+      if (d.content) this.content = (this.content ?? "") + d.content;
+      const r = d.reasoning ?? d.reasoning_content;
+      if (r) this.reasoning = (this.reasoning ?? "") + r;
+      for (const tc of d.tool_calls ?? []) {
+        let call = this.toolCalls[tc.index];
+        if (!call) {
+          call = { id: "", type: "function", function: { name: "", arguments: "" } };
+          this.toolCalls[tc.index] = call;
+        }
+        if (tc.id) call.id = tc.id;
+        if (tc.function?.name) call.function.name = tc.function.name;
+        if (tc.function?.arguments) call.function.arguments += tc.function.arguments;
+      }
+      if (choice.finish_reason) this.finish = choice.finish_reason;
+    }
+  }
+
+  /** The `chat.completion`; throws if the stream has not finished (no `done` yet). */
+  result(): HarmonyChatCompletion {
+    if (this.finish === null) throw new Error("ChatCompletionAccumulator.result(): the stream has not finished (push its done event)");
+    const o = this.adapter.options;
+    const message: HarmonyChatCompletionMessage = { role: "assistant", content: this.content, refusal: null };
+    message[o.reasoningField ?? "reasoning"] = this.reasoning;
+    if (this.toolCalls.length > 0) {
+      message.tool_calls = this.toolCalls.map((c) => ({ id: c.id, type: "function", function: { ...c.function } }));
+    }
+    const completion: HarmonyChatCompletion = {
+      id: o.id,
+      object: "chat.completion",
+      created: o.created,
+      model: o.model,
+      choices: [{ index: o.choiceIndex ?? 0, message, finish_reason: this.finish, logprobs: null }],
+    };
+    if (this.usage) completion.usage = { ...this.usage };
+    return completion;
+  }
+}

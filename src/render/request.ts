@@ -1,0 +1,80 @@
+/**
+ * Rendering an OpenAI-style chat request into a Harmony prompt (ids and
+ * text), with chain-of-thought restoration from the service's memory.
+ *
+ * The request is a Chat Completions request; an optional `harmony` object
+ * sets what the system message says and whether to restore reasoning:
+ *   {"messages": [...], "tools": [...], "reasoning_effort": "high",
+ *    "harmony": {"model_identity", "knowledge_cutoff", "current_date",
+ *                "builtin_tools": {"browser", "python"}, "restore_reasoning": true}}
+ */
+import {
+  fromOpenAIRequest,
+  piecesToText,
+  piecesToTokens,
+  renderConversationForCompletionPieces,
+  RenderError,
+  type FromOpenAIOptions,
+} from "../core/render.js";
+
+export interface Restored {
+  tool_call_id: string;
+  message_index: number;
+  chars: number;
+}
+
+export type RenderOutcome =
+  | { ok: true; ids: number[]; text: string; restored: Restored[] }
+  | { ok: false; error: { code: string; message: string; path: string } };
+
+export interface RenderDeps {
+  encodeOrdinary(text: string): ArrayLike<number>;
+  /** Remembered reasoning by tool call id (absent: no restoration). */
+  recall?(toolCallId: string): string | undefined;
+}
+
+type Obj = Record<string, unknown>;
+const isObj = (v: unknown): v is Obj => typeof v === "object" && v !== null && !Array.isArray(v);
+const hasReasoning = (m: Obj) =>
+  ["reasoning", "reasoning_content", "thinking"].some((k) => typeof m[k] === "string" && (m[k] as string).trim() !== "");
+
+function optionsOf(request: Obj): FromOpenAIOptions & { restore: boolean } {
+  const h = isObj(request.harmony) ? request.harmony : {};
+  const opts: FromOpenAIOptions & { restore: boolean } = { restore: h.restore_reasoning !== false };
+  if (typeof h.model_identity === "string" || h.model_identity === null) opts.modelIdentity = h.model_identity as string | null;
+  if (typeof h.knowledge_cutoff === "string" || h.knowledge_cutoff === null) opts.knowledgeCutoff = h.knowledge_cutoff as string | null;
+  if (typeof h.current_date === "string") opts.currentDate = h.current_date;
+  if (isObj(h.builtin_tools)) opts.builtinTools = { browser: h.builtin_tools.browser === true, python: h.builtin_tools.python === true };
+  return opts;
+}
+
+export function renderRequest(request: unknown, deps: RenderDeps): RenderOutcome {
+  if (!isObj(request)) return { ok: false, error: { code: "bad_request", message: "the request must be a JSON object", path: "" } };
+  const { restore, ...options } = optionsOf(request);
+  const restored: Restored[] = [];
+  let req: Obj = request;
+  if (restore && deps.recall && Array.isArray(request.messages)) {
+    const messages = (request.messages as unknown[]).map((m, i) => {
+      if (!isObj(m) || m.role !== "assistant" || !Array.isArray(m.tool_calls) || m.tool_calls.length === 0 || hasReasoning(m)) return m;
+      for (const call of m.tool_calls as unknown[]) {
+        const id = isObj(call) && typeof call.id === "string" ? call.id : undefined;
+        const text = id === undefined ? undefined : deps.recall!(id);
+        if (id !== undefined && text !== undefined) {
+          restored.push({ tool_call_id: id, message_index: i, chars: text.length });
+          return { ...m, reasoning: text };
+        }
+      }
+      return m;
+    });
+    req = { ...request, messages };
+  }
+  const conv = fromOpenAIRequest(req, options);
+  if (!conv.ok) return { ok: false, error: conv.error };
+  try {
+    const pieces = renderConversationForCompletionPieces(conv.messages, "assistant");
+    return { ok: true, ids: piecesToTokens(pieces, deps.encodeOrdinary), text: piecesToText(pieces), restored };
+  } catch (e) {
+    if (e instanceof RenderError) return { ok: false, error: { code: e.code, message: e.message, path: "" } };
+    throw e;
+  }
+}

@@ -1,0 +1,204 @@
+/**
+ * Replay through the service: render requests (CLI, POST /v1/render, the
+ * Render op and RPC) and chain-of-thought restoration for clients that drop it.
+ */
+import * as grpc from "@grpc/grpc-js";
+import { PassThrough, Readable } from "node:stream";
+import { pino } from "pino";
+import { afterEach, describe, expect, it } from "vitest";
+import { HarmonyClient } from "../src/client/index.js";
+import { runRender } from "../src/commands/render.js";
+import { HARMONY_SERVICE } from "../src/transport/grpc.js";
+import { CotStore } from "../src/service/cot-store.js";
+import { DEFAULT_LIMITS, Service } from "../src/service/service.js";
+import { harmony } from "./helpers.js";
+
+const { enc } = harmony();
+const services: Service[] = [];
+const clients: HarmonyClient[] = [];
+afterEach(async () => {
+  await Promise.all(clients.splice(0).map((c) => c.close()));
+  await Promise.all(services.splice(0).map((s) => s.stop()));
+});
+
+async function start(cotStore?: { maxBytes: number; maxEntries: number; ttlMs: number }) {
+  const svc = new Service({
+    host: "127.0.0.1",
+    port: 0,
+    grpcPort: 0,
+    workers: 1,
+    drainTimeoutMs: 2000,
+    limits: DEFAULT_LIMITS,
+    logger: pino({ level: "silent" }),
+    ...(cotStore ? { cotStore } : {}),
+  });
+  services.push(svc);
+  const { port, grpcPort } = await svc.start();
+  return { svc, http: `http://127.0.0.1:${port}`, ws: `ws://127.0.0.1:${port}/v1/stream`, grpc: `127.0.0.1:${grpcPort}` };
+}
+
+const COT = "The user wants the weather in Oslo. Call get_weather.";
+const TOOLS = [
+  {
+    type: "function",
+    function: { name: "get_weather", description: "Get the weather", parameters: { type: "object", properties: { city: { type: "string" } } } },
+  },
+];
+
+/** Stream a completion that reasons and calls a tool; returns the call id the service emitted. */
+async function callThroughService(client: HarmonyClient): Promise<string> {
+  const s = client.open(`turn-${Math.random()}`);
+  s.write(enc.encode(`<|channel|>analysis<|message|>${COT}<|end|><|start|>assistant<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{"city":"Oslo"}<|call|>`));
+  s.close();
+  const evs = await s.collect();
+  const call = evs.find((e) => e.type === "tool_call_start");
+  if (call?.type !== "tool_call_start") throw new Error("no tool call");
+  return call.id;
+}
+
+function history(callId: string, withReasoning: boolean) {
+  return {
+    tools: TOOLS,
+    harmony: { current_date: "2026-11-30" },
+    messages: [
+      { role: "user", content: "Weather in Oslo?" },
+      {
+        role: "assistant",
+        content: null,
+        ...(withReasoning ? { reasoning_content: COT } : {}),
+        tool_calls: [{ id: callId, type: "function", function: { name: "get_weather", arguments: '{"city":"Oslo"}' } }],
+      },
+      { role: "tool", tool_call_id: callId, content: '{"temp_c": 3}' },
+    ],
+  };
+}
+
+describe("chain-of-thought restoration", () => {
+  it("puts back the reasoning a stateless client dropped: same prompt as a client that kept it", async () => {
+    const s = await start();
+    const client = await HarmonyClient.connect(s.ws);
+    clients.push(client);
+    const id = await callThroughService(client);
+    const kept = await (await fetch(`${s.http}/v1/render`, { method: "POST", body: JSON.stringify(history(id, true)) })).json();
+    const dropped = await (await fetch(`${s.http}/v1/render`, { method: "POST", body: JSON.stringify(history(id, false)) })).json();
+    expect(kept.text).toContain(`<|channel|>analysis<|message|>${COT}<|end|>`);
+    expect(dropped.ids).toEqual(kept.ids);
+    expect(dropped.text).toEqual(kept.text);
+    expect(dropped.restored).toEqual([{ tool_call_id: id, message_index: 1, chars: COT.length }]);
+    expect(kept.restored).toEqual([]);
+    const metrics = await (await fetch(`${s.http}/metrics`)).text();
+    expect(metrics).toMatch(/harmony_cot_restored_total 1/);
+    expect(metrics).toMatch(/harmony_cot_store_entries 1/);
+  });
+
+  it("restores nothing when asked not to, or when the store is off", async () => {
+    const s = await start();
+    const client = await HarmonyClient.connect(s.ws);
+    clients.push(client);
+    const id = await callThroughService(client);
+    const req = { ...history(id, false), harmony: { current_date: "2026-11-30", restore_reasoning: false } };
+    const r = await (await fetch(`${s.http}/v1/render`, { method: "POST", body: JSON.stringify(req) })).json();
+    expect(r.restored).toEqual([]);
+    expect(r.text).not.toContain(COT);
+
+    const off = await start({ maxBytes: 0, maxEntries: 0, ttlMs: 0 });
+    const c2 = await HarmonyClient.connect(off.ws);
+    clients.push(c2);
+    const id2 = await callThroughService(c2);
+    const r2 = await (await fetch(`${off.http}/v1/render`, { method: "POST", body: JSON.stringify(history(id2, false)) })).json();
+    expect(r2.restored).toEqual([]);
+  });
+
+  it("the Render op (WebSocket) and the Render RPC (gRPC) give the same prompt, restored", async () => {
+    const s = await start();
+    const ws = await HarmonyClient.connect(s.ws, { json: true });
+    clients.push(ws);
+    const id = await callThroughService(ws);
+    const viaWs = await ws.render(history(id, false));
+    const viaHttp = await (await fetch(`${s.http}/v1/render`, { method: "POST", body: JSON.stringify(history(id, true)) })).json();
+    expect(viaWs.ids).toEqual(viaHttp.ids);
+    expect(viaWs.restored.map((r) => r.tool_call_id)).toEqual([id]);
+
+    const Stub = grpc.makeGenericClientConstructor(HARMONY_SERVICE, "Harmony");
+    const stub = new Stub(s.grpc, grpc.credentials.createInsecure()) as unknown as {
+      Render(req: Buffer, cb: (e: grpc.ServiceError | null, r?: Buffer) => void): void;
+      close(): void;
+    };
+    const { Render, Rendered } = s.svc.schema;
+    const reply = await new Promise<Buffer>((resolve, reject) =>
+      stub.Render(Buffer.from(Render.encode({ request_id: "r1", request_json: JSON.stringify(history(id, false)) }).finish()), (e, r) =>
+        e ? reject(e) : resolve(r!),
+      ),
+    );
+    const out = Rendered.toObject(Rendered.decode(reply), { defaults: true }) as { ids: number[]; restored: { tool_call_id: string }[] };
+    expect(out.ids).toEqual(viaHttp.ids);
+    expect(out.restored[0]!.tool_call_id).toBe(id);
+    const bad = await new Promise<grpc.ServiceError>((resolve) =>
+      stub.Render(Buffer.from(Render.encode({ request_id: "r2", request_json: "{" }).finish()), (e) => resolve(e!)),
+    );
+    expect(bad.code).toBe(grpc.status.INVALID_ARGUMENT);
+    stub.close();
+  });
+
+  it("bad render requests get a code, on every edge", async () => {
+    const s = await start();
+    const res = await fetch(`${s.http}/v1/render`, { method: "POST", body: JSON.stringify({ messages: [{ role: "wizard" }] }) });
+    expect(res.status).toBe(400);
+    expect((await res.json()).error).toMatchObject({ code: "bad_message", path: "messages[0].role" });
+    expect((await fetch(`${s.http}/v1/render`)).status).toBe(405);
+    const client = await HarmonyClient.connect(s.ws);
+    clients.push(client);
+    await expect(client.render({ messages: "nope" })).rejects.toThrow(/bad_request/);
+  });
+});
+
+describe("CotStore", () => {
+  it("evicts the least recently used beyond its byte or entry budget", () => {
+    const store = new CotStore({ maxBytes: 10_000, maxEntries: 2, ttlMs: 60_000 });
+    store.remember("a", "alpha");
+    store.remember("b", "beta");
+    expect(store.recall("a")).toBe("alpha"); // a is now the most recent
+    store.remember("c", "gamma");
+    expect(store.recall("b")).toBeUndefined();
+    expect(store.recall("a")).toBe("alpha");
+    expect(store.stats).toMatchObject({ entries: 2, evictions: 1 });
+    const small = new CotStore({ maxBytes: 300, maxEntries: 100, ttlMs: 60_000 });
+    for (let i = 0; i < 10; i++) small.remember(`id${i}`, "x".repeat(40));
+    expect(small.stats.bytes).toBeLessThanOrEqual(300);
+    expect(small.recall("id9")).toBe("x".repeat(40));
+    expect(small.recall("id0")).toBeUndefined();
+  });
+
+  it("forgets entries older than the TTL", () => {
+    let now = 0;
+    const store = new CotStore({ maxBytes: 10_000, maxEntries: 10, ttlMs: 1000, now: () => now });
+    store.remember("a", "alpha");
+    now = 999;
+    expect(store.recall("a")).toBe("alpha");
+    now = 2000;
+    expect(store.recall("a")).toBeUndefined();
+    expect(store.stats.entries).toBe(0);
+  });
+});
+
+describe("harmony-sidecar render", () => {
+  it("renders stdin to ids and text, and rejects bad input with a code", async () => {
+    const run = async (input: string) => {
+      const out = new PassThrough();
+      const err = new PassThrough();
+      let o = "";
+      let e = "";
+      out.on("data", (c) => (o += c));
+      err.on("data", (c) => (e += c));
+      const code = await runRender({ output: "json" }, { stdin: Readable.from([input]), stdout: out, stderr: err }, enc);
+      return { code, o, e };
+    };
+    const ok = await run(JSON.stringify({ messages: [{ role: "user", content: "hi" }] }));
+    expect(ok.code).toBe(0);
+    const r = JSON.parse(ok.o);
+    expect(r.text.endsWith("<|start|>user<|message|>hi<|end|><|start|>assistant")).toBe(true);
+    expect(r.ids.slice(-2)).toEqual([200006, 173781]);
+    expect((await run("{")).e).toContain("bad_json");
+    expect((await run(JSON.stringify({ messages: 5 }))).e).toContain("bad_request");
+  });
+});
