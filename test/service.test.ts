@@ -175,7 +175,7 @@ describe("bad input gets an error event and the connection carries on", () => {
     const s = await start();
     const client = await connect(s.ws);
     const err = nextConnectionError(client);
-    client.sendRaw(Uint8Array.from([0x0a, 0x02, 0x22, 0x00])); // Op with field 4 only
+    client.sendRaw(Uint8Array.from([0x0a, 0x02, 0x2a, 0x00])); // an Op with only field 5, unknown to this server
     expect(await err).toMatchObject({ code: "unknown_op" });
     await expectStillServing(client);
   });

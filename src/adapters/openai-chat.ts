@@ -5,7 +5,7 @@
  * One adapter per choice of one request. Pure and deterministic: ids and
  * timestamps come from the options, nothing reads a clock or a random source.
  *
- * Mapping (see docs in the report / README of the adapters):
+ * Mapping:
  * - `reasoning` deltas (analysis channel)      -> `delta.reasoning` or `delta.reasoning_content`
  * - `content` deltas (final channel)           -> `delta.content`
  * - `commentary` deltas (preambles)            -> `delta.content` (option `commentary`)
@@ -15,6 +15,13 @@
  * - `other` deltas (authors other than the assistant), `recovery` events -> dropped
  * - `error` events -> no output; kept in `errors`
  * - `done` -> a last chunk with `finish_reason` (and a usage chunk when `promptTokens` is set)
+ *
+ * Preambles go to `content` as vLLM streams them: they are written for the
+ * user ("Let me check the weather in both cities."), unlike chain of thought.
+ * Built-in tools are executed by the server's harness, never by the client,
+ * so they are not `tool_calls` (a client would try to run `python`); their
+ * arguments stay visible as reasoning, as in vLLM. Text of consecutive
+ * messages is concatenated as is (no separator is inserted).
  */
 import type {
   ChatCompletion,
@@ -23,7 +30,7 @@ import type {
   ChatCompletionMessageFunctionToolCall,
 } from "openai/resources/chat/completions";
 import type { CompletionUsage } from "openai/resources/completions";
-import type { DoneEvent, ErrorEvent, FinishReason, HarmonyEvent, ToolCallStartEvent } from "../core/events.js";
+import type { DeltaKind, DoneEvent, ErrorEvent, FinishReason, HarmonyEvent, ToolCallStartEvent } from "../core/events.js";
 
 export type ReasoningField = "reasoning" | "reasoning_content";
 export type ChatFinishReason = "stop" | "length" | "tool_calls";
@@ -197,7 +204,7 @@ export class ChatCompletionChunkAdapter {
     );
   }
 
-  private delta(index: number, kind: string, text: string, out: HarmonyChatCompletionChunk[]): void {
+  private delta(index: number, kind: DeltaKind, text: string, out: HarmonyChatCompletionChunk[]): void {
     switch (kind) {
       case "reasoning":
         out.push(this.chunk(this.reasoningDelta(text), null));
@@ -220,8 +227,8 @@ export class ChatCompletionChunkAdapter {
         }
         return;
       }
-      default:
-        return; // `other`: text of authors other than the assistant
+      case "other":
+        return; // text of authors other than the assistant (tool results, user, ...)
     }
   }
 

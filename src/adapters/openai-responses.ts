@@ -1,0 +1,374 @@
+/**
+ * Harmony events -> OpenAI Responses API streaming events.
+ *
+ * One adapter per response. Pure and deterministic: ids and timestamps come
+ * from the options. Every event carries `type` and `sequence_number`
+ * (0, 1, 2, ... per stream).
+ *
+ * Output items, one per harmony message that has text (opened on its first
+ * delta; function calls on `tool_call_start`):
+ * - analysis (`reasoning` deltas)             -> `reasoning` item, one `reasoning_text` part
+ * - final (`content` deltas)                  -> `message` item, `phase: "final_answer"`, one `output_text` part
+ * - preambles (`commentary` deltas)           -> `message` item, `phase: "commentary"` (option `commentary`)
+ * - function calls (`functions.*` recipients) -> `function_call` item (`call_id`, `name`, `arguments`)
+ * - built-in tool calls (`python`, `browser.*`, ...: not client-executable)
+ *                                             -> `reasoning` item holding the call's arguments (option `builtinTools`)
+ * - `other` deltas, `recovery` events         -> dropped; `error` events -> kept in `errors`
+ *
+ * The stream ends with `response.completed` (finish `stop` / `tool_calls`),
+ * `response.incomplete` (`length`: `incomplete_details.reason:
+ * "max_output_tokens"`; `abort`: `incomplete_details: {}`), or
+ * `response.failed` (`error`: `error.code: "server_error"`).
+ */
+import type {
+  Response,
+  ResponseContentPartAddedEvent,
+  ResponseContentPartDoneEvent,
+  ResponseFunctionToolCall,
+  ResponseOutputItem,
+  ResponseOutputMessage,
+  ResponseReasoningItem,
+  ResponseStreamEvent,
+  ResponseUsage,
+} from "openai/resources/responses/responses";
+import type { DeltaKind, DoneEvent, ErrorEvent, FinishReason, HarmonyEvent, ToolCallStartEvent } from "../core/events.js";
+
+/** Response fields echoed from the request (instructions, tools, tool_choice, temperature, ...). */
+export type ResponseEcho = Partial<
+  Omit<
+    Response,
+    "id" | "object" | "created_at" | "model" | "status" | "output" | "output_text" | "error" | "incomplete_details" | "usage"
+  >
+>;
+
+export interface ResponsesAdapterOptions {
+  /** The response id (`resp_...`). Item ids derive from it: `rs_<id>_<n>`, `msg_<id>_<n>`, `fc_<id>_<n>` (`resp_` stripped, n = output index). */
+  id: string;
+  model: string;
+  /** Unix seconds (`created_at`). */
+  created: number;
+  /** Preambles (commentary channel, no recipient): `message` (default; `phase: "commentary"`), `reasoning`, or `drop`. */
+  commentary?: "message" | "reasoning" | "drop";
+  /** Calls to built-in tools (recipients outside `functionNamespace`): `reasoning` (default) or `drop`. */
+  builtinTools?: "reasoning" | "drop";
+  /** Recipients `<functionNamespace>.<name>` are client functions (default `functions`). */
+  functionNamespace?: string;
+  /** `call_id` of a function call; default the parser's `tool_call_start.id`. */
+  toolCallId?: (event: ToolCallStartEvent) => string;
+  /**
+   * Prompt token count. When set, the final response has `usage`
+   * (`output_tokens` = the parser's token count; `reasoning_tokens` is 0:
+   * events carry text, not per-channel token counts).
+   */
+  promptTokens?: number;
+  /** Request fields to echo in every `response` object. Defaults: tools [], tool_choice "auto", parallel_tool_calls true, others null. */
+  echo?: ResponseEcho;
+}
+
+type Target = "reasoning" | "final" | "commentary" | "function_call";
+
+interface OpenItem {
+  target: Target;
+  /** The harmony message it belongs to. */
+  msg: number;
+  outputIndex: number;
+  id: string;
+  text: string;
+  /** function_call only */
+  callId: string;
+  name: string;
+}
+
+export type ItemStatus = "completed" | "incomplete";
+
+/** Streaming adapter: harmony events in, Responses API stream events out. */
+export class ResponsesStreamAdapter {
+  readonly options: Readonly<ResponsesAdapterOptions>;
+  /** Parser `error` events seen. */
+  readonly errors: ErrorEvent[] = [];
+  /** The harmony finish reason once `done` was pushed. */
+  harmonyFinishReason: FinishReason | null = null;
+  private seq = 0;
+  private started = false;
+  private readonly output: ResponseOutputItem[] = [];
+  private open: OpenItem | null = null;
+  /** The function call (or built-in call) of the current message, from `tool_call_start`. */
+  private call: { msg: number; builtin: boolean } | null = null;
+  private final: Response | null = null;
+  private readonly base: string;
+  private readonly namespace: string;
+
+  constructor(options: ResponsesAdapterOptions) {
+    this.options = { ...options };
+    this.base = options.id.startsWith("resp_") ? options.id.slice(5) : options.id;
+    this.namespace = options.functionNamespace ?? "functions";
+  }
+
+  get finished(): boolean {
+    return this.final !== null;
+  }
+
+  /** The final `response` object once finished, else null. */
+  get response(): Response | null {
+    return this.final === null ? null : structuredCloneJson(this.final);
+  }
+
+  /** `response.created` and `response.in_progress`, once; `push` sends them itself if needed. */
+  start(): ResponseStreamEvent[] {
+    if (this.started) return [];
+    this.started = true;
+    return [
+      { type: "response.created", sequence_number: this.seq++, response: this.snapshot("in_progress") },
+      { type: "response.in_progress", sequence_number: this.seq++, response: this.snapshot("in_progress") },
+    ];
+  }
+
+  push(event: HarmonyEvent): ResponseStreamEvent[] {
+    if (this.finished) return [];
+    const out = this.start();
+    switch (event.type) {
+      case "message_start":
+        if (this.open) this.close("completed", out);
+        this.call = null;
+        break;
+      case "tool_call_start":
+        this.toolCallStart(event, out);
+        break;
+      case "delta":
+        this.delta(event.index, event.kind, event.text, out);
+        break;
+      case "message_end":
+        // A message cut by the end of the stream (`eos`) is closed by `done`,
+        // with a status that depends on why the stream ended.
+        if (this.open && this.open.msg === event.index && event.stop !== "eos") this.close("completed", out);
+        break;
+      case "error":
+        this.errors.push(event);
+        break;
+      case "done":
+        this.done(event, out);
+        break;
+      case "recovery":
+        break;
+    }
+    return out;
+  }
+
+  private toolCallStart(e: ToolCallStartEvent, out: ResponseStreamEvent[]): void {
+    if (this.open) this.close("completed", out);
+    const builtin = e.namespace !== this.namespace;
+    this.call = { msg: e.index, builtin };
+    if (builtin) return; // its arguments open a reasoning item on the first delta
+    const callId = this.options.toolCallId ? this.options.toolCallId(e) : e.id;
+    this.openItem("function_call", e.index, out, callId, e.name);
+  }
+
+  private targetOf(index: number, kind: DeltaKind): Target | null {
+    switch (kind) {
+      case "reasoning":
+        return "reasoning";
+      case "content":
+        return "final";
+      case "commentary": {
+        const mode = this.options.commentary ?? "message";
+        return mode === "message" ? "commentary" : mode === "reasoning" ? "reasoning" : null;
+      }
+      case "tool_args":
+        if (this.call && this.call.msg === index && !this.call.builtin) return "function_call";
+        return (this.options.builtinTools ?? "reasoning") === "reasoning" ? "reasoning" : null;
+      case "other":
+        return null;
+    }
+  }
+
+  private delta(index: number, kind: DeltaKind, text: string, out: ResponseStreamEvent[]): void {
+    const target = this.targetOf(index, kind);
+    if (target === null) return;
+    if (!this.open || this.open.msg !== index || this.open.target !== target) {
+      if (this.open) this.close("completed", out);
+      this.openItem(target, index, out, "", "");
+    }
+    const it = this.open!;
+    it.text += text;
+    const common = { item_id: it.id, output_index: it.outputIndex, sequence_number: this.seq++, delta: text };
+    switch (it.target) {
+      case "reasoning":
+        out.push({ type: "response.reasoning_text.delta", content_index: 0, ...common });
+        break;
+      case "final":
+      case "commentary":
+        out.push({ type: "response.output_text.delta", content_index: 0, logprobs: [], ...common });
+        break;
+      case "function_call":
+        out.push({ type: "response.function_call_arguments.delta", ...common });
+        break;
+    }
+  }
+
+  private openItem(target: Target, msg: number, out: ResponseStreamEvent[], callId: string, name: string): void {
+    const outputIndex = this.output.length;
+    const prefix = target === "reasoning" ? "rs" : target === "function_call" ? "fc" : "msg";
+    const it: OpenItem = { target, msg, outputIndex, id: `${prefix}_${this.base}_${outputIndex}`, text: "", callId, name };
+    this.open = it;
+    const item = this.item(it, "in_progress");
+    this.output.push(item);
+    out.push({ type: "response.output_item.added", sequence_number: this.seq++, output_index: outputIndex, item: this.item(it, "in_progress") });
+    if (target !== "function_call") {
+      const part: ResponseContentPartAddedEvent["part"] =
+        target === "reasoning" ? { type: "reasoning_text", text: "" } : { type: "output_text", text: "", annotations: [], logprobs: [] };
+      out.push({
+        type: "response.content_part.added",
+        sequence_number: this.seq++,
+        item_id: it.id,
+        output_index: outputIndex,
+        content_index: 0,
+        part,
+      });
+    }
+  }
+
+  private close(status: ItemStatus, out: ResponseStreamEvent[]): void {
+    const it = this.open;
+    if (!it) return;
+    this.open = null;
+    const where = { item_id: it.id, output_index: it.outputIndex };
+    let part: ResponseContentPartDoneEvent["part"] | null = null;
+    switch (it.target) {
+      case "reasoning":
+        out.push({ type: "response.reasoning_text.done", sequence_number: this.seq++, ...where, content_index: 0, text: it.text });
+        part = { type: "reasoning_text", text: it.text };
+        break;
+      case "final":
+      case "commentary":
+        out.push({ type: "response.output_text.done", sequence_number: this.seq++, ...where, content_index: 0, text: it.text, logprobs: [] });
+        part = { type: "output_text", text: it.text, annotations: [], logprobs: [] };
+        break;
+      case "function_call":
+        out.push({
+          type: "response.function_call_arguments.done",
+          sequence_number: this.seq++,
+          ...where,
+          name: it.name,
+          arguments: it.text,
+        });
+        break;
+    }
+    if (part) out.push({ type: "response.content_part.done", sequence_number: this.seq++, ...where, content_index: 0, part });
+    const item = this.item(it, status);
+    this.output[it.outputIndex] = item;
+    out.push({ type: "response.output_item.done", sequence_number: this.seq++, output_index: it.outputIndex, item: this.item(it, status) });
+  }
+
+  /** A fresh item object (events never share objects with each other or with the adapter's state). */
+  private item(it: OpenItem, status: "in_progress" | ItemStatus): ResponseOutputItem {
+    const added = status === "in_progress";
+    switch (it.target) {
+      case "reasoning": {
+        const r: ResponseReasoningItem = {
+          type: "reasoning",
+          id: it.id,
+          summary: [],
+          content: added ? [] : [{ type: "reasoning_text", text: it.text }],
+          status,
+        };
+        return r;
+      }
+      case "final":
+      case "commentary": {
+        const m: ResponseOutputMessage = {
+          type: "message",
+          id: it.id,
+          role: "assistant",
+          status,
+          content: added ? [] : [{ type: "output_text", text: it.text, annotations: [], logprobs: [] }],
+          phase: it.target === "final" ? "final_answer" : "commentary",
+        };
+        return m;
+      }
+      case "function_call": {
+        const f: ResponseFunctionToolCall = {
+          type: "function_call",
+          id: it.id,
+          call_id: it.callId,
+          name: it.name,
+          arguments: added ? "" : it.text,
+          status,
+        };
+        return f;
+      }
+    }
+  }
+
+  private done(e: DoneEvent, out: ResponseStreamEvent[]): void {
+    this.harmonyFinishReason = e.finish_reason;
+    const r = e.finish_reason;
+    const cut = r === "length" || r === "abort" || r === "error";
+    if (this.open) this.close(cut ? "incomplete" : "completed", out);
+    const status = r === "error" ? "failed" : r === "length" || r === "abort" ? "incomplete" : "completed";
+    const response = this.snapshot(status);
+    if (r === "length") response.incomplete_details = { reason: "max_output_tokens" };
+    else if (r === "abort") response.incomplete_details = {};
+    if (r === "error") {
+      const last = this.errors[this.errors.length - 1];
+      response.error = {
+        code: "server_error",
+        message: last ? `${last.code}: ${last.message}` : "the harmony stream ended with an error",
+      };
+    }
+    if (this.options.promptTokens !== undefined) response.usage = usageOf(this.options.promptTokens, e.tokens);
+    this.final = response;
+    const copy = structuredCloneJson(response);
+    if (status === "completed") out.push({ type: "response.completed", sequence_number: this.seq++, response: copy });
+    else if (status === "incomplete") out.push({ type: "response.incomplete", sequence_number: this.seq++, response: copy });
+    else out.push({ type: "response.failed", sequence_number: this.seq++, response: copy });
+  }
+
+  private snapshot(status: "in_progress" | "completed" | "incomplete" | "failed"): Response {
+    const o = this.options;
+    const output = this.output.map((i) => structuredCloneJson(i));
+    return {
+      id: o.id,
+      object: "response",
+      created_at: o.created,
+      model: o.model,
+      status,
+      output,
+      output_text: outputText(output),
+      error: null,
+      incomplete_details: null,
+      instructions: null,
+      metadata: null,
+      parallel_tool_calls: true,
+      temperature: null,
+      top_p: null,
+      tool_choice: "auto",
+      tools: [],
+      ...structuredCloneJson(o.echo ?? {}),
+    };
+  }
+}
+
+/** The SDK's `output_text` convenience: the text of every `output_text` part of every message item. */
+function outputText(output: ResponseOutputItem[]): string {
+  let s = "";
+  for (const item of output) {
+    if (item.type !== "message") continue;
+    for (const c of item.content) if (c.type === "output_text") s += c.text;
+  }
+  return s;
+}
+
+function usageOf(input: number, output: number): ResponseUsage {
+  return {
+    input_tokens: input,
+    input_tokens_details: { cached_tokens: 0, cache_write_tokens: 0 },
+    output_tokens: output,
+    output_tokens_details: { reasoning_tokens: 0 },
+    total_tokens: input + output,
+  };
+}
+
+/** A deep copy of plain JSON data (no `structuredClone`: keeps the module free of host APIs beyond ES2022). */
+function structuredCloneJson<T>(v: T): T {
+  return JSON.parse(JSON.stringify(v)) as T;
+}
