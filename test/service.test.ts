@@ -382,3 +382,75 @@ describe("security and operations", () => {
     h.close();
   });
 });
+
+describe("OpenAI output formats on a stream", () => {
+  const text =
+    "<|channel|>analysis<|message|>Need the weather.<|end|><|start|>assistant<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>" +
+    '{"city":"Oslo"}<|call|>';
+
+  for (const json of [false, true]) {
+    it(`openai.chat chunks (${json ? "JSON" : "protobuf"} frames) equal the in-process adapter's`, async () => {
+      const { ChatCompletionChunkAdapter } = await import("../src/adapters/openai-chat.js");
+      const s = await start();
+      const client = await connect(s.ws, { json });
+      const st = client.open("c", { format: "openai.chat", reasoningField: "reasoning_content", model: "gpt-oss-20b" });
+      const ids = enc.encode(text);
+      for (const t of ids) st.write([t]);
+      st.close();
+      const got = (await st.collect()).map((e) => (e as unknown as { payload: Record<string, unknown> }).payload);
+      const first = got[0]!;
+      expect(first).toMatchObject({ object: "chat.completion.chunk", model: "gpt-oss-20b" });
+      const adapter = new ChatCompletionChunkAdapter({
+        id: first.id as string,
+        model: "gpt-oss-20b",
+        created: first.created as number,
+        reasoningField: "reasoning_content",
+      });
+      const p = new HarmonyParser(vocab);
+      const want: object[] = [];
+      for (const ev of [...p.write(ids), ...p.end()]) want.push(...adapter.push(ev));
+      const merged = (chunks: Record<string, unknown>[]) => {
+        const out = { reasoning: "", args: "", finish: null as unknown, callId: "" };
+        for (const c of chunks) {
+          const ch = (c.choices as { delta: Record<string, unknown>; finish_reason: unknown }[])[0];
+          if (!ch) continue;
+          out.reasoning += (ch.delta.reasoning_content as string) ?? "";
+          for (const tc of (ch.delta.tool_calls as { id?: string; function: { arguments?: string } }[]) ?? []) {
+            out.args += tc.function.arguments ?? "";
+            if (tc.id) out.callId = tc.id.replace(/^call_[0-9a-f]+_/, "call_");
+          }
+          if (ch.finish_reason) out.finish = ch.finish_reason;
+        }
+        return out;
+      };
+      expect(merged(got)).toEqual(merged(want as Record<string, unknown>[]));
+      expect(merged(got)).toMatchObject({ reasoning: "Need the weather.", args: '{"city":"Oslo"}', finish: "tool_calls" });
+    });
+  }
+
+  it("openai.responses events arrive in order with sequence numbers, ending in response.completed", async () => {
+    const s = await start();
+    const client = await connect(s.grpc);
+    const st = client.open("r", { format: "openai.responses" });
+    st.write(enc.encode(text));
+    st.close();
+    const got = (await st.collect()).map((e) => (e as unknown as { payload: Record<string, unknown> }).payload);
+    expect(got.map((e) => e.sequence_number)).toEqual(got.map((_, i) => i));
+    expect(got[0]).toMatchObject({ type: "response.created" });
+    const done = got.at(-1)!;
+    expect(done).toMatchObject({ type: "response.completed" });
+    const output = (done.response as { output: Record<string, unknown>[] }).output;
+    expect(output.map((o) => o.type)).toEqual(["reasoning", "function_call"]);
+    expect(output[1]).toMatchObject({ name: "get_weather", arguments: '{"city":"Oslo"}' });
+  });
+
+  it("refuses an unknown format", async () => {
+    const s = await start();
+    const client = await connect(s.ws);
+    client.send([{ open: { stream: "x", format: "xml" } } as never]);
+    for await (const ev of client.handle("x")) {
+      expect(ev).toMatchObject({ type: "error", code: "bad_option" });
+      break;
+    }
+  });
+});

@@ -10,6 +10,9 @@ import { HarmonyParser } from "../src/core/parser.js";
 import { Vocabulary } from "../src/core/vocab.js";
 import { encodeServerFrame, toWire, type WireEvent } from "../src/protocol/events.js";
 import { schema } from "../src/protocol/schema.js";
+import { toStruct } from "../src/protocol/struct.js";
+import { ChatCompletionChunkAdapter } from "../src/adapters/openai-chat.js";
+import { ResponsesStreamAdapter } from "../src/adapters/openai-responses.js";
 import { K_CLOSE, K_OPEN, K_TOKENS, type Counts, type OpenSpec, type OpsResult, type ReasoningMemo, type RecoveryNote, type Task, type WorkerData } from "../src/pool/task.js";
 
 const data = workerData as WorkerData;
@@ -18,6 +21,8 @@ const wire = schema();
 /** A stream: its parser, and (when asked) the reasoning of the current turn. */
 interface Session {
   parser: HarmonyParser;
+  /** Turns events into OpenAI objects, for streams opened with an openai.* format. */
+  adapter: { push(ev: HarmonyEvent): object[] } | null;
   /** Reasoning since the last final answer; null when not remembering. */
   cot: string | null;
 }
@@ -59,10 +64,26 @@ function count(
       if (notes.length < MAX_NOTES) notes.push({ stream, kind: ev.kind, at: ev.at, detail: ev.detail });
     }
     if (ev.type === "error") c.errors[ev.code] = (c.errors[ev.code] ?? 0) + 1;
+    if (session.adapter) {
+      for (const obj of session.adapter.push(ev)) {
+        if (json) text.push(JSON.stringify({ stream, openai: obj }));
+        else bin.push({ stream, openai: toStruct(obj as Record<string, unknown>) });
+      }
+      continue;
+    }
     const w = toWire(stream, ev);
     if (json) text.push(JSON.stringify(w));
     else bin.push(w);
   }
+}
+
+function adapterFor(spec: OpenSpec): Session["adapter"] {
+  const f = spec.format;
+  if (f.kind === "openai.chat") {
+    return new ChatCompletionChunkAdapter({ id: f.id, model: f.model, created: f.created, reasoningField: f.reasoningField });
+  }
+  if (f.kind === "openai.responses") return new ResponsesStreamAdapter({ id: f.id, model: f.model, created: f.created });
+  return null;
 }
 
 export default function handle(task: Task): OpsResult | { sessions: number } {
@@ -111,6 +132,7 @@ export default function handle(task: Task): OpsResult | { sessions: number } {
           callIdPrefix: spec.callIdPrefix,
         }),
         cot: spec.rememberReasoning ? "" : null,
+        adapter: adapterFor(spec),
       });
       continue;
     } else if (kind === K_CLOSE) {

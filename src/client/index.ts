@@ -22,6 +22,10 @@ export interface OpenOptions {
   mode?: "resilient" | "strict";
   wholeMessages?: boolean;
   nonStrict?: boolean;
+  /** events (default), openai.chat or openai.responses: the latter arrive as {type: "openai", payload}. */
+  format?: "events" | "openai.chat" | "openai.responses";
+  reasoningField?: "reasoning" | "reasoning_content";
+  model?: string;
 }
 
 export type ClientOpJson =
@@ -66,7 +70,7 @@ export class StreamHandle implements AsyncIterable<HarmonyEvent> {
 
   /** @internal */
   push(ev: HarmonyEvent): void {
-    if (ev.type === "done") this.finished = true;
+    if (isLast(ev)) this.finished = true;
     if (this.waiting) {
       const w = this.waiting;
       this.waiting = null;
@@ -98,13 +102,13 @@ export class StreamHandle implements AsyncIterable<HarmonyEvent> {
         if (sawDone) return Promise.resolve({ value: undefined, done: true });
         const ev = this.queue.shift();
         if (ev) {
-          if (ev.type === "done") sawDone = true;
+          if (isLast(ev)) sawDone = true;
           return Promise.resolve({ value: ev, done: false });
         }
         if (this.finished) return Promise.resolve({ value: undefined, done: true });
         return new Promise((resolve) => {
           this.waiting = (r) => {
-            if (!r.done && r.value.type === "done") sawDone = true;
+            if (!r.done && isLast(r.value)) sawDone = true;
             resolve(r);
           };
         });
@@ -194,7 +198,7 @@ export abstract class HarmonyClient {
       }
       const h = this.handle(e.stream);
       h.push(e.event);
-      if (e.event.type === "done") this.handles.delete(e.stream);
+      if (isLast(e.event)) this.handles.delete(e.stream);
     }
   }
 
@@ -211,7 +215,22 @@ function openBody(name: string, o: OpenOptions) {
     mode: o.mode ?? "resilient",
     whole_messages: o.wholeMessages ?? false,
     non_strict: o.nonStrict ?? false,
+    format: o.format ?? "events",
+    reasoning_field: o.reasoningField ?? "",
+    model: o.model ?? "",
   };
+}
+
+/** The last event of a stream: `done`, or the closing object of an OpenAI format. */
+function isLast(ev: HarmonyEvent): boolean {
+  if (ev.type === "done") return true;
+  if ((ev as { type: string }).type !== "openai") return false;
+  const p = (ev as unknown as { payload: Record<string, unknown> }).payload;
+  if (p.object === "chat.completion.chunk") {
+    const choices = p.choices as { finish_reason?: string | null }[] | undefined;
+    return (choices ?? []).some((c) => c.finish_reason) && !("usage" in p && p.usage);
+  }
+  return p.type === "response.completed" || p.type === "response.incomplete" || p.type === "response.failed";
 }
 
 export class FrameBuilder {

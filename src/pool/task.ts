@@ -13,7 +13,14 @@ export interface OpenSpec {
   callIdPrefix: string;
   /** Keep the stream's reasoning so each tool call's CoT can be remembered. */
   rememberReasoning: boolean;
+  /** Output as parser events, or as OpenAI objects. */
+  format: OutputFormat;
 }
+
+export type OutputFormat =
+  | { kind: "events" }
+  | { kind: "openai.chat"; id: string; model: string; created: number; reasoningField: "reasoning" | "reasoning_content" }
+  | { kind: "openai.responses"; id: string; model: string; created: number };
 
 /** The reasoning that preceded a tool call the parser emitted. */
 export interface ReasoningMemo {

@@ -25,6 +25,9 @@ export interface OpenOp {
   mode: string;
   whole_messages: boolean;
   non_strict: boolean;
+  format: string;
+  reasoning_field: string;
+  model: string;
 }
 export interface TokensOp {
   kind: typeof OP_TOKENS;
@@ -306,7 +309,10 @@ export function readJsonFrame(text: string, maxIds: number): ReadFrame {
       const mode = stringField(body, "mode");
       const whole = boolField(body, "whole_messages");
       const nonStrict = boolField(body, "non_strict");
-      const err = [role, mode, whole, nonStrict].find((v) => v instanceof Error) as Error | undefined;
+      const format = stringField(body, "format");
+      const reasoningField = stringField(body, "reasoning_field");
+      const model = stringField(body, "model");
+      const err = [role, mode, whole, nonStrict, format, reasoningField, model].find((v) => v instanceof Error) as Error | undefined;
       if (err) {
         bad("bad_frame", err.message);
         continue;
@@ -318,6 +324,9 @@ export function readJsonFrame(text: string, maxIds: number): ReadFrame {
         mode: mode as string,
         whole_messages: whole as boolean,
         non_strict: nonStrict as boolean,
+        format: format as string,
+        reasoning_field: reasoningField as string,
+        model: model as string,
       });
     } else if (key === "close") {
       const reason = stringField(body, "reason");

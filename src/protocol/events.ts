@@ -6,6 +6,7 @@
  */
 import type { HarmonyEvent } from "../core/events.js";
 import type { Schema } from "./schema.js";
+import { fromStruct } from "./struct.js";
 
 export type WireEvent = { stream: string } & Record<string, unknown>;
 
@@ -21,12 +22,18 @@ export function toWire(stream: string, ev: HarmonyEvent): WireEvent {
   return { stream, [type]: strip(body) };
 }
 
-const TYPES = ["message_start", "tool_call_start", "delta", "message_end", "recovery", "error", "done", "rendered"] as const;
+const TYPES = ["message_start", "tool_call_start", "delta", "message_end", "recovery", "error", "done", "rendered", "openai"] as const;
 
 /** A wire event (decoded or parsed from JSON) back into a core event. */
 export function fromWire(w: Record<string, unknown>): { stream: string; event: HarmonyEvent } | null {
   const type = TYPES.find((t) => w[t] !== undefined && w[t] !== null);
   if (!type) return null;
+  if (type === "openai") {
+    // a Struct: decoded binary frames hold {fields}, JSON frames the object itself
+    const raw = w.openai as Record<string, unknown>;
+    const payload = "fields" in raw && typeof raw.fields === "object" ? fromStruct(raw as never) : raw;
+    return { stream: typeof w.stream === "string" ? w.stream : "", event: { type: "openai", payload } as unknown as HarmonyEvent };
+  }
   const body = { ...(w[type] as Record<string, unknown>) };
   const nullable: Record<string, string[]> = {
     message_start: ["name", "channel", "recipient", "content_type"],

@@ -14,9 +14,18 @@
  */
 import { randomBytes } from "node:crypto";
 import type { ServiceErrorCode } from "../core/errors.js";
-import { readBinaryFrame, readJsonFrame, OP_CLOSE, OP_OPEN, OP_RENDER, type OpError, type ReadFrame } from "../protocol/client-frame.js";
+import {
+  readBinaryFrame,
+  readJsonFrame,
+  OP_CLOSE,
+  OP_OPEN,
+  OP_RENDER,
+  type OpenOp,
+  type OpError,
+  type ReadFrame,
+} from "../protocol/client-frame.js";
 import { encodeServerFrame, jsonServerFrame, type WireEvent } from "../protocol/events.js";
-import { K_CLOSE, K_OPEN, K_TOKENS, type OpenSpec, type OpsResult, type OpsTask } from "../pool/task.js";
+import { K_CLOSE, K_OPEN, K_TOKENS, type OpenSpec, type OpsResult, type OpsTask, type OutputFormat } from "../pool/task.js";
 import type { Service } from "./service.js";
 
 export interface Transport {
@@ -121,7 +130,7 @@ export class Connection {
           );
           continue;
         }
-        const spec = this.openSpec(op.role, op.mode, op.whole_messages, op.non_strict);
+        const spec = this.openSpec(op);
         if (typeof spec === "string") {
           immediate.push(this.errorEvent(name, "bad_option", spec));
           continue;
@@ -292,12 +301,26 @@ export class Connection {
     return { stream, error: { code, message, at: 0 } };
   }
 
-  private openSpec(role: string, mode: string, whole: boolean, nonStrict: boolean): OpenSpec | string {
+  private openSpec(op: OpenOp): OpenSpec | string {
+    const { role, mode, whole_messages: whole, non_strict: nonStrict } = op;
     const r = role === "" || role === "assistant" ? "assistant" : role === "none" ? null : undefined;
     if (r === undefined) return `role must be assistant or none, not ${JSON.stringify(role)}`;
     const m = mode === "" ? "resilient" : mode;
     if (m !== "resilient" && m !== "strict") return `mode must be resilient or strict, not ${JSON.stringify(mode)}`;
     if (nonStrict && m !== "strict") return "non_strict applies to strict mode only";
+    const created = Math.floor(Date.now() / 1000);
+    const model = op.model || "gpt-oss";
+    const hex = randomBytes(12).toString("hex");
+    let format: OutputFormat;
+    if (op.format === "" || op.format === "events") format = { kind: "events" };
+    else if (op.format === "openai.chat") {
+      const field = op.reasoning_field || "reasoning";
+      if (field !== "reasoning" && field !== "reasoning_content") {
+        return `reasoning_field must be reasoning or reasoning_content, not ${JSON.stringify(op.reasoning_field)}`;
+      }
+      format = { kind: "openai.chat", id: `chatcmpl-${hex}`, model, created, reasoningField: field };
+    } else if (op.format === "openai.responses") format = { kind: "openai.responses", id: `resp_${hex}`, model, created };
+    else return `format must be events, openai.chat or openai.responses, not ${JSON.stringify(op.format)}`;
     return {
       role: r,
       mode: m,
@@ -305,6 +328,7 @@ export class Connection {
       nonStrict,
       callIdPrefix: `call_${randomBytes(6).toString("hex")}_`,
       rememberReasoning: this.service.cot.enabled,
+      format,
     };
   }
 
