@@ -46,6 +46,9 @@ const help: Record<string, [string, string]> = {
   idleTimeoutMs: ["--idle-timeout-ms <n>", "close connections silent this long"],
   pingIntervalMs: ["--ping-interval-ms <n>", "WebSocket ping / gRPC keepalive interval"],
   drainTimeoutMs: ["--drain-timeout-ms <n>", "graceful stop deadline"],
+  upstream: ["--upstream <url>", "sidecar mode: the vLLM (OpenAI-compatible) server to drive by token ids"],
+  upstreamTimeoutMs: ["--upstream-timeout-ms <n>", "sidecar mode: end a request when the upstream is silent this long"],
+  reasoningField: ["--reasoning-field <name>", "sidecar mode: reasoning or reasoning_content in chat deltas"],
 };
 for (const [key, env, def] of SETTINGS) {
   const [flag, text] = help[key]!;

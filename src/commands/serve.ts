@@ -17,6 +17,9 @@ export interface ServeFlags {
   idleTimeoutMs?: string;
   pingIntervalMs?: string;
   drainTimeoutMs?: string;
+  upstream?: string;
+  upstreamTimeoutMs?: string;
+  reasoningField?: string;
 }
 
 /** Every setting: flag name, environment variable, default. */
@@ -33,6 +36,9 @@ export const SETTINGS = [
   ["idleTimeoutMs", "HARMONY_IDLE_TIMEOUT_MS", DEFAULT_LIMITS.idleTimeoutMs],
   ["pingIntervalMs", "HARMONY_PING_INTERVAL_MS", DEFAULT_LIMITS.pingIntervalMs],
   ["drainTimeoutMs", "HARMONY_DRAIN_TIMEOUT_MS", DEFAULTS.drainTimeoutMs],
+  ["upstream", "HARMONY_UPSTREAM", ""],
+  ["upstreamTimeoutMs", "HARMONY_UPSTREAM_TIMEOUT_MS", 120_000],
+  ["reasoningField", "HARMONY_REASONING_FIELD", "reasoning"],
 ] as const;
 
 export function resolveOptions(flags: ServeFlags, env: NodeJS.ProcessEnv): ServiceOptions {
@@ -52,7 +58,21 @@ export function resolveOptions(flags: ServeFlags, env: NodeJS.ProcessEnv): Servi
     idleTimeoutMs: int("idleTimeoutMs", "HARMONY_IDLE_TIMEOUT_MS", DEFAULT_LIMITS.idleTimeoutMs, 1000),
     pingIntervalMs: int("pingIntervalMs", "HARMONY_PING_INTERVAL_MS", DEFAULT_LIMITS.pingIntervalMs, 100),
   };
+  const upstreamUrl = get("upstream", "HARMONY_UPSTREAM", "");
+  if (upstreamUrl !== "" && !/^https?:\/\//.test(upstreamUrl)) throw new Error(`upstream (HARMONY_UPSTREAM) must be an http(s) URL, got ${JSON.stringify(upstreamUrl)}`);
+  const reasoningField = get("reasoningField", "HARMONY_REASONING_FIELD", "reasoning");
+  if (reasoningField !== "reasoning" && reasoningField !== "reasoning_content") {
+    throw new Error(`reasoningField (HARMONY_REASONING_FIELD) must be reasoning or reasoning_content`);
+  }
   return {
+    upstream:
+      upstreamUrl === ""
+        ? undefined
+        : {
+            url: upstreamUrl,
+            idleTimeoutMs: int("upstreamTimeoutMs", "HARMONY_UPSTREAM_TIMEOUT_MS", 120_000, 100),
+            reasoningField,
+          },
     host: get("host", "HARMONY_HOST", DEFAULTS.host),
     port: int("port", "HARMONY_PORT", DEFAULTS.port, 0),
     grpcPort: int("grpcPort", "HARMONY_GRPC_PORT", DEFAULTS.grpcPort, -1),

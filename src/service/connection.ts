@@ -29,7 +29,7 @@ import { K_CLOSE, K_OPEN, K_TOKENS, type OpenSpec, type OpsResult, type OpsTask,
 import type { Service } from "./service.js";
 
 export interface Transport {
-  readonly kind: "ws" | "grpc";
+  readonly kind: "ws" | "grpc" | "http";
   /** Write one ServerFrame; `done` when it has been handed to the socket. */
   send(frame: Uint8Array | string, done: () => void): void;
   pause(): void;

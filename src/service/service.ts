@@ -12,6 +12,7 @@ import { startHttp, type HttpEdge } from "../transport/http.js";
 import { loadHarmonyEncoding, type HarmonyEncoding } from "../vocab/index.js";
 import { renderRequest, type RenderOutcome } from "../render/request.js";
 import { CotStore } from "./cot-store.js";
+import type { UpstreamConfig } from "../upstream/front.js";
 import { Connection, type Transport } from "./connection.js";
 import { createMetrics, type Metrics } from "./metrics.js";
 
@@ -53,6 +54,8 @@ export interface ServiceOptions {
   limits: Limits;
   /** How long a graceful stop may take before connections are cut. */
   drainTimeoutMs: number;
+  /** Sidecar mode: the inference server to drive by token ids. */
+  upstream?: UpstreamConfig | undefined;
   /** Reasoning remembered per tool call id, for restoration (0 bytes: off). */
   cotStore?: { maxBytes: number; maxEntries: number; ttlMs: number };
   logger?: Logger;
@@ -109,7 +112,14 @@ export class Service {
     this.idleTimer = setInterval(() => this.closeIdle(), Math.min(this.limits.idleTimeoutMs, 5000)).unref();
     const ports = { port: this.http.port, grpcPort: this.grpc?.port ?? null };
     this.logger.info(
-      { ...ports, host: this.options.host, workers: this.pool.size, startup_ms: Math.round(performance.now() - t0), auth: !!this.token },
+      {
+        ...ports,
+        host: this.options.host,
+        workers: this.pool.size,
+        startup_ms: Math.round(performance.now() - t0),
+        auth: !!this.token,
+        upstream: this.options.upstream?.url ?? null,
+      },
       "harmony-sidecar serving",
     );
     return ports;

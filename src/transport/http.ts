@@ -12,9 +12,11 @@ import type { AddressInfo } from "node:net";
 import { WebSocketServer, type WebSocket } from "ws";
 import type { Transport } from "../service/connection.js";
 import type { Service } from "../service/service.js";
+import { handleChat, handleModels, handleResponses } from "../upstream/front.js";
 
 export const STREAM_PATH = "/v1/stream";
 export const RENDER_PATH = "/v1/render";
+const OPENAI_PATHS = new Set(["/v1/chat/completions", "/v1/responses", "/v1/models"]);
 
 export interface HttpEdge {
   port: number;
@@ -36,6 +38,7 @@ export async function startHttp(svc: Service, host: string, port: number): Promi
   const server = http.createServer((req, res) => {
     const url = new URL(req.url ?? "/", "http://localhost");
     if (url.pathname === RENDER_PATH) return render(req, res);
+    if (OPENAI_PATHS.has(url.pathname)) return openai(url.pathname, req, res);
     if (req.method !== "GET" && req.method !== "HEAD") return json(res, 405, { error: "method not allowed" });
     switch (url.pathname) {
       case "/healthz":
@@ -57,6 +60,23 @@ export async function startHttp(svc: Service, host: string, port: number): Promi
         return json(res, 404, { error: "not found" });
     }
   });
+
+  /** The OpenAI-compatible front (sidecar mode, with --upstream). */
+  function openai(path: string, req: http.IncomingMessage, res: http.ServerResponse): void {
+    const up = svc.options.upstream;
+    const fail = (status: number, code: string, message: string) =>
+      json(res, status, { error: { message, type: "invalid_request_error", param: null, code } });
+    if (!up) return fail(404, "no_upstream", "sidecar mode is off: start the server with --upstream URL");
+    if (!svc.authorized(req.headers.authorization)) return fail(401, "unauthorized", "a valid bearer token is required");
+    const want = path === "/v1/models" ? "GET" : "POST";
+    if (req.method !== want) return fail(405, "method_not_allowed", `${path} takes ${want}`);
+    const done = path === "/v1/models" ? handleModels(up, res) : path === "/v1/chat/completions" ? handleChat(svc, up, req, res) : handleResponses(svc, up, req, res);
+    done.catch((e: Error) => {
+      svc.logger.error({ err: e.message, path }, "request failed");
+      if (!res.headersSent) json(res, 500, { error: { message: "internal error", type: "server_error", param: null, code: "internal" } });
+      else res.end();
+    });
+  }
 
   /** POST /v1/render: a chat request in, {ids, text, restored} out. */
   function render(req: http.IncomingMessage, res: http.ServerResponse): void {

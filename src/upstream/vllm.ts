@@ -1,0 +1,162 @@
+/**
+ * The upstream: an inference server's OpenAI-style `POST /v1/completions`
+ * streaming endpoint, driven with token ids (vLLM: `prompt` as ids,
+ * `return_token_ids: true`), read as server-sent events.
+ */
+
+export interface UpstreamChoice {
+  index: number;
+  token_ids: number[];
+  finish_reason: string | null;
+}
+
+export interface UpstreamUsage {
+  prompt_tokens: number;
+  completion_tokens: number;
+  total_tokens?: number;
+}
+
+export interface UpstreamChunk {
+  choices: UpstreamChoice[];
+  usage: UpstreamUsage | null;
+}
+
+export class UpstreamError extends Error {
+  constructor(
+    /** HTTP status to answer the client with. */
+    readonly status: number,
+    /** OpenAI-style error code. */
+    readonly code: "upstream_unreachable" | "upstream_error" | "upstream_timeout" | "upstream_bad_response" | "upstream_broken_stream",
+    message: string,
+    /** The upstream's own status, when it answered. */
+    readonly upstreamStatus?: number,
+  ) {
+    super(message);
+  }
+}
+
+export interface UpstreamOptions {
+  baseUrl: string;
+  /** Abort when no byte arrives for this long. */
+  idleTimeoutMs: number;
+  signal: AbortSignal;
+}
+
+function endpoint(base: string, path: string): string {
+  return base.replace(/\/+$/, "").replace(/\/v1$/, "") + path;
+}
+
+/** Stream completions from the upstream; yields each SSE data chunk. */
+export async function* streamCompletions(body: Record<string, unknown>, opts: UpstreamOptions): AsyncGenerator<UpstreamChunk> {
+  const ctrl = new AbortController();
+  const abort = () => ctrl.abort();
+  opts.signal.addEventListener("abort", abort);
+  let idle: NodeJS.Timeout | undefined;
+  let timedOut = false;
+  const arm = () => {
+    clearTimeout(idle);
+    idle = setTimeout(() => {
+      timedOut = true;
+      ctrl.abort();
+    }, opts.idleTimeoutMs);
+  };
+  try {
+    arm();
+    let res: Response;
+    try {
+      res = await fetch(endpoint(opts.baseUrl, "/v1/completions"), {
+        method: "POST",
+        headers: { "content-type": "application/json", accept: "text/event-stream" },
+        body: JSON.stringify(body),
+        signal: ctrl.signal,
+      });
+    } catch (e) {
+      if (timedOut) throw new UpstreamError(504, "upstream_timeout", `the upstream did not answer within ${opts.idleTimeoutMs} ms`);
+      if (opts.signal.aborted) return;
+      const cause = String((e as Error).cause ?? (e as Error).message);
+      if (/other side closed|socket|terminated/i.test(cause) && !/ECONNREFUSED|ENOTFOUND|EHOSTUNREACH/.test(cause)) {
+        throw new UpstreamError(502, "upstream_broken_stream", `the upstream closed the connection before answering: ${cause}`);
+      }
+      throw new UpstreamError(502, "upstream_unreachable", `cannot reach the upstream: ${cause}`);
+    }
+    if (!res.ok) {
+      const text = await res.text().catch(() => "");
+      let message = text.slice(0, 500);
+      try {
+        const j = JSON.parse(text) as { error?: { message?: string } | string; message?: string };
+        message = (typeof j.error === "object" ? j.error?.message : j.error) ?? j.message ?? message;
+      } catch {
+        // not JSON: keep the text
+      }
+      // a client mistake the upstream refused stays a 4xx; its own failures are a 502
+      const status = res.status >= 400 && res.status < 500 ? res.status : 502;
+      throw new UpstreamError(status, "upstream_error", `upstream answered ${res.status}: ${message}`, res.status);
+    }
+    if (!res.body) throw new UpstreamError(502, "upstream_bad_response", "the upstream answered without a body");
+    const decoder = new TextDecoder();
+    let buf = "";
+    let done = false;
+    try {
+      for await (const piece of res.body as unknown as AsyncIterable<Uint8Array>) {
+        arm();
+        buf += decoder.decode(piece, { stream: true });
+        let cut: number;
+        while ((cut = buf.search(/\r?\n\r?\n/)) >= 0) {
+          const block = buf.slice(0, cut);
+          buf = buf.slice(cut).replace(/^\r?\n\r?\n/, "");
+          const data = block
+            .split(/\r?\n/)
+            .filter((l) => l.startsWith("data:"))
+            .map((l) => l.slice(5).replace(/^ /, ""))
+            .join("\n");
+          if (data === "") continue;
+          if (data === "[DONE]") {
+            done = true;
+            return;
+          }
+          let chunk: Record<string, unknown>;
+          try {
+            chunk = JSON.parse(data) as Record<string, unknown>;
+          } catch {
+            throw new UpstreamError(502, "upstream_bad_response", `the upstream sent an event that is not JSON: ${data.slice(0, 200)}`);
+          }
+          if (chunk.error) {
+            const err = chunk.error as { message?: string } | string;
+            throw new UpstreamError(502, "upstream_error", `the upstream reported an error mid-stream: ${typeof err === "string" ? err : err.message}`);
+          }
+          const choices = Array.isArray(chunk.choices) ? (chunk.choices as Record<string, unknown>[]) : [];
+          yield {
+            choices: choices.map((c) => ({
+              index: typeof c.index === "number" ? c.index : 0,
+              token_ids: Array.isArray(c.token_ids) ? (c.token_ids as number[]) : [],
+              finish_reason: typeof c.finish_reason === "string" ? c.finish_reason : null,
+            })),
+            usage: (chunk.usage as UpstreamUsage | null | undefined) ?? null,
+          };
+        }
+      }
+    } catch (e) {
+      if (e instanceof UpstreamError) throw e;
+      if (opts.signal.aborted) return;
+      if (timedOut) throw new UpstreamError(504, "upstream_timeout", `the upstream went silent for ${opts.idleTimeoutMs} ms`);
+      throw new UpstreamError(502, "upstream_broken_stream", `the upstream stream broke: ${(e as Error).message}`);
+    }
+    if (!done && !opts.signal.aborted) {
+      throw new UpstreamError(502, "upstream_broken_stream", "the upstream stream ended without [DONE]");
+    }
+  } finally {
+    clearTimeout(idle);
+    opts.signal.removeEventListener("abort", abort);
+    ctrl.abort();
+  }
+}
+
+/** GET /v1/models, passed through. */
+export async function listModels(baseUrl: string, timeoutMs: number): Promise<{ status: number; body: string }> {
+  try {
+    const res = await fetch(endpoint(baseUrl, "/v1/models"), { signal: AbortSignal.timeout(timeoutMs) });
+    return { status: res.status, body: await res.text() };
+  } catch (e) {
+    throw new UpstreamError(502, "upstream_unreachable", `cannot reach the upstream: ${(e as Error).message}`);
+  }
+}
