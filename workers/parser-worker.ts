@@ -8,7 +8,8 @@ import { workerData } from "node:worker_threads";
 import type { HarmonyEvent } from "../src/core/events.js";
 import { HarmonyParser } from "../src/core/parser.js";
 import { Vocabulary } from "../src/core/vocab.js";
-import { encodeServerFrame, toWire, type WireEvent } from "../src/protocol/events.js";
+import { toWire } from "../src/protocol/events.js";
+import { deltaJson, FrameWriter } from "../src/protocol/fast-events.js";
 import { schema } from "../src/protocol/schema.js";
 import { toStruct } from "../src/protocol/struct.js";
 import { ChatCompletionChunkAdapter } from "../src/adapters/openai-chat.js";
@@ -21,6 +22,8 @@ const wire = schema();
 /** A stream: its parser, and (when asked) the reasoning of the current turn. */
 interface Session {
   parser: HarmonyParser;
+  /** The client's name for the stream. */
+  name: string;
   /** Turns events into OpenAI objects, for streams opened with an openai.* format. */
   adapter: { push(ev: HarmonyEvent): object[] } | null;
   /** Reasoning since the last final answer; null when not remembering. */
@@ -30,22 +33,22 @@ interface Session {
 /** Reasoning kept per stream for restoration (the rest of a longer CoT is dropped). */
 const MAX_COT_CHARS = 32 * 1024;
 
-const conns = new Map<number, Map<string, Session>>();
+const conns = new Map<number, Map<number, Session>>();
+const writer = new FrameWriter();
 let sessions = 0;
 
 const MAX_NOTES = 64;
 
 function count(
   c: Counts,
-  notes: RecoveryNote[],
+  notes: RecoveryNote[] | null,
   memos: ReasoningMemo[],
-  stream: string,
   session: Session,
   events: HarmonyEvent[],
   json: boolean,
-  bin: WireEvent[],
   text: string[],
 ): void {
+  const stream = session.name;
   for (const ev of events) {
     if (session.cot !== null) {
       if (ev.type === "delta" && ev.kind === "reasoning") {
@@ -61,19 +64,25 @@ function count(
     c.events[ev.type] = (c.events[ev.type] ?? 0) + 1;
     if (ev.type === "recovery") {
       c.recoveries[ev.kind] = (c.recoveries[ev.kind] ?? 0) + 1;
-      if (notes.length < MAX_NOTES) notes.push({ stream, kind: ev.kind, at: ev.at, detail: ev.detail });
+      if (notes && notes.length < MAX_NOTES) notes.push({ stream, kind: ev.kind, at: ev.at, detail: ev.detail });
     }
     if (ev.type === "error") c.errors[ev.code] = (c.errors[ev.code] ?? 0) + 1;
     if (session.adapter) {
       for (const obj of session.adapter.push(ev)) {
         if (json) text.push(JSON.stringify({ stream, openai: obj }));
-        else bin.push({ stream, openai: toStruct(obj as Record<string, unknown>) });
+        else writer.event(wire.Event.encode({ stream, openai: toStruct(obj as Record<string, unknown>) }).finish());
       }
+      continue;
+    }
+    if (ev.type === "delta") {
+      // the common case, written without intermediate objects
+      if (json) text.push(deltaJson(stream, ev));
+      else writer.delta(stream, ev);
       continue;
     }
     const w = toWire(stream, ev);
     if (json) text.push(JSON.stringify(w));
-    else bin.push(w);
+    else writer.event(wire.Event.encode(w).finish());
   }
 }
 
@@ -107,23 +116,24 @@ export default function handle(task: Task): OpsResult | { sessions: number } {
   }
   const counts: Counts = { tokens: 0, events: {}, recoveries: {}, errors: {} };
   const notes: RecoveryNote[] = [];
-  const bin: WireEvent[] = [];
   const text: string[] = [];
-  const { kinds, offs, ids } = task;
+  const { kinds, sids, offs, ids } = task;
+  const extra = new Map(task.extra);
   for (let i = 0; i < kinds.length; i++) {
-    const stream = task.streams[i]!;
+    const sid = sids[i]!;
     const kind = kinds[i];
     if (kind === K_TOKENS) {
-      const session = streams.get(stream);
+      const session = streams.get(sid);
       if (!session) continue; // the pool only routes tokens to streams it opened here
       const chunk = ids.subarray(offs[2 * i]!, offs[2 * i + 1]!);
       counts.tokens += chunk.length;
       const events = session.parser.write(chunk);
-      if (events.length > 0) count(counts, notes, memos, stream, session, events, task.json, bin, text);
+      if (events.length > 0) count(counts, notes, memos, session, events, task.json, text);
     } else if (kind === K_OPEN) {
-      const spec = task.extra[i] as OpenSpec;
-      if (!streams.has(stream)) sessions++;
-      streams.set(stream, {
+      const spec = extra.get(i) as OpenSpec & { name: string };
+      if (!streams.has(sid)) sessions++;
+      streams.set(sid, {
+        name: spec.name,
         parser: new HarmonyParser(vocab, {
           mode: spec.mode,
           role: spec.role,
@@ -136,16 +146,18 @@ export default function handle(task: Task): OpsResult | { sessions: number } {
       });
       continue;
     } else if (kind === K_CLOSE) {
-      const session = streams.get(stream);
+      const session = streams.get(sid);
       if (!session) continue;
-      const events = session.parser.end(task.extra[i] as "eos" | "length" | "abort");
-      streams.delete(stream);
+      const reason = extra.get(i) as "eos" | "length" | "abort";
+      const events = session.parser.end(reason);
+      streams.delete(sid);
       sessions--;
-      if (events.length > 0) count(counts, notes, memos, stream, session, events, task.json, bin, text);
+      // a client's abort is not malformed model output: counted, not logged
+      if (events.length > 0) count(counts, reason === "abort" ? null : notes, memos, session, events, task.json, text);
     }
   }
   return {
-    bin: task.json ? null : encodeServerFrame(wire, bin),
+    bin: task.json ? null : writer.take(),
     json: task.json ? text : null,
     counts,
     notes,

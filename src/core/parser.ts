@@ -63,8 +63,13 @@ const S_HEADER = 1;
 const S_CONTENT = 2;
 const S_DONE = 3;
 
-/** Window marker for an id that is not a token. */
-const NOT_A_TOKEN = 0xffffffff;
+/** Shared empty buffer: header and pending-byte buffers are allocated on first use. */
+const NO_BYTES = new Uint8Array(0);
+/** Shared empty event list, so an idle stream keeps no events alive. */
+const NO_EVENTS: HarmonyEvent[] = Object.freeze([]) as unknown as HarmonyEvent[];
+
+/** Window marker for an id that is not a token (ids are stored in 3 bytes). */
+const NOT_A_TOKEN = 0xffffff;
 
 /** What a recipient looks like: `functions.get_weather`, `browser.search`, `python`. */
 const RECIPIENT = /^[\p{L}\p{N}_][\p{L}\p{N}_.\-:/@+]*$/u;
@@ -110,14 +115,15 @@ export class HarmonyParser {
   private readonly tReturn: number;
   private readonly tCall: number;
 
-  private readonly window: Uint32Array;
+  /** The last `windowSize` ids, 3 bytes each (ids < 2^24; others are stored as NOT_A_TOKEN). */
+  private readonly window: Uint8Array;
   private readonly mask: number;
   private pos = 0;
   private state: number;
   private nextRole: string | null;
 
   // header being read
-  private hdr: Uint8Array = new Uint8Array(64);
+  private hdr: Uint8Array = NO_BYTES;
   private hdrLen = 0;
   /** Header text, kept while every header token is whole UTF-8 (the usual case). */
   private hdrText = "";
@@ -137,7 +143,7 @@ export class HarmonyParser {
   private completed = 0;
   private header: ParsedHeader | null = null;
   private kind: DeltaKind = "content";
-  private pend: Uint8Array = new Uint8Array(16);
+  private pend: Uint8Array = NO_BYTES;
   private pendLen = 0;
   private swallowed = false;
   private dtext = "";
@@ -147,12 +153,13 @@ export class HarmonyParser {
   private lastWasCall = false;
   private errors = 0;
   private recoveries = 0;
-  private out: HarmonyEvent[] = [];
-  private readonly scratch = new Int32Array(2);
+  private out: HarmonyEvent[] = NO_EVENTS;
+  private readonly scratch: Int32Array;
 
   constructor(vocab: Vocabulary, options: ParserOptions = {}) {
     const preset = options.preset ?? HARMONY;
     this.vocab = vocab;
+    this.scratch = vocab.scratch;
     this.preset = preset;
     this.strict = options.mode === "strict";
     this.nonStrict = this.strict && options.nonStrict === true;
@@ -172,7 +179,7 @@ export class HarmonyParser {
     this.tCall = t.call;
     let size = 1;
     while (size < (options.windowSize ?? 512)) size <<= 1;
-    this.window = new Uint32Array(size);
+    this.window = new Uint8Array(3 * size);
     this.mask = size - 1;
     const role = options.role === undefined ? preset.implicitRole : options.role;
     this.nextRole = role;
@@ -209,6 +216,7 @@ export class HarmonyParser {
     this.out = out;
     if (this.state === S_DONE) {
       this.fail("stream_finished", "write() after the stream ended", this.pos, null);
+      this.out = NO_EVENTS;
       return out;
     }
     const n = ids == null || typeof ids.length !== "number" ? 0 : ids.length;
@@ -226,7 +234,10 @@ export class HarmonyParser {
         for (; i < n; i++) {
           const id = ids[i]!;
           if (id >>> 0 !== id || id >= fs || (flags[id]! & FLAG_WHOLE) === 0) break;
-          win[pos & mask] = id;
+          const w = 3 * (pos & mask);
+          win[w] = id;
+          win[w + 1] = id >>> 8;
+          win[w + 2] = id >>> 16;
           pos++;
           acc += vocab.text(id);
         }
@@ -238,13 +249,18 @@ export class HarmonyParser {
         if (i >= n) break;
       }
       const id = ids[i++]!;
-      win[this.pos & mask] = id >>> 0 === id ? id : NOT_A_TOKEN;
+      const kept = id >>> 0 === id && id < NOT_A_TOKEN ? id : NOT_A_TOKEN;
+      const w = 3 * (this.pos & mask);
+      win[w] = kept;
+      win[w + 1] = kept >>> 8;
+      win[w + 2] = kept >>> 16;
       this.pos++;
       if (this.state === S_CONTENT) this.contentToken(id);
       else if (this.state === S_HEADER) this.headerToken(id);
       else this.expectToken(id);
     }
     this.flushDelta();
+    this.out = NO_EVENTS;
     return out;
   }
 
@@ -254,6 +270,7 @@ export class HarmonyParser {
     this.out = out;
     if (this.state === S_DONE) {
       this.fail("stream_finished", "end() after the stream ended", this.pos, null);
+      this.out = NO_EVENTS;
       return out;
     }
     if (this.state === S_CONTENT) this.endMessage("eos");
@@ -276,6 +293,7 @@ export class HarmonyParser {
       recoveries: this.recoveries,
     });
     this.state = S_DONE;
+    this.out = NO_EVENTS;
     return out;
   }
 
@@ -442,7 +460,7 @@ export class HarmonyParser {
     const b1 = v.byteEnd(id);
     const need = this.pendLen + (b1 - b0);
     if (need > this.pend.length) {
-      const grown = new Uint8Array(Math.max(need, this.pend.length * 2));
+      const grown = new Uint8Array(Math.max(need, this.pend.length * 2, 16));
       grown.set(this.pend.subarray(0, this.pendLen));
       this.pend = grown;
     }
@@ -548,7 +566,7 @@ export class HarmonyParser {
     const b1 = v.byteEnd(id);
     const need = this.hdrLen + (b1 - b0);
     if (need > this.hdr.length) {
-      const grown = new Uint8Array(Math.max(need, this.hdr.length * 2));
+      const grown = new Uint8Array(Math.max(need, this.hdr.length * 2, 64));
       grown.set(this.hdr.subarray(0, this.hdrLen));
       this.hdr = grown;
     }
@@ -776,6 +794,7 @@ export class HarmonyParser {
     this.beginMessage(header);
     this.appendText(text.slice(th.restStart));
     if (tailBytes.length > 0) {
+      if (this.pend.length < tailBytes.length) this.pend = new Uint8Array(16);
       this.pend.set(tailBytes, 0);
       this.pendLen = tailBytes.length;
     }
@@ -833,12 +852,13 @@ export class HarmonyParser {
 
   /** Decode window ids [from, to), or null when they have left the window. */
   private windowText(from: number, to: number): string | null {
-    if (from < 0 || this.pos - from > this.window.length) return null;
+    if (from < 0 || this.pos - from > this.mask + 1) return null;
     const v = this.vocab;
     const parts: Uint8Array[] = [];
     let total = 0;
     for (let i = from; i < to; i++) {
-      const id = this.window[i & this.mask]!;
+      const w = 3 * (i & this.mask);
+      const id = this.window[w]! | (this.window[w + 1]! << 8) | (this.window[w + 2]! << 16);
       if (id === NOT_A_TOKEN || id >= this.vocabLimit) continue;
       const b = v.bytes.subarray(v.byteStart(id), v.byteEnd(id));
       parts.push(b);

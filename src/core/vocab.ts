@@ -79,6 +79,8 @@ export class Vocabulary {
   readonly bytes: Uint8Array;
   readonly flags: Uint8Array;
   private readonly strings: (string | undefined)[];
+  /** Scratch space for UTF-8 scans, shared by the parsers of this thread (used synchronously only). */
+  readonly scratch = new Int32Array(2);
 
   constructor(table: VocabTable) {
     this.size = table.size;

@@ -35,12 +35,13 @@ export interface OpsTask {
   /** Answer with JSON texts (text-frame clients) instead of protobuf bytes. */
   json: boolean;
   kinds: Uint8Array;
-  streams: string[];
+  /** Per op: the stream's number on its connection (names travel once, with open). */
+  sids: Uint32Array;
   /** Per op: [start, end) into `ids` (tokens ops). */
   offs: Uint32Array;
   ids: Uint32Array;
-  /** Per op: OpenSpec (open), the close reason (close), or null. */
-  extra: (OpenSpec | string | null)[];
+  /** For open and close ops only: [op index, open spec with the stream's name | close reason]. */
+  extra: [number, (OpenSpec & { name: string }) | string][];
 }
 
 /** Forget a connection's streams (it went away). */

@@ -41,6 +41,8 @@ export interface Transport {
 interface StreamState {
   slot: number;
   generation: number;
+  /** The stream's number on this connection (what tasks carry instead of its name). */
+  sid: number;
 }
 
 /** Close reasons we accept, as the parser names them. */
@@ -61,6 +63,10 @@ export class Connection {
   private ended = false;
   private lastActivity = Date.now();
   private readonly slotsUsed = new Set<number>();
+  private nextSid = 1;
+  /** Random per connection; with a counter it makes tool call ids unique without a syscall per open. */
+  private readonly idBase = randomBytes(6).toString("hex");
+  private opened = 0;
 
   constructor(
     private readonly service: Service,
@@ -93,11 +99,14 @@ export class Connection {
     for (const e of read.errors) fail(e);
 
     // group ops by slot, in frame order
-    const perSlot = new Map<number, { kinds: number[]; streams: string[]; offs: number[]; extra: (OpenSpec | string | null)[]; ids: number }>();
+    const perSlot = new Map<
+      number,
+      { kinds: number[]; sids: number[]; offs: number[]; extra: [number, (OpenSpec & { name: string }) | string][]; ids: number }
+    >();
     const group = (slot: number) => {
       let g = perSlot.get(slot);
       if (!g) {
-        g = { kinds: [], streams: [], offs: [], extra: [], ids: 0 };
+        g = { kinds: [], sids: [], offs: [], extra: [], ids: 0 };
         perSlot.set(slot, g);
       }
       return g;
@@ -136,15 +145,16 @@ export class Connection {
           continue;
         }
         const slot = svc.pool.assign();
-        this.streams.set(name, { slot, generation: svc.pool.generation(slot) });
+        const sid = this.nextSid++;
+        this.streams.set(name, { slot, generation: svc.pool.generation(slot), sid });
         this.closed.delete(name);
         this.slotsUsed.add(slot);
         svc.metrics.openStreams.inc();
         const g = group(slot);
+        g.extra.push([g.kinds.length, { ...spec, name }]);
         g.kinds.push(K_OPEN);
-        g.streams.push(name);
+        g.sids.push(sid);
         g.offs.push(0, 0);
-        g.extra.push(spec);
         continue;
       }
       const st = this.streams.get(name);
@@ -162,15 +172,14 @@ export class Connection {
           continue;
         }
         this.forget(name, st);
+        g.extra.push([g.kinds.length, reason]);
         g.kinds.push(K_CLOSE);
-        g.streams.push(name);
+        g.sids.push(st.sid);
         g.offs.push(0, 0);
-        g.extra.push(reason);
       } else {
         g.kinds.push(K_TOKENS);
-        g.streams.push(name);
+        g.sids.push(st.sid);
         g.offs.push(op.start, op.end);
-        g.extra.push(null);
         g.ids += op.end - op.start;
       }
     }
@@ -194,7 +203,7 @@ export class Connection {
         conn: this.id,
         json,
         kinds: Uint8Array.from(g.kinds),
-        streams: g.streams,
+        sids: Uint32Array.from(g.sids),
         offs,
         ids,
         extra: g.extra,
@@ -310,7 +319,7 @@ export class Connection {
     if (nonStrict && m !== "strict") return "non_strict applies to strict mode only";
     const created = Math.floor(Date.now() / 1000);
     const model = op.model || "gpt-oss";
-    const hex = randomBytes(12).toString("hex");
+    const hex = `${this.idBase}${(++this.opened).toString(36)}`;
     let format: OutputFormat;
     if (op.format === "" || op.format === "events") format = { kind: "events" };
     else if (op.format === "openai.chat") {
@@ -326,7 +335,7 @@ export class Connection {
       mode: m,
       wholeMessages: whole,
       nonStrict,
-      callIdPrefix: `call_${randomBytes(6).toString("hex")}_`,
+      callIdPrefix: `call_${hex}_`,
       rememberReasoning: this.service.cot.enabled,
       format,
     };
