@@ -68,7 +68,9 @@ export const DEFAULTS: Omit<ServiceOptions, "limits"> = {
   host: "127.0.0.1",
   port: 8765,
   grpcPort: 8766,
-  workers: Math.max(1, Math.min(os.availableParallelism(), 8)),
+  // the main thread (frames, sockets) needs a core of its own: on 2 cores one
+  // worker beats two by a third in bench/service-bench.ts (bench/RESULTS.md)
+  workers: Math.max(1, Math.min(os.availableParallelism() - 1, 8)),
   drainTimeoutMs: 10_000,
   logLevel: "info",
 };
