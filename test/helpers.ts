@@ -44,14 +44,5 @@ export function loadReferenceCases(): { file: string; data: any }[] {
     .map((file) => ({ file, data: JSON.parse(readFileSync(dir + file, "utf8")) }));
 }
 
-/** A deterministic PRNG (mulberry32) for chunkings. */
-export function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+/** A deterministic PRNG (mulberry32) for chunkings: the load tester's. */
+export { rng } from "../src/loadtest/generate.js";

@@ -87,6 +87,23 @@ function isText(rest: string, words: number): boolean {
 const H_EXPLICIT = 0;
 const H_IMPLICIT = 1;
 
+/**
+ * Append token `id`'s bytes to buf[0, len), growing it (to at least `min`)
+ * when needed; returns the buffer now holding them.
+ */
+function appendBytes(buf: Uint8Array, len: number, vocab: Vocabulary, id: number, min: number): Uint8Array {
+  const b0 = vocab.byteStart(id);
+  const b1 = vocab.byteEnd(id);
+  const need = len + (b1 - b0);
+  let out = buf;
+  if (need > buf.length) {
+    out = new Uint8Array(Math.max(need, buf.length * 2, min));
+    out.set(buf.subarray(0, len));
+  }
+  out.set(vocab.bytes.subarray(b0, b1), len);
+  return out;
+}
+
 function describeId(id: unknown): string {
   if (typeof id === "number") return String(id);
   try {
@@ -455,17 +472,8 @@ export class HarmonyParser {
   }
 
   private appendTokenBytes(id: number): void {
-    const v = this.vocab;
-    const b0 = v.byteStart(id);
-    const b1 = v.byteEnd(id);
-    const need = this.pendLen + (b1 - b0);
-    if (need > this.pend.length) {
-      const grown = new Uint8Array(Math.max(need, this.pend.length * 2, 16));
-      grown.set(this.pend.subarray(0, this.pendLen));
-      this.pend = grown;
-    }
-    this.pend.set(v.bytes.subarray(b0, b1), this.pendLen);
-    this.pendLen = need;
+    this.pend = appendBytes(this.pend, this.pendLen, this.vocab, id, 16);
+    this.pendLen += this.vocab.byteEnd(id) - this.vocab.byteStart(id);
     this.drainPending(this.strict ? 1 : Number.POSITIVE_INFINITY);
   }
 
@@ -562,16 +570,8 @@ export class HarmonyParser {
   private appendHeaderToken(id: number): void {
     this.hdrCount++;
     const v = this.vocab;
-    const b0 = v.byteStart(id);
-    const b1 = v.byteEnd(id);
-    const need = this.hdrLen + (b1 - b0);
-    if (need > this.hdr.length) {
-      const grown = new Uint8Array(Math.max(need, this.hdr.length * 2, 64));
-      grown.set(this.hdr.subarray(0, this.hdrLen));
-      this.hdr = grown;
-    }
-    this.hdr.set(v.bytes.subarray(b0, b1), this.hdrLen);
-    this.hdrLen = need;
+    this.hdr = appendBytes(this.hdr, this.hdrLen, v, id, 64);
+    this.hdrLen += v.byteEnd(id) - v.byteStart(id);
     if (this.hdrClean) {
       if ((this.flags[id]! & FLAG_WHOLE) !== 0) this.hdrText += v.text(id);
       else this.hdrClean = false;

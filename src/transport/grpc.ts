@@ -22,48 +22,28 @@ const raw = {
   deserialize: (b: Buffer) => b,
 };
 
+/** A method whose messages pass through as raw bytes. */
+function rawMethod(path: string, requestStream: boolean, responseStream: boolean, originalName?: string) {
+  return {
+    path,
+    requestStream,
+    responseStream,
+    requestSerialize: raw.serialize,
+    requestDeserialize: raw.deserialize,
+    responseSerialize: raw.serialize,
+    responseDeserialize: raw.deserialize,
+    ...(originalName ? { originalName } : {}),
+  };
+}
+
 export const HARMONY_SERVICE: grpc.ServiceDefinition = {
-  Stream: {
-    path: "/harmony.v1.Harmony/Stream",
-    requestStream: true,
-    responseStream: true,
-    requestSerialize: raw.serialize,
-    requestDeserialize: raw.deserialize,
-    responseSerialize: raw.serialize,
-    responseDeserialize: raw.deserialize,
-    originalName: "stream",
-  },
-  Render: {
-    path: "/harmony.v1.Harmony/Render",
-    requestStream: false,
-    responseStream: false,
-    requestSerialize: raw.serialize,
-    requestDeserialize: raw.deserialize,
-    responseSerialize: raw.serialize,
-    responseDeserialize: raw.deserialize,
-    originalName: "render",
-  },
+  Stream: rawMethod("/harmony.v1.Harmony/Stream", true, true, "stream"),
+  Render: rawMethod("/harmony.v1.Harmony/Render", false, false, "render"),
 };
 
 export const HEALTH_SERVICE: grpc.ServiceDefinition = {
-  Check: {
-    path: "/grpc.health.v1.Health/Check",
-    requestStream: false,
-    responseStream: false,
-    requestSerialize: raw.serialize,
-    requestDeserialize: raw.deserialize,
-    responseSerialize: raw.serialize,
-    responseDeserialize: raw.deserialize,
-  },
-  Watch: {
-    path: "/grpc.health.v1.Health/Watch",
-    requestStream: false,
-    responseStream: true,
-    requestSerialize: raw.serialize,
-    requestDeserialize: raw.deserialize,
-    responseSerialize: raw.serialize,
-    responseDeserialize: raw.deserialize,
-  },
+  Check: rawMethod("/grpc.health.v1.Health/Check", false, false),
+  Watch: rawMethod("/grpc.health.v1.Health/Watch", false, true),
 };
 
 const SERVING = 1;

@@ -41,11 +41,14 @@ const PASSTHROUGH = [
 type Obj = Record<string, unknown>;
 const isObj = (v: unknown): v is Obj => typeof v === "object" && v !== null && !Array.isArray(v);
 
-function sendError(res: http.ServerResponse, status: number, type: string, code: string, message: string, param: string | null = null): void {
-  if (res.headersSent) return;
-  const body = JSON.stringify({ error: { message, type, param, code } });
+function sendJson(res: http.ServerResponse, status: number, value: unknown): void {
+  const body = JSON.stringify(value);
   res.writeHead(status, { "content-type": "application/json", "content-length": Buffer.byteLength(body) });
   res.end(body);
+}
+
+function sendError(res: http.ServerResponse, status: number, type: string, code: string, message: string, param: string | null = null): void {
+  if (!res.headersSent) sendJson(res, status, { error: { message, type, param, code } });
 }
 
 async function readJson(req: http.IncomingMessage, limit: number): Promise<{ ok: true; value: unknown } | { ok: false; status: number; message: string }> {
@@ -204,10 +207,7 @@ export async function handleChat(svc: Service, cfg: UpstreamConfig, req: http.In
   if (!stream) {
     if (error) return sendError(res, error.status, "upstream_error", error.code, error.message);
     const results = accumulators.map((a) => a.result());
-    const out = { ...results[0]!, choices: results.flatMap((r) => r.choices), ...(usageObj ? { usage: usageObj } : {}) };
-    const text = JSON.stringify(out);
-    res.writeHead(200, { "content-type": "application/json", "content-length": Buffer.byteLength(text) });
-    res.end(text);
+    sendJson(res, 200, { ...results[0]!, choices: results.flatMap((r) => r.choices), ...(usageObj ? { usage: usageObj } : {}) });
     return;
   }
   if (!started) {
@@ -322,9 +322,7 @@ export async function handleResponses(svc: Service, cfg: UpstreamConfig, req: ht
   const response = finished && isObj(finished.response) ? finished.response : null;
   if (!stream) {
     if (error && (!response || response.status !== "completed")) return sendError(res, error.status, "upstream_error", error.code, error.message);
-    const text = JSON.stringify(response);
-    res.writeHead(200, { "content-type": "application/json", "content-length": Buffer.byteLength(text) });
-    res.end(text);
+    sendJson(res, 200, response);
     return;
   }
   if (!started) {
