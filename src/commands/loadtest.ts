@@ -68,7 +68,14 @@ export async function runLoadtestCommand(flags: LoadtestFlags): Promise<number> 
   }
   const enc = loadHarmonyEncoding();
   const vocab = new Vocabulary(enc.table);
-  const report = await runLoadtest(opts, enc, vocab);
+  let report;
+  try {
+    report = await runLoadtest(opts, enc, vocab);
+  } catch (e) {
+    // a server that refuses us or goes away is not a test result: say so plainly
+    process.stderr.write(`loadtest: ${(e as Error).message}\n`);
+    return 2;
+  }
   if (opts.only === undefined) process.stdout.write(formatReport(report) + "\n");
   if (flags.json) writeFileSync(flags.json, JSON.stringify(report, null, 2) + "\n");
   return report.ok ? 0 : 1;
