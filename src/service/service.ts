@@ -113,7 +113,8 @@ export class Service {
     if (this.options.grpcPort >= 0) this.grpc = await startGrpc(this, this.options.host, this.options.grpcPort);
     this.idleTimer = setInterval(() => this.closeIdle(), Math.min(this.limits.idleTimeoutMs, 5000)).unref();
     const ports = { port: this.http.port, grpcPort: this.grpc?.port ?? null };
-    this.logger.info(
+    // where it listens is always worth saying, even when info lines are off
+    this.logger[this.logger.isLevelEnabled("info") ? "info" : "warn"](
       {
         ...ports,
         host: this.options.host,
