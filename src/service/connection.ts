@@ -73,6 +73,11 @@ export class Connection {
     private readonly transport: Transport,
   ) {}
 
+  /** Which edge the connection came in on. */
+  get kind(): Transport["kind"] {
+    return this.transport.kind;
+  }
+
   get openStreams(): number {
     return this.streams.size;
   }

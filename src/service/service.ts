@@ -142,12 +142,11 @@ export class Service {
     const c = new Connection(this, transport);
     this.connections.add(c);
     this.metrics.connections.inc({ transport: transport.kind });
-    (c as { kind?: string }).kind = transport.kind;
     return c;
   }
 
   connectionClosed(c: Connection): void {
-    if (this.connections.delete(c)) this.metrics.connections.dec({ transport: (c as { kind?: string }).kind ?? "ws" });
+    if (this.connections.delete(c)) this.metrics.connections.dec({ transport: c.kind });
   }
 
   /** Fold a worker's counts into the metrics; recoveries are also logged. */
