@@ -743,23 +743,16 @@ export class HarmonyParser {
    * missing `<|message|>`, or no header at all) and if so stream it as content.
    */
   private checkHeaderIsText(at: number): void {
+    const { text, tail } = this.headerText(true);
+    const th = parseHeaderTolerant(text, this.headerRole(), this.preset, { atMessage: false, carrying: false });
     if (this.hdrLen <= this.maxHeaderBytes) {
-      const { text, tail } = this.headerText(true);
-      const th = parseHeaderTolerant(text, this.headerRole(), this.preset, {
-        atMessage: false,
-        carrying: this.carryFrom >= 0,
-      });
       // the last word may still be growing (" to" before "=functions…"): count complete words
       const n = text.length;
       const complete = n > 0 && isRustWhitespace(text.charCodeAt(n - 1)) ? th.restWords : th.restWords - 1;
       const rest = text.slice(th.restStart);
       const prose = WORDLIKE.test(rest) && NOT_HEADER_CHAR.test(rest);
       if (complete < (this.hdrKind === H_IMPLICIT ? 4 : 2) && !prose) return;
-      this.headerBecomesMessage(th, text, tail, at);
-      return;
     }
-    const { text, tail } = this.headerText(true);
-    const th = parseHeaderTolerant(text, this.headerRole(), this.preset, { atMessage: false, carrying: false });
     this.headerBecomesMessage(th, text, tail, at);
   }
 

@@ -152,8 +152,16 @@ function sentences(r: () => number, pool: readonly string[], min: number, max: n
   return out.join(r() < 0.3 ? "\n\n" : " ");
 }
 
-/** Tokenisation of pooled text, memoised per encoder (the pools are small). */
-const memo = new WeakMap<Encoder, Map<string, number[]>>();
+/** Ids memoised per encoder: pooled text and Harmony markup repeat across streams. */
+const memos = new WeakMap<Encoder, { text: Map<string, number[]>; markup: Map<string, number[]> }>();
+function memoOf(enc: Encoder): { text: Map<string, number[]>; markup: Map<string, number[]> } {
+  let m = memos.get(enc);
+  if (!m) {
+    m = { text: new Map(), markup: new Map() };
+    memos.set(enc, m);
+  }
+  return m;
+}
 
 /**
  * Ids for generated content. Pooled sentences are tokenised once; text made
@@ -161,20 +169,13 @@ const memo = new WeakMap<Encoder, Map<string, number[]>>();
  * split anyway), so generation stays cheap at 100k streams.
  */
 function tokensOf(enc: Encoder, text: string): number[] {
-  let m = memo.get(enc);
-  if (!m) {
-    m = new Map();
-    memo.set(enc, m);
-  }
+  const m = memoOf(enc).text;
   const hit = m.get(text);
   if (hit) return hit;
-  if (m.size > 4096) return enc.encodeOrdinary(text);
   const pieces = text.split(/(?=(?:\n\n|\s)(?:[^\s]))/);
-  let ids: number[];
-  if (pieces.length > 1 && pieces.every((p) => m!.has(p) || p.length < 400)) {
-    ids = pieces.flatMap((p) => tokensOf(enc, p));
-  } else ids = enc.encodeOrdinary(text);
-  if (pieces.length === 1) m.set(text, ids);
+  if (pieces.length > 1) return pieces.flatMap((p) => tokensOf(enc, p));
+  const ids = enc.encodeOrdinary(text);
+  if (m.size < 4096) m.set(text, ids);
   return ids;
 }
 
@@ -257,14 +258,9 @@ interface Rendered {
   spans: [number, number, number, number][];
 }
 
-/** Ids of Harmony markup (headers, stop tokens), memoised per encoder: the forms repeat. */
-const markupMemo = new WeakMap<Encoder, Map<string, number[]>>();
+/** Ids of Harmony markup (headers, stop tokens), specials allowed. */
 function markup(enc: Encoder, text: string): number[] {
-  let m = markupMemo.get(enc);
-  if (!m) {
-    m = new Map();
-    markupMemo.set(enc, m);
-  }
+  const m = memoOf(enc).markup;
   let ids = m.get(text);
   if (!ids) {
     ids = enc.encode(text);
@@ -423,7 +419,7 @@ function inject(
     case "junk_text_between_messages":
     case "invalid_id_between_messages": {
       const { tokens, spans } = render(parts, enc);
-      const stopped = spans.map((s, i) => (parts[i]!.stop ? i : -1)).filter((i) => i >= 0);
+      const stopped = parts.map((p, i) => (p.stop ? i : -1)).filter((i) => i >= 0);
       if (stopped.length === 0) return null;
       const i = pick(r, kind === "junk_text_between_messages" ? stopped.filter((k) => k < parts.length - 1) : stopped);
       if (i === undefined) return null;

@@ -64,6 +64,11 @@ export interface ReadFrame {
   fatal?: OpError;
 }
 
+/** A frame of which nothing is used. */
+function refused(code: OpError["code"], message: string): ReadFrame {
+  return { ops: [], ids: new Uint32Array(0), errors: [], fatal: { code, message, stream: "" } };
+}
+
 /** Ids that do not fit uint32 are kept as this (not a token) rather than wrapped. */
 export const OUT_OF_RANGE_ID = 0xffffffff;
 
@@ -203,21 +208,13 @@ export function readBinaryFrame(buf: Uint8Array, s: Schema, maxIds: number): Rea
             while (packed.pos < packed.end) sink.push(packed.varint());
           } else if (f === 2 && w === 0) sink.push(r.varint());
           else r.skip(w);
-          if (sink.n > maxIds) {
-            return {
-              ops: [],
-              ids: new Uint32Array(0),
-              errors: [],
-              fatal: { code: "too_many_ids", message: `the frame carries more than ${maxIds} token ids`, stream: "" },
-            };
-          }
+          if (sink.n > maxIds) return refused("too_many_ids", `the frame carries more than ${maxIds} token ids`);
         }
         ops.push({ kind: OP_TOKENS, stream, start, end: sink.n });
       }
     }
   } catch (e) {
-    const message = e instanceof WireError ? e.message : `undecodable frame: ${(e as Error).message}`;
-    return { ops: [], ids: new Uint32Array(0), errors: [], fatal: { code: "bad_frame", message, stream: "" } };
+    return refused("bad_frame", e instanceof WireError ? e.message : `undecodable frame: ${(e as Error).message}`);
   }
   return { ops, ids: sink.ids.subarray(0, sink.n), errors };
 }
@@ -249,12 +246,7 @@ function boolField(o: Json, name: string): boolean | Error {
 
 /** Read the JSON form (a text frame) of a ClientFrame. */
 export function readJsonFrame(text: string, maxIds: number): ReadFrame {
-  const fatal = (message: string): ReadFrame => ({
-    ops: [],
-    ids: new Uint32Array(0),
-    errors: [],
-    fatal: { code: "bad_frame", message, stream: "" },
-  });
+  const fatal = (message: string): ReadFrame => refused("bad_frame", message);
   let doc: unknown;
   try {
     doc = JSON.parse(text);
@@ -346,7 +338,7 @@ export function readJsonFrame(text: string, maxIds: number): ReadFrame {
         bad("bad_token_id", `ids[${wrong}] is not a uint32 token id: ${JSON.stringify(ids[wrong])}`);
         continue;
       }
-      if (sink.n + ids.length > maxIds) return { ...fatal(""), fatal: { code: "too_many_ids", message: `the frame carries more than ${maxIds} token ids`, stream: "" } };
+      if (sink.n + ids.length > maxIds) return refused("too_many_ids", `the frame carries more than ${maxIds} token ids`);
       const start = sink.n;
       for (const v of ids as number[]) sink.push(v);
       ops.push({ kind: OP_TOKENS, stream, start, end: sink.n });
