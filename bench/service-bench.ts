@@ -57,6 +57,7 @@ const opts = new Command()
   .option("--warmup <n>", "warm-up seconds before each figure", (v) => Number(v), 1)
   .option("--server-warmup <n>", "seconds of (a) and (b) traffic after a service starts, before any figure", (v) => Number(v), 4)
   .option("--workers <n>", "service worker threads", (v) => Number(v), 2)
+  .option("--serve-flags <flags>", "extra `serve` flags for the service child, space-separated (e.g. \"--inline on\")", "")
   .option("--streams <n>", "(a) streams per step frame", (v) => Number(v), 256)
   .option("--windows <list>", "(a) windows of unanswered frames to try", "2,4,8")
   .option("--pipeline <n>", "(b) window of the pipelined single-stream run", (v) => Number(v), 8)
@@ -91,6 +92,7 @@ const opts = new Command()
     jsonFile?: string;
     trace?: string;
     serverFlags: string;
+    serveFlags: string;
     child?: string;
   }>();
 
@@ -216,7 +218,7 @@ function startService(workers: number, profDir?: string): Promise<Child> {
   const flags = [...opts.serverFlags.split(" ").filter(Boolean), ...(profDir ? ["--cpu-prof", "--cpu-prof-dir", profDir] : [])];
   // --log-level info: at warn the "serving" line (the only place the port of
   // --port 0 appears) is not printed
-  const args = [CLI, "serve", "--host", "127.0.0.1", "--port", "0", "--grpc-port", "-1", "--workers", String(workers), "--log-level", "info"];
+  const args = [CLI, "serve", "--host", "127.0.0.1", "--port", "0", "--grpc-port", "-1", "--workers", String(workers), "--log-level", "info", ...opts.serveFlags.split(" ").filter(Boolean)];
   return spawnChild(args, flags, "harmony-sidecar serving");
 }
 
@@ -1073,7 +1075,7 @@ async function main(): Promise<void> {
     loadavg_at_end: os.loadavg().map((x) => Number(x.toFixed(2))),
   };
   const setup = {
-    service: `child process: node dist/src/cli.js serve --workers ${opts.workers} (main thread + ${opts.workers} parser threads)`,
+    service: `child process: node dist/src/cli.js serve --workers ${opts.workers}${opts.serveFlags ? ` ${opts.serveFlags}` : ""} (main thread + ${opts.workers} parser threads)`,
     echo: "child process: ws WebSocketServer echoing every message",
     client: "this process: one raw ws client per run, pre-encoded frames",
     commit: gitState(),

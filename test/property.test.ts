@@ -515,6 +515,36 @@ describe("property: chunking independence", () => {
   });
 });
 
+describe("property: writing a range of a larger array", () => {
+  it("write(ids, start, end) gives exactly the events of write(ids.slice(start, end)), whatever the bounds", () => {
+    fc.assert(
+      fc.property(idStream(60), options, chunking, fc.nat(5), fc.nat(5), (ids, opts, sizes, padL, padR) => {
+        const want = run(ids, opts, sizes).events;
+        // the same chunks, each read out of one shared array with junk around it
+        const buf = new Float64Array(padL + ids.length + padR).fill(T.start); // keeps odd ids as they are
+        buf.set(ids, padL);
+        const parser = new HarmonyParser(vocab, opts);
+        const got: HarmonyEvent[] = [];
+        let at = padL;
+        for (const c of chunks(ids, sizes)) {
+          got.push(...parser.write(buf, at, at + c.length));
+          at += c.length;
+        }
+        got.push(...parser.end());
+        expect(got).toEqual(want);
+      }),
+      params(200),
+    );
+  });
+
+  it("bounds outside the array are clamped, never thrown on", () => {
+    const parser = new HarmonyParser(vocab, { role: "assistant" });
+    const ids = [T.channel];
+    for (const [s, e] of [[-3, 1], [0, 99], [NaN, NaN], [2, 1], [0, -1]] as const) expect(() => parser.write(ids, s, e)).not.toThrow();
+    expect(parser.tokens).toBe(3); // [-3, 1), [0, 99) and [NaN, NaN) (the whole array) read the one id; the rest read none
+  });
+});
+
 // ---------------------------------------------------------------- 5. lose nothing
 
 /** Text for contents and junk: ASCII words, emoji, CJK, punctuation, look-alike markers. */

@@ -454,3 +454,107 @@ describe("OpenAI output formats on a stream", () => {
     }
   });
 });
+
+describe("sessions on the main thread (the inline slot)", () => {
+  for (const [name, opts] of [
+    ["--workers 0 (everything inline)", { workers: 0 }],
+    ["--workers 1 --inline on (streams split between the main thread and a worker)", { workers: 1, inline: true }],
+  ] as const) {
+    it(`${name}: the corpus multiplexed on one connection, protobuf and JSON, gives the in-process events`, async () => {
+      const s = await start(opts);
+      for (const json of [false, true]) {
+        const client = await connect(s.ws, { json });
+        const got = await runStepFrames(client, cases, 3);
+        for (const [i, c] of cases.entries()) expect(normalize(got[i]!), c.id).toEqual(inProcess(c.tokens, c.role));
+      }
+      const split = s.svc.pool.inlineSlot >= 0 && s.svc.pool.workers > 0;
+      expect(split || opts.workers === 0).toBe(true);
+    });
+  }
+
+  it("answers stay in frame order when frames mix inline and worker streams", async () => {
+    const s = await start({ workers: 1, inline: true });
+    const client = await connect(s.ws);
+    const ids = enc.encode("<|channel|>final<|message|>one two three four five six seven<|return|>");
+    const handles = ["a", "b", "c", "d"].map((n) => client.open(n));
+    for (const t of ids) for (const h of handles) h.write([t]);
+    for (const h of handles) h.close();
+    for (const evs of await Promise.all(handles.map((h) => h.collect()))) expect(normalize(evs)).toEqual(inProcess(ids, "assistant"));
+  });
+
+  it("a crashed worker fails only its streams; the inline ones carry on", async () => {
+    const s = await start({ workers: 1, inline: true });
+    const client = await connect(s.ws);
+    const ids = enc.encode("<|channel|>final<|message|>the answer is forty-two<|return|>");
+    const handles = ["s0", "s1", "s2", "s3"].map((n) => client.open(n));
+    for (const h of handles) h.write(ids.slice(0, 5));
+    await new Promise((r) => setTimeout(r, 200));
+    await s.svc.pool.crash(0);
+    for (const h of handles) {
+      h.write(ids.slice(5));
+      h.close();
+    }
+    const results = await Promise.all(handles.map((h) => h.collect()));
+    const crashed = results.filter((evs) => evs.some((e) => e.type === "error" && e.code === "worker_crashed"));
+    expect(crashed.length).toBe(2);
+    for (const evs of results.filter((r) => !crashed.includes(r))) expect(normalize(evs)).toEqual(inProcess(ids, "assistant"));
+    await expect(s.svc.pool.crash(s.svc.pool.inlineSlot)).rejects.toThrow(/no thread/);
+  });
+
+  it("a fault inside the inline host fails its streams as a crash would, and the service carries on", async () => {
+    const s = await start({ workers: 0 });
+    const client = await connect(s.ws);
+    const ids = enc.encode("<|channel|>final<|message|>fine<|return|>");
+    const before = client.open("before");
+    before.write(ids.slice(0, 3));
+    await new Promise((r) => setTimeout(r, 100));
+    // stand in for a bug: the host throws once
+    const pool = s.svc.pool as unknown as { host: { run: (t: unknown) => unknown } };
+    const run = pool.host.run.bind(pool.host);
+    pool.host.run = () => {
+      pool.host.run = run;
+      throw new Error("injected fault");
+    };
+    before.write(ids.slice(3));
+    before.close();
+    const evs = await before.collect();
+    expect(evs.find((e) => e.type === "error")).toMatchObject({ code: "worker_crashed" });
+    expect(evs.at(-1)).toMatchObject({ type: "done", finish_reason: "error" });
+    const after = client.open("after");
+    after.write(ids);
+    after.close();
+    expect(normalize(await after.collect())).toEqual(inProcess(ids, "assistant"));
+    expect(await gauge(s.http, "harmony_worker_restarts_total")).toBe(1);
+  });
+
+  it("backpressure, disconnect and graceful stop hold with no worker threads", async () => {
+    const s = await start({ workers: 0, limits: { maxBufferedBytes: 64 * 1024 } });
+    // a client that never reads stops being read
+    const raw = new WebSocket(s.ws);
+    await new Promise((r) => raw.once("open", r));
+    (raw as unknown as { _socket: { pause(): void } })._socket.pause();
+    const frameOf = (ops: unknown[]) => s.svc.schema.ClientFrame.encode({ ops }).finish();
+    raw.send(frameOf([{ open: { stream: "big" } }]));
+    const frame = frameOf([{ tokens: { stream: "big", ids: enc.encode("<|channel|>final<|message|>" + "lorem ipsum dolor sit amet ".repeat(400)) } }]);
+    for (let i = 0; i < 400; i++) raw.send(frame);
+    await new Promise((r) => setTimeout(r, 1500));
+    const framesRead = Number((await (await fetch(`${s.http}/metrics`)).text()).match(/harmony_frames_total\{transport="ws"\} (\d+)/)?.[1]);
+    expect(framesRead).toBeLessThan(400);
+    expect(framesRead).toBeGreaterThan(0);
+    raw.terminate();
+    await new Promise((r) => setTimeout(r, 300));
+    expect(s.svc.pool.sessions()).toBe(0);
+    // graceful stop: shutting_down, then done, in that order
+    const client = (await connect(s.ws)) as WsClient;
+    const st = client.open("open-at-stop");
+    st.write(enc.encode("<|channel|>final<|message|>half"));
+    await new Promise((r) => setTimeout(r, 100));
+    const stopping = s.svc.stop();
+    const evs = await st.collect();
+    const err = evs.findIndex((e) => e.type === "error" && e.code === "shutting_down");
+    expect(err).toBeGreaterThanOrEqual(0);
+    expect(evs.at(-1)).toMatchObject({ type: "done", finish_reason: "abort" });
+    expect(evs.findIndex((e) => e.type === "done")).toBeGreaterThan(err);
+    await stopping;
+  });
+});

@@ -227,8 +227,11 @@ export class HarmonyParser {
     );
   }
 
-  /** Feed any number of token ids; returns the events they complete. */
-  write(ids: ArrayLike<number>): HarmonyEvent[] {
+  /**
+   * Feed any number of token ids (`ids[start, end)`, all of them by
+   * default); returns the events they complete.
+   */
+  write(ids: ArrayLike<number>, start = 0, end?: number): HarmonyEvent[] {
     const out: HarmonyEvent[] = [];
     this.out = out;
     if (this.state === S_DONE) {
@@ -236,13 +239,14 @@ export class HarmonyParser {
       this.out = NO_EVENTS;
       return out;
     }
-    const n = ids == null || typeof ids.length !== "number" ? 0 : ids.length;
+    const len = ids == null || typeof ids.length !== "number" ? 0 : ids.length;
+    const n = end === undefined || !(end <= len) ? len : end;
     const win = this.window;
     const mask = this.mask;
     const flags = this.flags;
     const fs = this.firstSpecial;
     const vocab = this.vocab;
-    let i = 0;
+    let i = start > 0 ? start : 0;
     while (i < n) {
       if (this.state === S_CONTENT && this.pendLen === 0 && !this.swallowed) {
         // hot loop: whole-UTF-8 text tokens inside a message

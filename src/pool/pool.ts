@@ -1,8 +1,15 @@
 /**
- * The worker pool. Each slot is a single-thread piscina pool, so a stream
- * pinned to a slot always lands on the same thread (piscina's own balancer
- * only sees task names, not streams); piscina still does the spawning,
- * queueing and replacement of a dead thread.
+ * The worker pool. Each worker slot is a single-thread piscina pool, so a
+ * stream pinned to a slot always lands on the same thread (piscina's own
+ * balancer only sees task names, not streams); piscina still does the
+ * spawning, queueing and replacement of a dead thread.
+ *
+ * The pool may also have an inline slot: sessions held on the main thread
+ * itself, answered synchronously with no thread hop. A hop costs tens of
+ * microseconds (two thread wake-ups and a structured clone each way) while
+ * parsing costs tens of nanoseconds per token, so small frames are cheaper
+ * inline; big step frames gain from running on workers in parallel.
+ * bench/RESULTS.md has the measurements behind the defaults.
  *
  * Ordering: a slot runs its tasks one at a time, first in first out, so the
  * ops of one stream are applied in the order they were submitted and its
@@ -17,7 +24,9 @@ import { existsSync } from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { Piscina } from "piscina";
-import type { VocabTable } from "../core/vocab.js";
+import { Vocabulary, type VocabTable } from "../core/vocab.js";
+import type { Schema } from "../protocol/schema.js";
+import { SessionHost } from "./host.js";
 import type { DropTask, OpsResult, OpsTask, WorkerData } from "./task.js";
 
 /** The built worker file (tests running from src/ use the build in dist/). */
@@ -33,12 +42,17 @@ export function workerFile(): string {
 }
 
 export interface PoolOptions {
+  /** Worker threads (0: parse on the main thread only). */
   workers: number;
+  /** Also hold sessions on the main thread (always, when workers is 0). */
+  inline: boolean;
   table: VocabTable;
+  schema: Schema;
 }
 
 interface Slot {
-  piscina: Piscina;
+  /** A worker thread's pool, or null for the inline slot. */
+  piscina: Piscina | null;
   generation: number;
   streams: number;
   sessions: number;
@@ -51,13 +65,18 @@ export interface PoolEvents {
 export class ParserPool extends EventEmitter<PoolEvents> {
   private readonly slots: Slot[] = [];
   private closing = false;
+  /** The inline slot's index (after the workers), or -1. */
+  readonly inlineSlot: number;
+  private host: SessionHost | null = null;
+  private readonly newHost: () => SessionHost;
   restarts = 0;
 
   constructor(opts: PoolOptions) {
     super();
-    const filename = workerFile();
     const workerData: WorkerData = { table: opts.table };
-    for (let i = 0; i < Math.max(1, opts.workers); i++) {
+    const workers = Math.max(0, opts.workers);
+    const filename = workers > 0 ? workerFile() : "";
+    for (let i = 0; i < workers; i++) {
       const piscina = new Piscina({
         filename,
         minThreads: 1,
@@ -79,6 +98,18 @@ export class ParserPool extends EventEmitter<PoolEvents> {
       piscina.on("error", () => {});
       this.slots.push(slot);
     }
+    const vocab = new Vocabulary(opts.table);
+    this.newHost = () => new SessionHost(vocab, opts.schema);
+    if (opts.inline || workers === 0) {
+      this.inlineSlot = this.slots.length;
+      this.host = this.newHost();
+      this.slots.push({ piscina: null, generation: 0, streams: 0, sessions: 0 });
+    } else this.inlineSlot = -1;
+  }
+
+  /** Worker threads (the inline slot is not one). */
+  get workers(): number {
+    return this.inlineSlot < 0 ? this.slots.length : this.slots.length - 1;
   }
 
   get size(): number {
@@ -89,10 +120,10 @@ export class ParserPool extends EventEmitter<PoolEvents> {
     return this.slots[slot]!.generation;
   }
 
-  /** Pin a new stream: the slot holding the fewest streams. */
+  /** Pin a new stream: the slot holding the fewest streams (the inline slot on a tie). */
   assign(): number {
-    let best = 0;
-    for (let i = 1; i < this.slots.length; i++) if (this.slots[i]!.streams < this.slots[best]!.streams) best = i;
+    let best = this.inlineSlot < 0 ? 0 : this.inlineSlot;
+    for (let i = 0; i < this.slots.length; i++) if (this.slots[i]!.streams < this.slots[best]!.streams) best = i;
     this.slots[best]!.streams++;
     return best;
   }
@@ -102,18 +133,49 @@ export class ParserPool extends EventEmitter<PoolEvents> {
     if (s) s.streams = Math.max(0, s.streams - n);
   }
 
+  isInline(slot: number): boolean {
+    return slot === this.inlineSlot;
+  }
+
+  /** Run a task on a worker slot. */
   async run(slot: number, task: OpsTask): Promise<OpsResult> {
     const s = this.slots[slot]!;
-    const r = (await s.piscina.run(task)) as OpsResult;
+    const r = (await s.piscina!.run(task)) as OpsResult;
     s.sessions = r.sessions;
     return r;
   }
 
+  /**
+   * Run a task on the inline slot, now. The core never throws on input; if
+   * this code has a bug that does, the inline sessions are lost exactly as a
+   * crashed worker's would be (a fresh host, `crash`, null for this task).
+   */
+  runInline(task: OpsTask): OpsResult | null {
+    const s = this.slots[this.inlineSlot]!;
+    try {
+      const r = this.host!.run(task);
+      s.sessions = r.sessions;
+      return r;
+    } catch {
+      this.host = this.newHost();
+      s.sessions = 0;
+      s.generation++;
+      this.restarts++;
+      this.emit("crash", this.inlineSlot, s.generation);
+      return null;
+    }
+  }
+
   async drop(slot: number, conn: number): Promise<void> {
+    const s = this.slots[slot]!;
+    if (!s.piscina) {
+      s.sessions = this.host!.drop(conn);
+      return;
+    }
     const task: DropTask = { t: "drop", conn };
     try {
-      const r = (await this.slots[slot]!.piscina.run(task)) as { sessions: number };
-      this.slots[slot]!.sessions = r.sessions;
+      const r = (await s.piscina.run(task)) as { sessions: number };
+      s.sessions = r.sessions;
     } catch {
       // a dead worker has forgotten the connection already
     }
@@ -126,16 +188,18 @@ export class ParserPool extends EventEmitter<PoolEvents> {
 
   /** Every slot has a live thread. */
   ready(): boolean {
-    return !this.closing && this.slots.every((s) => s.piscina.threads.length > 0);
+    return !this.closing && this.slots.every((s) => !s.piscina || s.piscina.threads.length > 0);
   }
 
   /** Fault drill: make a slot's thread exit as if it had crashed. */
   async crash(slot: number): Promise<void> {
-    await this.slots[slot]!.piscina.run({ t: "crash" }).catch(() => undefined);
+    const p = this.slots[slot]!.piscina;
+    if (!p) throw new Error("the inline slot has no thread to crash");
+    await p.run({ t: "crash" }).catch(() => undefined);
   }
 
   async close(): Promise<void> {
     this.closing = true;
-    await Promise.all(this.slots.map((s) => s.piscina.destroy()));
+    await Promise.all(this.slots.map((s) => s.piscina?.destroy()));
   }
 }

@@ -34,13 +34,14 @@ export interface OpsTask {
   conn: number;
   /** Answer with JSON texts (text-frame clients) instead of protobuf bytes. */
   json: boolean;
-  kinds: Uint8Array;
+  /** Typed arrays for tasks sent to a worker (cheap to clone); plain arrays inline. */
+  kinds: ArrayLike<number>;
   /** Per op: the stream's number on its connection (names travel once, with open). */
-  sids: Uint32Array;
+  sids: ArrayLike<number>;
   /** Per op: [start, end) into `ids` (tokens ops). */
-  offs: Uint32Array;
+  offs: ArrayLike<number>;
   ids: Uint32Array;
-  /** For open and close ops only: [op index, open spec with the stream's name | close reason]. */
+  /** For open and close ops only, in op order: [op index, open spec with the stream's name | close reason]. */
   extra: [number, (OpenSpec & { name: string }) | string][];
 }
 

@@ -7,7 +7,8 @@
 import type { DeltaEvent } from "../core/events.js";
 
 const KINDS = ["reasoning", "content", "commentary", "tool_args", "other"];
-const KIND_BYTES = new Map(KINDS.map((k) => [k, Buffer.from(k, "utf8")]));
+/** Delta.kind (field 2) with its tag and length, per kind. */
+const KIND_FIELDS = new Map(KINDS.map((k) => [k, Uint8Array.from([0x12, k.length, ...Buffer.from(k, "utf8")])]));
 
 function varintSize(v: number): number {
   let n = 1;
@@ -18,6 +19,7 @@ function varintSize(v: number): number {
   return n;
 }
 
+/** UTF-8 length of a JS string (lone surrogates count 3, as U+FFFD). */
 function utf8Length(s: string): number {
   let n = 0;
   for (let i = 0; i < s.length; i++) {
@@ -33,6 +35,29 @@ function utf8Length(s: string): number {
     } else n += 3;
   }
   return n;
+}
+
+/** Below this many UTF-16 units, ASCII text is copied by a JS loop (cheaper than a native call). */
+const SHORT = 48;
+
+/**
+ * Event.stream (field 1) with its tag and length: computed once per stream,
+ * copied into every event of it. Empty for an empty name (proto3 default).
+ */
+export function streamField(stream: string): Uint8Array {
+  const bytes = Buffer.from(stream, "utf8");
+  if (bytes.length === 0) return new Uint8Array(0);
+  const out = new Uint8Array(1 + varintSize(bytes.length) + bytes.length);
+  let at = 0;
+  out[at++] = 0x0a;
+  let v = bytes.length;
+  while (v >= 0x80) {
+    out[at++] = (v & 0x7f) | 0x80;
+    v >>>= 7;
+  }
+  out[at++] = v;
+  out.set(bytes, at);
+  return out;
 }
 
 /** Appends ServerFrame fragments (field 1 = one Event) to a growable buffer. */
@@ -57,35 +82,48 @@ export class FrameWriter {
 
   /** Event { stream = 1; delta = 4 { index = 1; kind = 2; text = 3 } } */
   delta(stream: string, ev: DeltaEvent): void {
-    const kind = KIND_BYTES.get(ev.kind)!;
-    const textLen = utf8Length(ev.text);
-    const nameLen = utf8Length(stream);
-    const deltaLen =
-      (ev.index !== 0 ? 1 + varintSize(ev.index) : 0) + 1 + varintSize(kind.length) + kind.length + (textLen > 0 ? 1 + varintSize(textLen) + textLen : 0);
-    const eventLen =
-      (nameLen > 0 ? 1 + varintSize(nameLen) + nameLen : 0) + 1 + varintSize(deltaLen) + deltaLen;
-    this.ensure(1 + varintSize(eventLen) + eventLen);
-    this.buf[this.len++] = 0x0a; // ServerFrame.events
-    this.varint(eventLen);
-    if (nameLen > 0) {
-      this.buf[this.len++] = 0x0a; // Event.stream
-      this.varint(nameLen);
-      this.len += this.buf.write(stream, this.len, "utf8");
+    this.deltaOf(streamField(stream), ev);
+  }
+
+  /** The same, with the stream's field from `streamField` (the hot path). */
+  deltaOf(nameField: Uint8Array, ev: DeltaEvent): void {
+    const kind = KIND_FIELDS.get(ev.kind)!;
+    const text = ev.text;
+    const units = text.length;
+    // ASCII text (the usual case) is as many bytes as UTF-16 units
+    let textLen = units;
+    for (let i = 0; i < units; i++) {
+      if (text.charCodeAt(i) >= 0x80) {
+        textLen = utf8Length(text);
+        break;
+      }
     }
-    this.buf[this.len++] = 0x22; // Event.delta
+    const deltaLen = (ev.index !== 0 ? 1 + varintSize(ev.index) : 0) + kind.length + (textLen > 0 ? 1 + varintSize(textLen) + textLen : 0);
+    const eventLen = nameField.length + 1 + varintSize(deltaLen) + deltaLen;
+    this.ensure(1 + varintSize(eventLen) + eventLen);
+    const buf = this.buf;
+    buf[this.len++] = 0x0a; // ServerFrame.events
+    this.varint(eventLen);
+    let at = this.len;
+    for (let i = 0; i < nameField.length; i++) buf[at++] = nameField[i]!;
+    buf[at++] = 0x22; // Event.delta
+    this.len = at;
     this.varint(deltaLen);
     if (ev.index !== 0) {
-      this.buf[this.len++] = 0x08; // Delta.index
+      buf[this.len++] = 0x08; // Delta.index
       this.varint(ev.index);
     }
-    this.buf[this.len++] = 0x12; // Delta.kind
-    this.varint(kind.length);
-    kind.copy(this.buf, this.len);
-    this.len += kind.length;
+    at = this.len;
+    for (let i = 0; i < kind.length; i++) buf[at++] = kind[i]!;
+    this.len = at;
     if (textLen > 0) {
-      this.buf[this.len++] = 0x1a; // Delta.text
+      buf[this.len++] = 0x1a; // Delta.text
       this.varint(textLen);
-      this.len += this.buf.write(ev.text, this.len, "utf8");
+      if (textLen === units && units < SHORT) {
+        at = this.len;
+        for (let i = 0; i < units; i++) buf[at++] = text.charCodeAt(i);
+        this.len = at;
+      } else this.len += buf.write(text, this.len, "utf8");
     }
   }
 

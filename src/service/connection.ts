@@ -56,6 +56,8 @@ export class Connection {
   /** Recently closed stream names (bounded), for a precise error on late ops. */
   private readonly closed = new Set<string>();
   private tail: Promise<void> = Promise.resolve();
+  /** Sends chained on `tail` that have not run yet; a frame may be answered at once only when 0. */
+  private queued = 0;
   private inflight = 0;
   private buffered = 0;
   private paused = false;
@@ -189,9 +191,18 @@ export class Connection {
       }
     }
 
-    const tasks: Promise<OpsResult | null>[] = [];
+    const pool = svc.pool;
+    const results: (Promise<OpsResult | null> | OpsResult | null)[] = [];
+    let pending = false;
     for (const [slot, g] of perSlot) {
-      // one task per slot, carrying only that slot's ids
+      if (pool.isInline(slot)) {
+        // answered here and now, reading the frame's own ids
+        results.push(
+          pool.runInline({ t: "ops", conn: this.id, json, kinds: g.kinds, sids: g.sids, offs: g.offs, ids: read.ids, extra: g.extra }),
+        );
+        continue;
+      }
+      // one task per worker slot, carrying only that slot's ids
       const ids = new Uint32Array(g.ids);
       const offs = new Uint32Array(g.offs.length);
       let at = 0;
@@ -213,19 +224,26 @@ export class Connection {
         ids,
         extra: g.extra,
       };
-      tasks.push(
-        svc.pool.run(slot, task).catch(() => {
+      pending = true;
+      results.push(
+        pool.run(slot, task).catch(() => {
           // the worker died under this task; the crash handler fails its streams
           return null;
         }),
       );
     }
 
+    if (!pending && this.queued === 0) {
+      // nothing ahead of this frame and nothing to wait for: answer now
+      this.sendFrame(json, immediate, results as (OpsResult | null)[]);
+      svc.metrics.frameLatency.observe((performance.now() - started) / 1000);
+      return;
+    }
     this.inflight++;
     this.updateFlow();
-    const results = tasks.length > 0 ? Promise.all(tasks) : Promise.resolve([] as (OpsResult | null)[]);
-    this.tail = this.tail.then(async () => {
-      const done = await results;
+    const all = Promise.all(results);
+    this.enqueue(async () => {
+      const done = await all;
       this.inflight--;
       this.sendFrame(json, immediate, done);
       svc.metrics.frameLatency.observe((performance.now() - started) / 1000);
@@ -245,9 +263,7 @@ export class Connection {
     }
     if (lost.length === 0) return;
     this.service.metrics.events.inc({ type: "done" }, lost.length / 2);
-    this.tail = this.tail.then(() => {
-      this.sendFrame(false, lost, [], true);
-    });
+    this.enqueue(() => this.sendFrame(false, lost, [], true));
   }
 
   /**
@@ -265,7 +281,7 @@ export class Connection {
       // close them as aborted, through the same path as a client Close
       this.lastActivity = Date.now();
       const frame = { ops: names.map((n) => ({ close: { stream: n, reason: "abort" } })) };
-      this.tail = this.tail.then(() => this.sendFrame(json, notices, [], true));
+      this.enqueue(() => this.sendFrame(json, notices, [], true));
       this.onFrame(json ? JSON.stringify(frame) : (this.service.schema.ClientFrame.encode(frame).finish() as Uint8Array));
     }
     await this.tail;
@@ -300,6 +316,18 @@ export class Connection {
   // ------------------------------------------------------------------
 
   private lastJson = false;
+
+  /** Run `fn` after everything sent before it, in order. */
+  private enqueue(fn: () => void | Promise<void>): void {
+    this.queued++;
+    this.tail = this.tail.then(async () => {
+      try {
+        await fn();
+      } finally {
+        this.queued--;
+      }
+    });
+  }
 
   private forget(name: string, st: StreamState): void {
     this.streams.delete(name);

@@ -48,7 +48,10 @@ export interface ServiceOptions {
   port: number;
   /** gRPC port (0: any free port, -1: no gRPC). */
   grpcPort: number;
+  /** Parser worker threads (0: parse on the main thread only). */
   workers: number;
+  /** Also hold sessions on the main thread (the pool's inline slot). */
+  inline?: boolean;
   /** Bearer token required from clients, when set. */
   token?: string | undefined;
   limits: Limits;
@@ -71,6 +74,7 @@ export const DEFAULTS: Omit<ServiceOptions, "limits"> = {
   // the main thread (frames, sockets) needs a core of its own: on 2 cores one
   // worker beats two by a third in bench/service-bench.ts (bench/RESULTS.md)
   workers: Math.max(1, Math.min(os.availableParallelism() - 1, 8)),
+  inline: false,
   drainTimeoutMs: 10_000,
   logLevel: "info",
 };
@@ -103,7 +107,12 @@ export class Service {
     const enc = loadHarmonyEncoding({ shared: true });
     this.enc = enc;
     this.metrics.watchCotStore(this.cot);
-    this.pool = new ParserPool({ workers: this.options.workers, table: enc.table });
+    this.pool = new ParserPool({
+      workers: this.options.workers,
+      inline: this.options.inline ?? false,
+      table: enc.table,
+      schema: this.schema,
+    });
     this.pool.on("crash", (slot, generation) => {
       this.metrics.workerRestarts.inc();
       this.logger.error({ slot, generation }, "worker thread died; its streams are failed and a new thread starts");
@@ -118,7 +127,8 @@ export class Service {
       {
         ...ports,
         host: this.options.host,
-        workers: this.pool.size,
+        workers: this.pool.workers,
+        inline: this.pool.inlineSlot >= 0,
         startup_ms: Math.round(performance.now() - t0),
         auth: !!this.token,
         upstream: this.options.upstream?.url ?? null,

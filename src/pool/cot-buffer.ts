@@ -1,0 +1,73 @@
+/** The reasoning a stream keeps so that a tool call can remember its chain of thought. */
+/** Reasoning kept per stream for restoration, in UTF-8 bytes (the rest of a longer CoT is dropped). */
+export const MAX_COT_BYTES = 32 * 1024;
+
+const utf8 = new TextDecoder();
+
+/**
+ * A stream's reasoning as UTF-8 bytes. Kept off the JS heap: appending a
+ * string per token would keep one string object alive per reasoning token,
+ * and the young-generation GC copies every live one.
+ */
+export class CotBuffer {
+  private buf: Buffer | null = null;
+  private len = 0;
+  /** The limit was reached: nothing more is kept this turn (no gaps in the middle). */
+  private full = false;
+
+  get empty(): boolean {
+    return this.len === 0;
+  }
+
+  append(text: string): void {
+    const room = MAX_COT_BYTES - this.len;
+    if (this.full || text.length === 0) return;
+    let buf = this.buf;
+    const need = this.len + Math.min(3 * text.length, room);
+    if (buf === null || buf.length < need) {
+      let size = buf === null ? 256 : buf.length;
+      while (size < need) size *= 2;
+      const grown = Buffer.allocUnsafe(Math.min(size, MAX_COT_BYTES));
+      if (buf !== null) buf.copy(grown, 0, 0, this.len);
+      this.buf = buf = grown;
+    }
+    let at = this.len;
+    const n = text.length;
+    let i = 0;
+    if (n <= room) {
+      for (; i < n; i++) {
+        const c = text.charCodeAt(i);
+        if (c >= 0x80) break;
+        buf[at++] = c;
+      }
+    }
+    // the rest (non-ASCII, or not fitting): whole characters only
+    if (i < n) {
+      const rest = i === 0 ? text : text.slice(i);
+      const wrote = buf.write(rest, at, buf.length - at, "utf8");
+      at += wrote;
+      if (wrote < Buffer.byteLength(rest, "utf8")) this.full = true;
+    }
+    this.len = at;
+  }
+
+  /** End of an analysis message: a blank line before the next one. */
+  separate(): void {
+    if (this.len === 0) return;
+    const b = this.buf!;
+    if (this.len >= 2 && b[this.len - 1] === 0x0a && b[this.len - 2] === 0x0a) return;
+    this.append("\n\n");
+  }
+
+  text(): string {
+    return this.len === 0 ? "" : utf8.decode(this.buf!.subarray(0, this.len));
+  }
+
+  clear(): void {
+    this.len = 0;
+    this.full = false;
+    // a long reasoning's buffer is not kept for the next turn
+    if (this.buf !== null && this.buf.length > 4096) this.buf = null;
+  }
+}
+
