@@ -509,10 +509,8 @@ describe("sessions on the main thread (the inline slot)", () => {
     before.write(ids.slice(0, 3));
     await new Promise((r) => setTimeout(r, 100));
     // stand in for a bug: the host throws once
-    const pool = s.svc.pool as unknown as { host: { run: (t: unknown) => unknown } };
-    const run = pool.host.run.bind(pool.host);
-    pool.host.run = () => {
-      pool.host.run = run;
+    const host = s.svc.pool.inlineHost!;
+    host.tokens = () => {
       throw new Error("injected fault");
     };
     before.write(ids.slice(3));

@@ -66,79 +66,99 @@ export class SessionHost {
     return this.open;
   }
 
-  /** Apply one task's ops in order; the events come back encoded, in the same order. */
-  run(task: OpsTask): OpsResult {
-    let streams = this.conns.get(task.conn);
+  // the batch being answered: begin(), then ops in order, then finish()
+  private streams: Map<number, Session> = new Map();
+  private json = false;
+  private counts: Counts = { tokens: 0, events: {}, recoveries: {}, errors: {} };
+  private notes: RecoveryNote[] = [];
+  private memos: ReasoningMemo[] = [];
+  private text: string[] = [];
+
+  /** Start answering a batch of one connection's ops. */
+  begin(conn: number, json: boolean): void {
+    let streams = this.conns.get(conn);
     if (!streams) {
       streams = new Map();
-      this.conns.set(task.conn, streams);
+      this.conns.set(conn, streams);
     }
-    const counts: Counts = { tokens: 0, events: {}, recoveries: {}, errors: {} };
-    const notes: RecoveryNote[] = [];
-    const memos: ReasoningMemo[] = [];
-    const text: string[] = [];
+    this.streams = streams;
+    this.json = json;
+    this.counts = { tokens: 0, events: {}, recoveries: {}, errors: {} };
+    this.notes = [];
+    this.memos = [];
+    this.text = [];
+  }
+
+  openStream(sid: number, spec: OpenSpec & { name: string }): void {
+    if (!this.streams.has(sid)) this.open++;
+    this.streams.set(sid, {
+      name: spec.name,
+      field: streamField(spec.name),
+      parser: new HarmonyParser(this.vocab, {
+        mode: spec.mode,
+        role: spec.role,
+        wholeMessages: spec.wholeMessages,
+        nonStrict: spec.nonStrict,
+        callIdPrefix: spec.callIdPrefix,
+      }),
+      cot: spec.rememberReasoning ? new CotBuffer() : null,
+      adapter: adapterFor(spec),
+    });
+  }
+
+  /** Feed ids[start, end) to a stream (the pool only routes tokens to streams it opened here). */
+  tokens(sid: number, ids: Uint32Array, start: number, end: number): void {
+    const session = this.streams.get(sid);
+    if (!session) return;
+    this.counts.tokens += end - start;
+    const events = session.parser.write(ids, start, end);
+    if (events.length > 0) this.count(session, events, this.notes);
+  }
+
+  closeStream(sid: number, reason: "eos" | "length" | "abort"): void {
+    const session = this.streams.get(sid);
+    if (!session) return;
+    const events = session.parser.end(reason);
+    this.streams.delete(sid);
+    this.open--;
+    // a client's abort is not malformed model output: counted, not logged
+    if (events.length > 0) this.count(session, events, reason === "abort" ? null : this.notes);
+  }
+
+  /** The batch's events, encoded, with what it counted. */
+  finish(): OpsResult {
+    const json = this.json;
+    const r: OpsResult = {
+      bin: json ? null : this.writer.take(),
+      json: json ? this.text : null,
+      counts: this.counts,
+      notes: this.notes,
+      memos: this.memos,
+      sessions: this.open,
+    };
+    this.text = [];
+    return r;
+  }
+
+  /** Apply one task's ops in order; the events come back encoded, in the same order. */
+  run(task: OpsTask): OpsResult {
+    this.begin(task.conn, task.json);
     const { kinds, sids, offs, ids } = task;
     let x = 0; // next entry of task.extra (open and close ops, in op order)
     for (let i = 0; i < kinds.length; i++) {
-      const sid = sids[i]!;
       const kind = kinds[i];
-      if (kind === K_TOKENS) {
-        const session = streams.get(sid);
-        if (!session) continue; // the pool only routes tokens to streams it opened here
-        const s = offs[2 * i]!;
-        const e = offs[2 * i + 1]!;
-        counts.tokens += e - s;
-        const events = session.parser.write(ids, s, e);
-        if (events.length > 0) this.count(counts, notes, memos, session, events, task.json, text);
-        continue;
-      }
-      const extra = task.extra[x++]!;
-      if (kind === K_OPEN) {
-        const spec = extra[1] as OpenSpec & { name: string };
-        if (!streams.has(sid)) this.open++;
-        streams.set(sid, {
-          name: spec.name,
-          field: streamField(spec.name),
-          parser: new HarmonyParser(this.vocab, {
-            mode: spec.mode,
-            role: spec.role,
-            wholeMessages: spec.wholeMessages,
-            nonStrict: spec.nonStrict,
-            callIdPrefix: spec.callIdPrefix,
-          }),
-          cot: spec.rememberReasoning ? new CotBuffer() : null,
-          adapter: adapterFor(spec),
-        });
-      } else if (kind === K_CLOSE) {
-        const session = streams.get(sid);
-        if (!session) continue;
-        const reason = extra[1] as "eos" | "length" | "abort";
-        const events = session.parser.end(reason);
-        streams.delete(sid);
-        this.open--;
-        // a client's abort is not malformed model output: counted, not logged
-        if (events.length > 0) this.count(counts, reason === "abort" ? null : notes, memos, session, events, task.json, text);
-      }
+      if (kind === K_TOKENS) this.tokens(sids[i]!, ids, offs[2 * i]!, offs[2 * i + 1]!);
+      else if (kind === K_OPEN) this.openStream(sids[i]!, task.extra[x++]![1] as OpenSpec & { name: string });
+      else if (kind === K_CLOSE) this.closeStream(sids[i]!, task.extra[x++]![1] as "eos" | "length" | "abort");
     }
-    return {
-      bin: task.json ? null : this.writer.take(),
-      json: task.json ? text : null,
-      counts,
-      notes,
-      memos,
-      sessions: this.open,
-    };
+    return this.finish();
   }
 
-  private count(
-    c: Counts,
-    notes: RecoveryNote[] | null,
-    memos: ReasoningMemo[],
-    session: Session,
-    events: HarmonyEvent[],
-    json: boolean,
-    text: string[],
-  ): void {
+  private count(session: Session, events: HarmonyEvent[], notes: RecoveryNote[] | null): void {
+    const c = this.counts;
+    const memos = this.memos;
+    const json = this.json;
+    const text = this.text;
     const stream = session.name;
     const writer = this.writer;
     const cot = session.cot;

@@ -81,7 +81,7 @@ export class ParserPool extends EventEmitter<PoolEvents> {
         filename,
         minThreads: 1,
         maxThreads: 1,
-        concurrentTasksPerWorker: 1,
+        concurrentTasksPerWorker: Number(process.env.HS_CTPW ?? 1),
         // an undistributed task goes back to the head of the queue, never the tail
         stricterFIFO: true,
         idleTimeout: 2 ** 31 - 1,
@@ -145,25 +145,28 @@ export class ParserPool extends EventEmitter<PoolEvents> {
     return r;
   }
 
+  /** The inline slot's sessions (null without an inline slot); ops are fed to it directly. */
+  get inlineHost(): SessionHost | null {
+    return this.host;
+  }
+
+  /** After a batch on the inline host: note its session count. */
+  inlineDone(r: OpsResult): void {
+    this.slots[this.inlineSlot]!.sessions = r.sessions;
+  }
+
   /**
-   * Run a task on the inline slot, now. The core never throws on input; if
-   * this code has a bug that does, the inline sessions are lost exactly as a
-   * crashed worker's would be (a fresh host, `crash`, null for this task).
+   * The inline host threw. The core never throws on input, so this is a
+   * bug; its sessions are lost exactly as a crashed worker's would be: a
+   * fresh host, a new generation and `crash`.
    */
-  runInline(task: OpsTask): OpsResult | null {
+  inlineFailed(): void {
     const s = this.slots[this.inlineSlot]!;
-    try {
-      const r = this.host!.run(task);
-      s.sessions = r.sessions;
-      return r;
-    } catch {
-      this.host = this.newHost();
-      s.sessions = 0;
-      s.generation++;
-      this.restarts++;
-      this.emit("crash", this.inlineSlot, s.generation);
-      return null;
-    }
+    this.host = this.newHost();
+    s.sessions = 0;
+    s.generation++;
+    this.restarts++;
+    this.emit("crash", this.inlineSlot, s.generation);
   }
 
   async drop(slot: number, conn: number): Promise<void> {

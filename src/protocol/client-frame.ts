@@ -76,13 +76,35 @@ const utf8 = new TextDecoder("utf-8", { fatal: true });
 
 class WireError extends Error {}
 
+/**
+ * A UTF-8 string field. Stream names are short and almost always ASCII:
+ * those are built directly (a TextDecoder call costs more than the name).
+ */
+function decodeString(buf: Uint8Array, s: number, e: number): string {
+  if (e - s <= 32) {
+    let out = "";
+    let i = s;
+    for (; i < e; i++) {
+      const b = buf[i]!;
+      if (b >= 0x80) break;
+      out += String.fromCharCode(b);
+    }
+    if (i === e) return out;
+  }
+  try {
+    return utf8.decode(buf.subarray(s, e));
+  } catch {
+    throw new WireError("a string field is not valid UTF-8");
+  }
+}
+
 /** Minimal protobuf wire reader over one buffer. */
 class Reader {
   pos: number;
   constructor(
     readonly buf: Uint8Array,
     start: number,
-    readonly end: number,
+    public end: number,
   ) {
     this.pos = start;
   }
@@ -99,6 +121,20 @@ class Reader {
       mul *= 128;
     }
     throw new WireError("varint longer than 10 bytes");
+  }
+
+  /** Read from [start, end) of the same buffer now (readers are reused within a frame). */
+  at(start: number, end: number): this {
+    this.pos = start;
+    this.end = end;
+    return this;
+  }
+
+  /** A length-delimited field's payload length; it starts at `pos` (checked to fit). */
+  length(): number {
+    const len = this.varint();
+    if (len > this.end - this.pos) throw new WireError("length-delimited field runs past its parent");
+    return len;
   }
 
   /** Returns [start, end) of a length-delimited field's payload. */
@@ -132,12 +168,43 @@ class Reader {
 
   string(): string {
     const [s, e] = this.bytes();
-    try {
-      return utf8.decode(this.buf.subarray(s, e));
-    } catch {
-      throw new WireError("a string field is not valid UTF-8");
-    }
+    return decodeString(this.buf, s, e);
   }
+}
+
+/** Varints in a packed field (each ends with a byte below 0x80). */
+function packedCount(buf: Uint8Array, s: number, e: number): number {
+  let n = 0;
+  for (let i = s; i < e; i++) if (buf[i]! < 0x80) n++;
+  return n;
+}
+
+/** Read a packed repeated uint32 field's varints into the sink; returns the end. */
+function readPacked(buf: Uint8Array, s: number, e: number, sink: IdSink): number {
+  let i = s;
+  while (i < e) {
+    const b = buf[i++]!;
+    if (b < 0x80) {
+      sink.push(b); // one-byte ids, and the fast path for the rest
+      continue;
+    }
+    let result = b & 0x7f;
+    let mul = 128;
+    let done = false;
+    for (let k = 1; k < 10; k++) {
+      if (i >= e) throw new WireError("truncated varint");
+      const c = buf[i++]!;
+      result += (c & 0x7f) * mul;
+      if (c < 0x80) {
+        done = true;
+        break;
+      }
+      mul *= 128;
+    }
+    if (!done) throw new WireError("varint longer than 10 bytes");
+    sink.push(result);
+  }
+  return i;
 }
 
 class IdSink {
@@ -153,6 +220,20 @@ class IdSink {
   }
 }
 
+/** Open, Close and Render ops: rare, decoded by protobufjs. */
+function decodeRare(kind: number, payload: Uint8Array, s: Schema): ClientOp {
+  if (kind === OP_OPEN) {
+    const m = s.Open.toObject(s.Open.decode(payload), { defaults: true }) as Omit<OpenOp, "kind">;
+    return { kind: OP_OPEN, ...m };
+  }
+  if (kind === OP_CLOSE) {
+    const m = s.Close.toObject(s.Close.decode(payload), { defaults: true }) as Omit<CloseOp, "kind">;
+    return { kind: OP_CLOSE, ...m };
+  }
+  const m = s.Render.toObject(s.Render.decode(payload), { defaults: true }) as { request_id: string; request_json: string };
+  return { kind: OP_RENDER, stream: m.request_id, json: m.request_json };
+}
+
 /** Read a binary ClientFrame. `maxIds` bounds the ids of the whole frame. */
 export function readBinaryFrame(buf: Uint8Array, s: Schema, maxIds: number): ReadFrame {
   const ops: ClientOp[] = [];
@@ -160,14 +241,17 @@ export function readBinaryFrame(buf: Uint8Array, s: Schema, maxIds: number): Rea
   const sink = new IdSink();
   try {
     const frame = new Reader(buf, 0, buf.length);
+    const op = new Reader(buf, 0, 0);
+    const r = new Reader(buf, 0, 0);
     while (frame.pos < frame.end) {
       const tag = frame.varint();
       if (tag >>> 3 !== 1 || (tag & 7) !== 2) {
         frame.skip(tag & 7); // unknown ClientFrame field: ignored, as protobuf does
         continue;
       }
-      const [os, oe] = frame.bytes();
-      const op = new Reader(buf, os, oe);
+      const olen = frame.length();
+      op.at(frame.pos, frame.pos + olen);
+      frame.pos += olen;
       let kind = 0;
       let ps = 0;
       let pe = 0;
@@ -176,25 +260,20 @@ export function readBinaryFrame(buf: Uint8Array, s: Schema, maxIds: number): Rea
         const f = t >>> 3;
         if (f >= 1 && f <= 4 && (t & 7) === 2) {
           kind = f; // oneof: the last one set wins
-          [ps, pe] = op.bytes();
+          const len = op.length();
+          ps = op.pos;
+          pe = op.pos += len;
         } else op.skip(t & 7);
       }
       if (kind === 0) {
         errors.push({ code: "unknown_op", message: "an op with no open, tokens, close or render", stream: "" });
         continue;
       }
-      const payload = buf.subarray(ps, pe);
-      if (kind === OP_OPEN) {
-        const m = s.Open.toObject(s.Open.decode(payload), { defaults: true }) as Omit<OpenOp, "kind">;
-        ops.push({ kind: OP_OPEN, ...m });
-      } else if (kind === OP_CLOSE) {
-        const m = s.Close.toObject(s.Close.decode(payload), { defaults: true }) as Omit<CloseOp, "kind">;
-        ops.push({ kind: OP_CLOSE, ...m });
-      } else if (kind === OP_RENDER) {
-        const m = s.Render.toObject(s.Render.decode(payload), { defaults: true }) as { request_id: string; request_json: string };
-        ops.push({ kind: OP_RENDER, stream: m.request_id, json: m.request_json });
+      if (kind !== OP_TOKENS) {
+        const payload = buf.subarray(ps, pe);
+        ops.push(decodeRare(kind, payload, s));
       } else {
-        const r = new Reader(buf, ps, pe);
+        r.at(ps, pe);
         let stream = "";
         const start = sink.n;
         while (r.pos < r.end) {
@@ -203,9 +282,13 @@ export function readBinaryFrame(buf: Uint8Array, s: Schema, maxIds: number): Rea
           const w = t & 7;
           if (f === 1 && w === 2) stream = r.string();
           else if (f === 2 && w === 2) {
-            const [is, ie] = r.bytes();
-            const packed = new Reader(buf, is, ie);
-            while (packed.pos < packed.end) sink.push(packed.varint());
+            const len = r.varint();
+            const ie = r.pos + len;
+            if (len > r.end - r.pos) throw new WireError("length-delimited field runs past its parent");
+            if (sink.n + len > maxIds && sink.n + packedCount(buf, r.pos, ie) > maxIds) {
+              return refused("too_many_ids", `the frame carries more than ${maxIds} token ids`);
+            }
+            r.pos = readPacked(buf, r.pos, ie, sink);
           } else if (f === 2 && w === 0) sink.push(r.varint());
           else r.skip(w);
           if (sink.n > maxIds) return refused("too_many_ids", `the frame carries more than ${maxIds} token ids`);

@@ -19,6 +19,7 @@ import {
   readJsonFrame,
   OP_CLOSE,
   OP_OPEN,
+  OP_TOKENS,
   OP_RENDER,
   type OpenOp,
   type OpError,
@@ -36,6 +37,15 @@ export interface Transport {
   resume(): void;
   /** End the connection (after the last send). */
   end(code: number, reason: string): void;
+}
+
+/** One worker slot's share of a frame, in frame order. */
+interface Group {
+  kinds: number[];
+  sids: number[];
+  offs: number[];
+  extra: [number, (OpenSpec & { name: string }) | string][];
+  ids: number;
 }
 
 interface StreamState {
@@ -105,19 +115,13 @@ export class Connection {
     if (read.fatal) fail(read.fatal);
     for (const e of read.errors) fail(e);
 
-    // group ops by slot, in frame order
-    const perSlot = new Map<
-      number,
-      { kinds: number[]; sids: number[]; offs: number[]; extra: [number, (OpenSpec & { name: string }) | string][]; ids: number }
-    >();
-    const group = (slot: number) => {
-      let g = perSlot.get(slot);
-      if (!g) {
-        g = { kinds: [], sids: [], offs: [], extra: [], ids: 0 };
-        perSlot.set(slot, g);
-      }
-      return g;
-    };
+    // ops for the inline slot are applied as they are read; the rest are
+    // grouped into one task per worker slot, in frame order
+    const pool = svc.pool;
+    const inlineSlot = pool.inlineSlot;
+    let host = pool.inlineHost;
+    let inlineUsed = false;
+    const perSlot: (Group | undefined)[] = [];
     for (const op of read.ops) {
       const name = op.stream;
       if (name === "") {
@@ -131,6 +135,9 @@ export class Connection {
         else immediate.push(this.errorEvent(name, "bad_request", `${r.error.code}${r.error.path ? ` at ${r.error.path}` : ""}: ${r.error.message}`));
         continue;
       }
+      let st: StreamState | undefined;
+      let open: (OpenSpec & { name: string }) | undefined;
+      let reason = "";
       if (op.kind === OP_OPEN) {
         if (this.draining) {
           immediate.push(this.errorEvent(name, "shutting_down", "the server is draining; no new streams"));
@@ -151,57 +158,74 @@ export class Connection {
           immediate.push(this.errorEvent(name, "bad_option", spec));
           continue;
         }
-        const slot = svc.pool.assign();
-        const sid = this.nextSid++;
-        this.streams.set(name, { slot, generation: svc.pool.generation(slot), sid });
+        const slot = pool.assign();
+        st = { slot, generation: pool.generation(slot), sid: this.nextSid++ };
+        this.streams.set(name, st);
         this.closed.delete(name);
         this.slotsUsed.add(slot);
         svc.metrics.openStreams.inc();
-        const g = group(slot);
-        g.extra.push([g.kinds.length, { ...spec, name }]);
-        g.kinds.push(K_OPEN);
-        g.sids.push(sid);
-        g.offs.push(0, 0);
-        continue;
-      }
-      const st = this.streams.get(name);
-      if (!st) {
-        const code = this.closed.has(name) ? "stream_closed" : "unknown_stream";
-        const msg = code === "stream_closed" ? `stream ${JSON.stringify(name)} is closed` : `no open stream ${JSON.stringify(name)}`;
-        immediate.push(this.errorEvent(name, code, msg));
-        continue;
-      }
-      const g = group(st.slot);
-      if (op.kind === OP_CLOSE) {
-        const reason = op.reason === "" ? "eos" : op.reason;
-        if (!REASONS.has(reason)) {
-          immediate.push(this.errorEvent(name, "bad_option", `close reason must be eos, length or abort, not ${JSON.stringify(op.reason)}`));
+        open = { ...spec, name };
+      } else {
+        st = this.streams.get(name);
+        if (!st) {
+          const code = this.closed.has(name) ? "stream_closed" : "unknown_stream";
+          const msg = code === "stream_closed" ? `stream ${JSON.stringify(name)} is closed` : `no open stream ${JSON.stringify(name)}`;
+          immediate.push(this.errorEvent(name, code, msg));
           continue;
         }
-        this.forget(name, st);
-        g.extra.push([g.kinds.length, reason]);
-        g.kinds.push(K_CLOSE);
-        g.sids.push(st.sid);
-        g.offs.push(0, 0);
-      } else {
+        if (op.kind === OP_CLOSE) {
+          reason = op.reason === "" ? "eos" : op.reason;
+          if (!REASONS.has(reason)) {
+            immediate.push(this.errorEvent(name, "bad_option", `close reason must be eos, length or abort, not ${JSON.stringify(op.reason)}`));
+            continue;
+          }
+          this.forget(name, st);
+        }
+      }
+      if (st.slot === inlineSlot && host !== null) {
+        if (!inlineUsed) {
+          host.begin(this.id, json);
+          inlineUsed = true;
+        }
+        try {
+          if (op.kind === OP_TOKENS) host.tokens(st.sid, read.ids, op.start, op.end);
+          else if (open) host.openStream(st.sid, open);
+          else host.closeStream(st.sid, reason as "eos" | "length" | "abort");
+        } catch (e) {
+          // a bug, not bad input: the inline sessions are lost as in a worker
+          // crash (their streams get worker_crashed); later ops go to a fresh host
+          svc.logger.error({ conn: this.id, err: e }, "inline parser sessions failed");
+          pool.inlineFailed();
+          host = pool.inlineHost;
+          inlineUsed = false;
+        }
+        continue;
+      }
+      let g = perSlot[st.slot];
+      if (!g) perSlot[st.slot] = g = { kinds: [], sids: [], offs: [], extra: [], ids: 0 };
+      if (op.kind === OP_TOKENS) {
         g.kinds.push(K_TOKENS);
         g.sids.push(st.sid);
         g.offs.push(op.start, op.end);
         g.ids += op.end - op.start;
+      } else {
+        g.extra.push([g.kinds.length, open ?? reason]);
+        g.kinds.push(open ? K_OPEN : K_CLOSE);
+        g.sids.push(st.sid);
+        g.offs.push(0, 0);
       }
     }
 
-    const pool = svc.pool;
     const results: (Promise<OpsResult | null> | OpsResult | null)[] = [];
+    if (inlineUsed) {
+      const r = pool.inlineHost!.finish();
+      pool.inlineDone(r);
+      results.push(r);
+    }
     let pending = false;
-    for (const [slot, g] of perSlot) {
-      if (pool.isInline(slot)) {
-        // answered here and now, reading the frame's own ids
-        results.push(
-          pool.runInline({ t: "ops", conn: this.id, json, kinds: g.kinds, sids: g.sids, offs: g.offs, ids: read.ids, extra: g.extra }),
-        );
-        continue;
-      }
+    for (let slot = 0; slot < perSlot.length; slot++) {
+      const g = perSlot[slot];
+      if (!g) continue;
       // one task per worker slot, carrying only that slot's ids
       const ids = new Uint32Array(g.ids);
       const offs = new Uint32Array(g.offs.length);
