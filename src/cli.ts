@@ -38,7 +38,7 @@ const help: Record<string, [string, string]> = {
   port: ["--port <n>", "HTTP + WebSocket port (0: any free port)"],
   grpcPort: ["--grpc-port <n>", "gRPC port (0: any free port, -1: off)"],
   workers: ["--workers <n>", "parser worker threads (0: parse on the main thread)"],
-  inline: ["--inline <on|off>", "also hold parser sessions on the main thread, answered with no thread hop"],
+  inline: ["--inline <n>", "streams the main thread parses itself, with no thread hop, before new ones go to workers"],
   token: ["--token <secret>", "bearer token clients must present"],
   logLevel: ["--log-level <level>", "pino log level"],
   maxFrameBytes: ["--max-frame-bytes <n>", "largest client frame"],

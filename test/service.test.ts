@@ -458,7 +458,7 @@ describe("OpenAI output formats on a stream", () => {
 describe("sessions on the main thread (the inline slot)", () => {
   for (const [name, opts] of [
     ["--workers 0 (everything inline)", { workers: 0 }],
-    ["--workers 1 --inline on (streams split between the main thread and a worker)", { workers: 1, inline: true }],
+    ["--workers 1 --inline 300 (streams split between the main thread and a worker)", { workers: 1, inline: 300 }],
   ] as const) {
     it(`${name}: the corpus multiplexed on one connection, protobuf and JSON, gives the in-process events`, async () => {
       const s = await start(opts);
@@ -473,7 +473,7 @@ describe("sessions on the main thread (the inline slot)", () => {
   }
 
   it("answers stay in frame order when frames mix inline and worker streams", async () => {
-    const s = await start({ workers: 1, inline: true });
+    const s = await start({ workers: 1, inline: 2 });
     const client = await connect(s.ws);
     const ids = enc.encode("<|channel|>final<|message|>one two three four five six seven<|return|>");
     const handles = ["a", "b", "c", "d"].map((n) => client.open(n));
@@ -483,7 +483,7 @@ describe("sessions on the main thread (the inline slot)", () => {
   });
 
   it("a crashed worker fails only its streams; the inline ones carry on", async () => {
-    const s = await start({ workers: 1, inline: true });
+    const s = await start({ workers: 1, inline: 2 });
     const client = await connect(s.ws);
     const ids = enc.encode("<|channel|>final<|message|>the answer is forty-two<|return|>");
     const handles = ["s0", "s1", "s2", "s3"].map((n) => client.open(n));

@@ -29,7 +29,7 @@ export const SETTINGS = [
   ["port", "HARMONY_PORT", DEFAULTS.port],
   ["grpcPort", "HARMONY_GRPC_PORT", DEFAULTS.grpcPort],
   ["workers", "HARMONY_WORKERS", DEFAULTS.workers],
-  ["inline", "HARMONY_INLINE", DEFAULTS.inline ? "on" : "off"],
+  ["inline", "HARMONY_INLINE", DEFAULTS.inline],
   ["token", "HARMONY_TOKEN", ""],
   ["logLevel", "HARMONY_LOG_LEVEL", DEFAULTS.logLevel],
   ["maxFrameBytes", "HARMONY_MAX_FRAME_BYTES", DEFAULT_LIMITS.maxFrameBytes],
@@ -51,12 +51,6 @@ export function resolveOptions(flags: ServeFlags, env: NodeJS.ProcessEnv): Servi
     const n = Number(raw);
     if (!Number.isInteger(n) || n < min) throw new Error(`${key} (${envName}) must be an integer ≥ ${min}, got ${JSON.stringify(raw)}`);
     return n;
-  };
-  const onOff = (key: keyof ServeFlags, envName: string, def: boolean): boolean => {
-    const raw = get(key, envName, def ? "on" : "off");
-    if (raw === "on" || raw === "true" || raw === "1") return true;
-    if (raw === "off" || raw === "false" || raw === "0") return false;
-    throw new Error(`${key} (${envName}) must be on or off, got ${JSON.stringify(raw)}`);
   };
   const limits: Limits = {
     ...DEFAULT_LIMITS,
@@ -85,7 +79,7 @@ export function resolveOptions(flags: ServeFlags, env: NodeJS.ProcessEnv): Servi
     port: int("port", "HARMONY_PORT", DEFAULTS.port, 0),
     grpcPort: int("grpcPort", "HARMONY_GRPC_PORT", DEFAULTS.grpcPort, -1),
     workers: int("workers", "HARMONY_WORKERS", DEFAULTS.workers, 0),
-    inline: onOff("inline", "HARMONY_INLINE", DEFAULTS.inline ?? false),
+    inline: int("inline", "HARMONY_INLINE", DEFAULTS.inline ?? 0, 0),
     token: get("token", "HARMONY_TOKEN", "") || undefined,
     logLevel: get("logLevel", "HARMONY_LOG_LEVEL", DEFAULTS.logLevel ?? "info"),
     drainTimeoutMs: int("drainTimeoutMs", "HARMONY_DRAIN_TIMEOUT_MS", DEFAULTS.drainTimeoutMs, 0),

@@ -44,8 +44,11 @@ export function workerFile(): string {
 export interface PoolOptions {
   /** Worker threads (0: parse on the main thread only). */
   workers: number;
-  /** Also hold sessions on the main thread (always, when workers is 0). */
-  inline: boolean;
+  /**
+   * Streams the main thread holds itself (0: none; all of them when workers
+   * is 0). New streams go there while it holds fewer, then to the workers.
+   */
+  inline: number;
   table: VocabTable;
   schema: Schema;
 }
@@ -67,6 +70,7 @@ export class ParserPool extends EventEmitter<PoolEvents> {
   private closing = false;
   /** The inline slot's index (after the workers), or -1. */
   readonly inlineSlot: number;
+  private readonly inlineMax: number;
   private host: SessionHost | null = null;
   private readonly newHost: () => SessionHost;
   restarts = 0;
@@ -81,7 +85,10 @@ export class ParserPool extends EventEmitter<PoolEvents> {
         filename,
         minThreads: 1,
         maxThreads: 1,
-        concurrentTasksPerWorker: Number(process.env.HS_CTPW ?? 1),
+        // tasks are posted ahead so the thread goes from one to the next
+        // without waiting for a round trip; the handler is synchronous, so
+        // they still run (and answer) one at a time, in order
+        concurrentTasksPerWorker: 16,
         // an undistributed task goes back to the head of the queue, never the tail
         stricterFIFO: true,
         idleTimeout: 2 ** 31 - 1,
@@ -100,7 +107,8 @@ export class ParserPool extends EventEmitter<PoolEvents> {
     }
     const vocab = new Vocabulary(opts.table);
     this.newHost = () => new SessionHost(vocab, opts.schema);
-    if (opts.inline || workers === 0) {
+    this.inlineMax = workers === 0 ? Infinity : Math.max(0, opts.inline);
+    if (this.inlineMax > 0) {
       this.inlineSlot = this.slots.length;
       this.host = this.newHost();
       this.slots.push({ piscina: null, generation: 0, streams: 0, sessions: 0 });
@@ -120,10 +128,18 @@ export class ParserPool extends EventEmitter<PoolEvents> {
     return this.slots[slot]!.generation;
   }
 
-  /** Pin a new stream: the slot holding the fewest streams (the inline slot on a tie). */
+  /**
+   * Pin a new stream: the main thread while it holds fewer than its share
+   * (a connection with a few streams never pays a thread hop), otherwise
+   * the worker holding the fewest streams.
+   */
   assign(): number {
-    let best = this.inlineSlot < 0 ? 0 : this.inlineSlot;
-    for (let i = 0; i < this.slots.length; i++) if (this.slots[i]!.streams < this.slots[best]!.streams) best = i;
+    const inl = this.inlineSlot;
+    let best = inl;
+    if (inl < 0 || this.slots[inl]!.streams >= this.inlineMax) {
+      best = 0;
+      for (let i = 1; i < this.slots.length; i++) if (i !== inl && this.slots[i]!.streams < this.slots[best]!.streams) best = i;
+    }
     this.slots[best]!.streams++;
     return best;
   }

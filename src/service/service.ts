@@ -50,8 +50,8 @@ export interface ServiceOptions {
   grpcPort: number;
   /** Parser worker threads (0: parse on the main thread only). */
   workers: number;
-  /** Also hold sessions on the main thread (the pool's inline slot). */
-  inline?: boolean;
+  /** Streams the main thread parses itself before new ones go to workers (the pool's inline slot). */
+  inline?: number;
   /** Bearer token required from clients, when set. */
   token?: string | undefined;
   limits: Limits;
@@ -74,7 +74,7 @@ export const DEFAULTS: Omit<ServiceOptions, "limits"> = {
   // the main thread (frames, sockets) needs a core of its own: on 2 cores one
   // worker beats two by a third in bench/service-bench.ts (bench/RESULTS.md)
   workers: Math.max(1, Math.min(os.availableParallelism() - 1, 8)),
-  inline: false,
+  inline: 16,
   drainTimeoutMs: 10_000,
   logLevel: "info",
 };
@@ -109,7 +109,7 @@ export class Service {
     this.metrics.watchCotStore(this.cot);
     this.pool = new ParserPool({
       workers: this.options.workers,
-      inline: this.options.inline ?? false,
+      inline: this.options.inline ?? 0,
       table: enc.table,
       schema: this.schema,
     });
@@ -128,7 +128,7 @@ export class Service {
         ...ports,
         host: this.options.host,
         workers: this.pool.workers,
-        inline: this.pool.inlineSlot >= 0,
+        inline: this.options.workers === 0 ? "all" : (this.options.inline ?? 0),
         startup_ms: Math.round(performance.now() - t0),
         auth: !!this.token,
         upstream: this.options.upstream?.url ?? null,
