@@ -545,6 +545,26 @@ describe("property: writing a range of a larger array", () => {
   });
 });
 
+describe("the token window grows with the stream", () => {
+  it("an abandoned header is spliced into its restart wherever the stream is, before and after the window doubles", () => {
+    const enc = harmony().enc;
+    const head = enc.encode("<|channel|>analysis<|message|>");
+    const word = enc.encode(" x")[0]!;
+    const tail = enc.encode(
+      '<|end|><|start|>assistant to=functions.get_weather<|start|>assistant<|channel|>commentary json<|message|>{"city":"Paris"}<|call|>',
+    );
+    for (const filler of [0, 20, 25, 28, 29, 30, 31, 32, 33, 60, 61, 62, 63, 64, 125, 126, 127, 128, 250, 254, 255, 256, 500, 505, 510, 600]) {
+      const ids = [...head, ...Array(filler).fill(word), ...tail];
+      for (const sizes of [[ids.length], [1], [7]]) {
+        const { events } = run(ids, { role: "assistant" }, sizes);
+        const call = events.find((e) => e.type === "tool_call_start");
+        expect(call, `filler ${filler}, chunks ${sizes}`).toMatchObject({ name: "get_weather" });
+        expect(events.some((e) => e.type === "recovery" && e.kind === "recipient_spliced"), `filler ${filler}`).toBe(true);
+      }
+    }
+  });
+});
+
 // ---------------------------------------------------------------- 5. lose nothing
 
 /** Text for contents and junk: ASCII words, emoji, CJK, punctuation, look-alike markers. */

@@ -12,7 +12,8 @@
  * - resilient (default) repairs malformed output instead of erroring, and
  *   reports each repair as a `recovery` event (docs/errors.md lists them).
  *
- * Memory per stream: a ring of the last `windowSize` token ids, the current
+ * Memory per stream: a ring of the last `windowSize` token ids (it starts
+ * small and doubles as the stream grows, so short streams stay small), the current
  * header bytes, pending partial UTF-8 bytes, the not-yet-emitted delta text
  * of the current `write`, and the current message's content only when whole
  * messages were requested.
@@ -113,6 +114,9 @@ function describeId(id: unknown): string {
   }
 }
 
+/** Ids the window holds at first; it doubles up to `windowSize` as a stream grows. */
+const INITIAL_WINDOW = 32;
+
 export class HarmonyParser {
   private readonly vocab: Vocabulary;
   private readonly preset: HarmonyPreset;
@@ -133,8 +137,10 @@ export class HarmonyParser {
   private readonly tCall: number;
 
   /** The last `windowSize` ids, 3 bytes each (ids < 2^24; others are stored as NOT_A_TOKEN). */
-  private readonly window: Uint8Array;
-  private readonly mask: number;
+  private window: Uint8Array;
+  private mask: number;
+  /** The mask of the full-size window. */
+  private readonly maxMask: number;
   private pos = 0;
   private state: number;
   private nextRole: string | null;
@@ -196,8 +202,10 @@ export class HarmonyParser {
     this.tCall = t.call;
     let size = 1;
     while (size < (options.windowSize ?? 512)) size <<= 1;
-    this.window = new Uint8Array(3 * size);
-    this.mask = size - 1;
+    this.maxMask = size - 1;
+    const first = Math.min(size, INITIAL_WINDOW);
+    this.window = new Uint8Array(3 * first);
+    this.mask = first - 1;
     const role = options.role === undefined ? preset.implicitRole : options.role;
     this.nextRole = role;
     this.state = role === null ? S_EXPECT : S_HEADER;
@@ -241,8 +249,8 @@ export class HarmonyParser {
     }
     const len = ids == null || typeof ids.length !== "number" ? 0 : ids.length;
     const n = end === undefined || !(end <= len) ? len : end;
-    const win = this.window;
-    const mask = this.mask;
+    let win = this.window;
+    let mask = this.mask;
     const flags = this.flags;
     const fs = this.firstSpecial;
     const vocab = this.vocab;
@@ -255,6 +263,10 @@ export class HarmonyParser {
         for (; i < n; i++) {
           const id = ids[i]!;
           if (id >>> 0 !== id || id >= fs || (flags[id]! & FLAG_WHOLE) === 0) break;
+          if (pos > mask && mask !== this.maxMask) {
+            win = this.growWindow();
+            mask = this.mask;
+          }
           const w = 3 * (pos & mask);
           win[w] = id;
           win[w + 1] = id >>> 8;
@@ -271,6 +283,10 @@ export class HarmonyParser {
       }
       const id = ids[i++]!;
       const kept = id >>> 0 === id && id < NOT_A_TOKEN ? id : NOT_A_TOKEN;
+      if (this.pos > mask && mask !== this.maxMask) {
+        win = this.growWindow();
+        mask = this.mask;
+      }
       const w = 3 * (this.pos & mask);
       win[w] = kept;
       win[w + 1] = kept >>> 8;
@@ -845,6 +861,18 @@ export class HarmonyParser {
     if (text === null) return null;
     const th = parseHeaderTolerant(text, null, this.preset, { atMessage: false, carrying: false });
     return th.recipient;
+  }
+
+  /**
+   * Double the window (it is full: pos has reached its size, so every id
+   * since the start is in it, at index = position, and stays there).
+   */
+  private growWindow(): Uint8Array {
+    const grown = new Uint8Array(2 * this.window.length);
+    grown.set(this.window);
+    this.window = grown;
+    this.mask = 2 * this.mask + 1;
+    return grown;
   }
 
   /** Decode window ids [from, to), or null when they have left the window. */

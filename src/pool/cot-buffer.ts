@@ -25,7 +25,7 @@ export class CotBuffer {
     let buf = this.buf;
     const need = this.len + Math.min(3 * text.length, room);
     if (buf === null || buf.length < need) {
-      let size = buf === null ? 256 : buf.length;
+      let size = buf === null ? 64 : buf.length;
       while (size < need) size *= 2;
       const grown = Buffer.allocUnsafe(Math.min(size, MAX_COT_BYTES));
       if (buf !== null) buf.copy(grown, 0, 0, this.len);

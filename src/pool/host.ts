@@ -21,8 +21,8 @@ interface Session {
   parser: HarmonyParser;
   /** The client's name for the stream. */
   name: string;
-  /** The name as an encoded Event.stream field, written into each of its events. */
-  field: Uint8Array;
+  /** The name as an encoded Event.stream field (one char per byte), written into each of its events. */
+  field: string;
   /** Turns events into OpenAI objects, for streams opened with an openai.* format. */
   adapter: { push(ev: HarmonyEvent): object[] } | null;
   /** Reasoning since the last final answer; null when not remembering. */

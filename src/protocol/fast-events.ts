@@ -41,23 +41,22 @@ function utf8Length(s: string): number {
 const SHORT = 48;
 
 /**
- * Event.stream (field 1) with its tag and length: computed once per stream,
- * copied into every event of it. Empty for an empty name (proto3 default).
+ * Event.stream (field 1) with its tag and length, as a string of byte
+ * values (one char per byte): computed once per stream, copied into every
+ * event of it. A short string costs far less memory per stream than a
+ * typed array. Empty for an empty name (proto3 default).
  */
-export function streamField(stream: string): Uint8Array {
+export function streamField(stream: string): string {
   const bytes = Buffer.from(stream, "utf8");
-  if (bytes.length === 0) return new Uint8Array(0);
-  const out = new Uint8Array(1 + varintSize(bytes.length) + bytes.length);
-  let at = 0;
-  out[at++] = 0x0a;
+  if (bytes.length === 0) return "";
+  let out = String.fromCharCode(0x0a);
   let v = bytes.length;
   while (v >= 0x80) {
-    out[at++] = (v & 0x7f) | 0x80;
+    out += String.fromCharCode((v & 0x7f) | 0x80);
     v >>>= 7;
   }
-  out[at++] = v;
-  out.set(bytes, at);
-  return out;
+  out += String.fromCharCode(v);
+  return out + bytes.toString("latin1");
 }
 
 /** Appends ServerFrame fragments (field 1 = one Event) to a growable buffer. */
@@ -86,7 +85,7 @@ export class FrameWriter {
   }
 
   /** The same, with the stream's field from `streamField` (the hot path). */
-  deltaOf(nameField: Uint8Array, ev: DeltaEvent): void {
+  deltaOf(nameField: string, ev: DeltaEvent): void {
     const kind = KIND_FIELDS.get(ev.kind)!;
     const text = ev.text;
     const units = text.length;
@@ -105,7 +104,7 @@ export class FrameWriter {
     buf[this.len++] = 0x0a; // ServerFrame.events
     this.varint(eventLen);
     let at = this.len;
-    for (let i = 0; i < nameField.length; i++) buf[at++] = nameField[i]!;
+    for (let i = 0; i < nameField.length; i++) buf[at++] = nameField.charCodeAt(i);
     buf[at++] = 0x22; // Event.delta
     this.len = at;
     this.varint(deltaLen);
