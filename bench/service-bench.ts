@@ -64,6 +64,7 @@ const opts = new Command()
   .option("--load <f>", "(d) fraction of the max frames/s of (a)", (v) => Number(v), 0.5)
   .option("--rate <n>", "(d) frames/s to pace at, instead of --load × the max of (a)", (v) => Number(v))
   .option("--mem-streams <n>", "(e) open streams", (v) => Number(v), 10_000)
+  .option("--mem-depth <n>", "(e) tokens fed to each stream before measuring (the window holds up to 512)", (v) => Number(v), 8)
   .option("--mem-cycles <n>", "(e) leak check: more cycles of open all, disconnect", (v) => Number(v), 2)
   .option("--only <letters>", "run a subset of a,b,c,d,e (d needs a, unless --rate)", "abcde")
   .option("--cpu-prof <dir>", "run the service child under node --cpu-prof, write profiles to DIR and summarise them")
@@ -85,6 +86,7 @@ const opts = new Command()
     load: number;
     rate?: number;
     memStreams: number;
+    memDepth: number;
     memCycles: number;
     only: string;
     cpuProf?: string;
@@ -956,13 +958,18 @@ async function main(): Promise<void> {
   // ------------------------------------------------------------ (e) helpers
   async function memoryPhase() {
     const N = opts.memStreams;
-    const PER = 500;
-    const K = 8; // tokens fed to each stream: header + a few content tokens
+    const K = opts.memDepth;
+    const PER = Math.max(1, Math.min(500, Math.floor(200_000 / K))); // streams per frame, under the ids-per-frame limit // tokens fed to each stream (8: a header and a few content tokens)
     const frame = (names: string[], firstComp: number) => {
       const ops: Op[] = [];
       let events = 0;
       names.forEach((name, i) => {
-        const ids = Array.from(completions[(firstComp + i) % completions.length]!.subarray(0, K));
+        // the stream's completion, then the following ones, up to K tokens
+        const ids: number[] = [];
+        for (let c = firstComp + i; ids.length < K; c++) {
+          const comp = completions[c % completions.length]!;
+          for (let j = 0; j < comp.length && ids.length < K; j++) ids.push(comp[j]!);
+        }
         ops.push({ open: { stream: name } }, { tokens: { stream: name, ids } });
         events += new HarmonyParser(vocab).write(ids).length;
       });
@@ -1045,6 +1052,7 @@ async function main(): Promise<void> {
     return {
       streams: N,
       tokens_per_stream: K,
+      per_frame: PER,
       open_frames: open.frames.length,
       rss_start_bytes: rssStart,
       rss_baseline_bytes: rss0,
@@ -1124,6 +1132,7 @@ interface Report {
   e_memory?: {
     streams: number;
     tokens_per_stream: number;
+    per_frame: number;
     rss_baseline_bytes: number;
     rss_points: { streams: number; rss_bytes: number }[];
     rss_full_bytes: number;
@@ -1191,7 +1200,7 @@ function markdown(r: Report): string {
   if (e) {
     const mib = (x: number) => (x / 2 ** 20).toFixed(1);
     L.push("");
-    L.push(`(e) ${e.streams} open streams (opened ${e.tokens_per_stream} tokens deep, 500 per frame), service RSS (VmRSS, all threads): ${e.rss_points.map((p) => `${mib(p.rss_bytes)} MiB at ${p.streams}`).join(", ")} open streams → ${mib(e.rss_after_close_bytes)} MiB after the connection closed${e.rss_after_more_cycles_bytes.length === 0 ? "" : `; after ${e.rss_after_more_cycles_bytes.length} more cycles of opening ${e.streams} streams on a new connection and disconnecting: ${e.rss_after_more_cycles_bytes.map(mib).join(" MiB, ")} MiB`}.`);
+    L.push(`(e) ${e.streams} open streams (opened ${e.tokens_per_stream} tokens deep, ${e.per_frame} per frame), service RSS (VmRSS, all threads): ${e.rss_points.map((p) => `${mib(p.rss_bytes)} MiB at ${p.streams}`).join(", ")} open streams → ${mib(e.rss_after_close_bytes)} MiB after the connection closed${e.rss_after_more_cycles_bytes.length === 0 ? "" : `; after ${e.rss_after_more_cycles_bytes.length} more cycles of opening ${e.streams} streams on a new connection and disconnecting: ${e.rss_after_more_cycles_bytes.map(mib).join(" MiB, ")} MiB`}.`);
     L.push(`Per open stream: **${(e.bytes_per_stream / 1024).toFixed(2)} KiB** (least-squares slope over the ${e.rss_points.length} samples: ${(e.bytes_per_stream_slope / 1024).toFixed(2)} KiB). The parser objects alone (in this process, forced GC): ${(e.in_process_parser_bytes_per_stream / 1024).toFixed(2)} KiB, of which JS heap ${(e.in_process_parser_heap_bytes_per_stream / 1024).toFixed(2)} KiB. harmony_open_streams: ${e.open_streams_metric_full} open, ${e.open_streams_metric_after_close} after close.`);
   }
   L.push("");

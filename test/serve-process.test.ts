@@ -4,7 +4,9 @@ import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
 import { HarmonyClient } from "../src/client/index.js";
+import os from "node:os";
 import { resolveOptions } from "../src/commands/serve.js";
+import { defaultWorkers } from "../src/service/service.js";
 import { harmony } from "./helpers.js";
 
 const CLI = fileURLToPath(new URL("../dist/src/cli.js", import.meta.url));
@@ -16,6 +18,14 @@ describe("harmony-sidecar serve", () => {
     expect(o).toMatchObject({ host: "127.0.0.1", port: 9000, grpcPort: -1, token: "t" });
     expect(resolveOptions({}, {})).toMatchObject({ port: 8765, grpcPort: 8766, token: undefined });
     expect(() => resolveOptions({ workers: "zero" }, {})).toThrow(/workers/);
+    expect(resolveOptions({ workers: "0", inline: "4" }, {})).toMatchObject({ workers: 0, inline: 4 });
+    expect(resolveOptions({}, { HARMONY_INLINE: "0" })).toMatchObject({ inline: 0 });
+    expect(() => resolveOptions({ inline: "-1" }, {})).toThrow(/inline/);
+  });
+
+  it("defaults to no worker threads on 1 or 2 cores, CPU count − 1 (at most 8) beyond", () => {
+    expect([1, 2, 3, 4, 8, 16].map(defaultWorkers)).toEqual([0, 0, 2, 3, 7, 8]);
+    expect(resolveOptions({}, {})).toMatchObject({ workers: defaultWorkers(os.availableParallelism()), inline: 16 });
   });
 
   it("drains open streams on SIGTERM and exits 0", async () => {

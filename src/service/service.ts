@@ -67,13 +67,21 @@ export interface ServiceOptions {
 
 export const DEFAULT_COT_STORE = { maxBytes: 64 * 1024 * 1024, maxEntries: 100_000, ttlMs: 30 * 60_000 };
 
+/** Worker threads for a machine with `cores` cores (see DEFAULTS). */
+export function defaultWorkers(cores: number): number {
+  return cores <= 2 ? 0 : Math.min(cores - 1, 8);
+}
+
 export const DEFAULTS: Omit<ServiceOptions, "limits"> = {
   host: "127.0.0.1",
   port: 8765,
   grpcPort: 8766,
-  // the main thread (frames, sockets) needs a core of its own: on 2 cores one
-  // worker beats two by a third in bench/service-bench.ts (bench/RESULTS.md)
-  workers: Math.max(1, Math.min(os.availableParallelism() - 1, 8)),
+  // With 3+ cores: one core for the main thread (frames, sockets, the first
+  // --inline streams), the rest parse on workers. With 2 or fewer, a thread
+  // hop costs more CPU than it saves: bench/service-bench.ts measured ~0.45 ms
+  // of CPU per 256-stream frame all on the main thread against ~0.8 ms with
+  // one worker at the same pace, and a p99 4x lower (bench/RESULTS.md).
+  workers: defaultWorkers(os.availableParallelism()),
   inline: 16,
   drainTimeoutMs: 10_000,
   logLevel: "info",
