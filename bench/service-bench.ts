@@ -56,7 +56,7 @@ const opts = new Command()
   .option("--runs <n>", "timed runs per figure (median reported)", (v) => Number(v), 5)
   .option("--warmup <n>", "warm-up seconds before each figure", (v) => Number(v), 1)
   .option("--server-warmup <n>", "seconds of (a) and (b) traffic after a service starts, before any figure", (v) => Number(v), 4)
-  .option("--workers <n>", "service worker threads", (v) => Number(v), 2)
+  .option("--workers <n>", "service worker threads (default: the service's own default)", (v) => Number(v))
   .option("--serve-flags <flags>", "extra `serve` flags for the service child, space-separated (e.g. \"--inline on\")", "")
   .option("--streams <n>", "(a) streams per step frame", (v) => Number(v), 256)
   .option("--windows <list>", "(a) windows of unanswered frames to try", "2,4,8")
@@ -79,7 +79,7 @@ const opts = new Command()
     runs: number;
     warmup: number;
     serverWarmup: number;
-    workers: number;
+    workers?: number;
     streams: number;
     windows: string;
     pipeline: number;
@@ -178,11 +178,13 @@ interface Child {
   stderr: string[];
   /** stdout lines that are not JSON logs (e.g. --trace-gc), with the time they arrived */
   other: { at: number; line: string }[];
+  /** the service's "serving" log record (workers, inline, …) */
+  serving: Record<string, unknown>;
 }
 
 async function spawnChild(args: string[], nodeFlags: string[], readyMsg: string): Promise<Child> {
   const proc = spawn(process.execPath, [...nodeFlags, ...args], { stdio: ["ignore", "pipe", "pipe"] });
-  const child: Child = { proc, pid: proc.pid!, port: 0, warnLines: [], stderr: [], other: [] };
+  const child: Child = { proc, pid: proc.pid!, port: 0, warnLines: [], stderr: [], other: [], serving: {} };
   createInterface({ input: proc.stderr! }).on("line", (l) => child.stderr.push(l));
   const lines = createInterface({ input: proc.stdout! });
   child.port = await new Promise<number>((resolve, reject) => {
@@ -198,6 +200,7 @@ async function spawnChild(args: string[], nodeFlags: string[], readyMsg: string)
       }
       if (rec.msg === readyMsg && typeof rec.port === "number") {
         clearTimeout(timer);
+        child.serving = rec;
         resolve(rec.port);
       } else if ((rec.level ?? 0) >= 40) child.warnLines.push(l);
     });
@@ -216,11 +219,11 @@ async function stopChild(c: Child): Promise<void> {
 
 const CLI = fileURLToPath(new URL("../src/cli.js", import.meta.url));
 
-function startService(workers: number, profDir?: string): Promise<Child> {
+function startService(workers: number | undefined, profDir?: string): Promise<Child> {
   const flags = [...opts.serverFlags.split(" ").filter(Boolean), ...(profDir ? ["--cpu-prof", "--cpu-prof-dir", profDir] : [])];
   // --log-level info: at warn the "serving" line (the only place the port of
   // --port 0 appears) is not printed
-  const args = [CLI, "serve", "--host", "127.0.0.1", "--port", "0", "--grpc-port", "-1", "--workers", String(workers), "--log-level", "info", ...opts.serveFlags.split(" ").filter(Boolean)];
+  const args = [CLI, "serve", "--host", "127.0.0.1", "--port", "0", "--grpc-port", "-1", ...(workers === undefined ? [] : ["--workers", String(workers)]), "--log-level", "info", ...opts.serveFlags.split(" ").filter(Boolean)];
   return spawnChild(args, flags, "harmony-sidecar serving");
 }
 
@@ -841,6 +844,8 @@ async function main(): Promise<void> {
 
   const windows = opts.windows.split(",").map(Number);
   const results: Record<string, unknown> = {};
+  /** where the service parses: its own report at start-up */
+  let layout = "not started";
   let profiles: ReturnType<typeof summariseProfiles> | undefined;
   let aBest: { window: number; fig: Figure } | undefined;
   let dRate = 0;
@@ -854,7 +859,8 @@ async function main(): Promise<void> {
       for (const f of readdirSync(profDir)) if (f.endsWith(".cpuprofile")) throw new Error(`${profDir} already holds profiles; use an empty directory`);
     }
     const srv = await startService(opts.workers, profDir);
-    log(`service child pid ${srv.pid} on port ${srv.port} (${opts.workers} workers)`);
+    layout = `${String(srv.serving.workers)} worker threads, inline streams: ${String(srv.serving.inline)}`;
+    log(`service child pid ${srv.pid} on port ${srv.port} (${layout})`);
     {
       // JIT warm-up of the fresh service (the first seconds run far slower)
       const ws = await connect(srv.port);
@@ -960,29 +966,45 @@ async function main(): Promise<void> {
     const N = opts.memStreams;
     const K = opts.memDepth;
     const PER = Math.max(1, Math.min(500, Math.floor(200_000 / K))); // streams per frame, under the ids-per-frame limit // tokens fed to each stream (8: a header and a few content tokens)
+    /** The ids fed to stream i of a batch starting at completion `firstComp`. */
+    const idsOf = (firstComp: number, i: number) => {
+      // the stream's completion, then the following ones, up to K tokens
+      const ids: number[] = [];
+      for (let c = firstComp + i; ids.length < K; c++) {
+        const comp = completions[c % completions.length]!;
+        for (let j = 0; j < comp.length && ids.length < K; j++) ids.push(comp[j]!);
+      }
+      return ids;
+    };
     const frame = (names: string[], firstComp: number) => {
       const ops: Op[] = [];
       let events = 0;
       names.forEach((name, i) => {
-        // the stream's completion, then the following ones, up to K tokens
-        const ids: number[] = [];
-        for (let c = firstComp + i; ids.length < K; c++) {
-          const comp = completions[c % completions.length]!;
-          for (let j = 0; j < comp.length && ids.length < K; j++) ids.push(comp[j]!);
-        }
+        const ids = idsOf(firstComp, i);
         ops.push({ open: { stream: name } }, { tokens: { stream: name, ids } });
         events += new HarmonyParser(vocab).write(ids).length;
       });
       return { ops, events, tokens: names.length * K };
     };
+    /** Closing them (abort): the events each one's end gives, replayed locally. */
+    const closeFrame = (names: string[], firstComp: number) => {
+      let events = 0;
+      names.forEach((_, i) => {
+        const p = new HarmonyParser(vocab);
+        p.write(idsOf(firstComp, i));
+        events += p.end("abort").length;
+      });
+      return { ops: names.map((s) => ({ close: { stream: s, reason: "abort" } })), events, tokens: 0 };
+    };
     const names = (pfx: string, from: number, n: number) => Array.from({ length: n }, (_, i) => `${pfx}${from + i}`);
     const warmNames = names("w", 0, PER);
-    const warm = makeRing([frame(warmNames, 0), { ops: warmNames.map((s) => ({ close: { stream: s, reason: "abort" } })), events: PER * 2, tokens: 0 }]);
+    const warm = makeRing([frame(warmNames, 0), closeFrame(warmNames, 0)]);
     const openFrames: { ops: Op[]; events: number; tokens: number }[] = [];
     for (let at = 0; at < N; at += PER) openFrames.push(frame(names("m", at, Math.min(PER, N - at)), at));
     const open = makeRing(openFrames);
 
     const srv = await startService(opts.workers);
+    if (layout === "not started") layout = `${String(srv.serving.workers)} worker threads, inline streams: ${String(srv.serving.inline)}`;
     const ws = await connect(srv.port);
     const sample = async () => {
       await sleep(700);
@@ -1083,7 +1105,7 @@ async function main(): Promise<void> {
     loadavg_at_end: os.loadavg().map((x) => Number(x.toFixed(2))),
   };
   const setup = {
-    service: `child process: node dist/src/cli.js serve --workers ${opts.workers}${opts.serveFlags ? ` ${opts.serveFlags}` : ""} (main thread + ${opts.workers} parser threads)`,
+    service: `child process: node dist/src/cli.js serve${opts.workers === undefined ? "" : ` --workers ${opts.workers}`}${opts.serveFlags ? ` ${opts.serveFlags}` : ""} (${layout})`,
     echo: "child process: ws WebSocketServer echoing every message",
     client: "this process: one raw ws client per run, pre-encoded frames",
     commit: gitState(),
