@@ -57,6 +57,7 @@ export interface OpError {
 
 export interface ReadFrame {
   ops: ClientOp[];
+  /** The ids of the frame's Tokens ops (each op has its [start, end)); it may run longer than the last op's end. */
   ids: Uint32Array;
   /** Problems with single ops (the rest of the frame stands). */
   errors: OpError[];
@@ -102,11 +103,19 @@ function decodeString(buf: Uint8Array, s: number, e: number): string {
 class Reader {
   pos: number;
   constructor(
-    readonly buf: Uint8Array,
+    public buf: Uint8Array,
     start: number,
     public end: number,
   ) {
     this.pos = start;
+  }
+
+  /** Read another buffer from the start (readers are reused across frames). */
+  reset(buf: Uint8Array): this {
+    this.buf = buf;
+    this.pos = 0;
+    this.end = buf.length;
+    return this;
   }
 
   varint(): number {
@@ -208,8 +217,11 @@ function readPacked(buf: Uint8Array, s: number, e: number, sink: IdSink): number
 }
 
 class IdSink {
-  ids = new Uint32Array(1024);
+  ids: Uint32Array;
   n = 0;
+  constructor(capacity: number) {
+    this.ids = new Uint32Array(Math.max(8, Math.min(1024, capacity)));
+  }
   push(v: number): void {
     if (this.n === this.ids.length) {
       const g = new Uint32Array(this.ids.length * 2);
@@ -234,15 +246,38 @@ function decodeRare(kind: number, payload: Uint8Array, s: Schema): ClientOp {
   return { kind: OP_RENDER, stream: m.request_id, json: m.request_json };
 }
 
-/** Read a binary ClientFrame. `maxIds` bounds the ids of the whole frame. */
+/**
+ * Reads binary ClientFrames one after another, reusing its readers and its
+ * id array: the `ids` of a result are valid until the next `read` (a
+ * connection uses them before it reads its next frame).
+ */
+export class BinaryFrameReader {
+  private readonly frame = new Reader(EMPTY, 0, 0);
+  private readonly op = new Reader(EMPTY, 0, 0);
+  private readonly r = new Reader(EMPTY, 0, 0);
+  private readonly sink = new IdSink(64);
+
+  /** Read a binary ClientFrame. `maxIds` bounds the ids of the whole frame. */
+  read(buf: Uint8Array, s: Schema, maxIds: number): ReadFrame {
+    this.sink.n = 0;
+    const r = readBinary(buf, s, maxIds, this.sink, this.frame.reset(buf), this.op.reset(buf), this.r.reset(buf));
+    // a frame far larger than usual does not keep its id array alive
+    if (this.sink.ids.length > 65536) this.sink.ids = new Uint32Array(64);
+    return r;
+  }
+}
+
+const EMPTY = new Uint8Array(0);
+
+/** Read one binary ClientFrame with fresh buffers. `maxIds` bounds the ids of the whole frame. */
 export function readBinaryFrame(buf: Uint8Array, s: Schema, maxIds: number): ReadFrame {
+  return readBinary(buf, s, maxIds, new IdSink(buf.length), new Reader(buf, 0, buf.length), new Reader(buf, 0, 0), new Reader(buf, 0, 0));
+}
+
+function readBinary(buf: Uint8Array, s: Schema, maxIds: number, sink: IdSink, frame: Reader, op: Reader, r: Reader): ReadFrame {
   const ops: ClientOp[] = [];
   const errors: OpError[] = [];
-  const sink = new IdSink();
   try {
-    const frame = new Reader(buf, 0, buf.length);
-    const op = new Reader(buf, 0, 0);
-    const r = new Reader(buf, 0, 0);
     while (frame.pos < frame.end) {
       const tag = frame.varint();
       if (tag >>> 3 !== 1 || (tag & 7) !== 2) {
@@ -299,7 +334,7 @@ export function readBinaryFrame(buf: Uint8Array, s: Schema, maxIds: number): Rea
   } catch (e) {
     return refused("bad_frame", e instanceof WireError ? e.message : `undecodable frame: ${(e as Error).message}`);
   }
-  return { ops, ids: sink.ids.subarray(0, sink.n), errors };
+  return { ops, ids: sink.ids, errors };
 }
 
 type Json = Record<string, unknown>;
@@ -341,7 +376,7 @@ export function readJsonFrame(text: string, maxIds: number): ReadFrame {
   if (!Array.isArray(list)) return fatal("ops must be an array");
   const ops: ClientOp[] = [];
   const errors: OpError[] = [];
-  const sink = new IdSink();
+  const sink = new IdSink(64);
   for (const [i, op] of list.entries()) {
     if (!isObject(op)) {
       errors.push({ code: "bad_frame", message: `ops[${i}] must be an object`, stream: "" });

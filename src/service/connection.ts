@@ -15,7 +15,7 @@
 import { randomBytes } from "node:crypto";
 import type { ServiceErrorCode } from "../core/errors.js";
 import {
-  readBinaryFrame,
+  BinaryFrameReader,
   readJsonFrame,
   OP_CLOSE,
   OP_OPEN,
@@ -68,6 +68,7 @@ export class Connection {
   private tail: Promise<void> = Promise.resolve();
   /** Sends chained on `tail` that have not run yet; a frame may be answered at once only when 0. */
   private queued = 0;
+  private readonly reader = new BinaryFrameReader();
   private inflight = 0;
   private buffered = 0;
   private paused = false;
@@ -105,9 +106,9 @@ export class Connection {
     const started = performance.now();
     this.lastActivity = Date.now();
     const json = typeof data === "string";
-    svc.metrics.frames.inc({ transport: this.transport.kind });
+    svc.metrics.countFrame(this.transport.kind);
     const limit = svc.limits.maxIdsPerFrame;
-    const read: ReadFrame = json ? readJsonFrame(data, limit) : readBinaryFrame(data, svc.schema, limit);
+    const read: ReadFrame = json ? readJsonFrame(data, limit) : this.reader.read(data, svc.schema, limit);
     const immediate: WireEvent[] = [];
     const fail = (e: OpError) => {
       immediate.push(this.errorEvent(e.stream, e.code, e.message));
@@ -286,7 +287,7 @@ export class Connection {
       lost.push({ stream: name, done: { finish_reason: "error", tokens: 0, messages: 0, recoveries: 0 } });
     }
     if (lost.length === 0) return;
-    this.service.metrics.events.inc({ type: "done" }, lost.length / 2);
+    this.service.metrics.countEvents("done", lost.length / 2);
     this.enqueue(() => this.sendFrame(false, lost, [], true));
   }
 
@@ -363,7 +364,7 @@ export class Connection {
 
   private errorEvent(stream: string, code: ServiceErrorCode, message: string): WireEvent {
     this.service.metrics.errors.inc({ code });
-    this.service.metrics.events.inc({ type: "error" });
+    this.service.metrics.countEvents("error", 1);
     return { stream, error: { code, message, at: 0 } };
   }
 

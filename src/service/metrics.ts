@@ -15,6 +15,14 @@ export interface Metrics {
   workerRestarts: Counter;
   renders: Counter<"outcome">;
   cotRestored: Counter;
+  /**
+   * Hot-path counts (per frame, per batch): plain additions, folded into the
+   * prom-client counters when they are read (a scrape), so a frame does not
+   * pay for label hashing and validation.
+   */
+  countFrame(transport: string): void;
+  countEvents(type: string, n: number): void;
+  countTokens(n: number): void;
   /** Report a CoT store's size and evictions at scrape time. */
   watchCotStore(store: CotStore): void;
 }
@@ -22,13 +30,42 @@ export interface Metrics {
 export function createMetrics(): Metrics {
   const registry = new Registry();
   collectDefaultMetrics({ register: registry, prefix: "harmony_process_" });
+  const frameTally = new Map<string, number>();
+  const eventTally = new Map<string, number>();
+  let tokenTally = 0;
   const m: Metrics = {
     registry,
     connections: new Gauge({ name: "harmony_connections", help: "Open client connections", labelNames: ["transport"], registers: [registry] }),
     openStreams: new Gauge({ name: "harmony_open_streams", help: "Open parser streams", registers: [registry] }),
-    frames: new Counter({ name: "harmony_frames_total", help: "Client frames received", labelNames: ["transport"], registers: [registry] }),
-    tokens: new Counter({ name: "harmony_tokens_total", help: "Token ids parsed", registers: [registry] }),
-    events: new Counter({ name: "harmony_events_total", help: "Events sent, by type", labelNames: ["type"], registers: [registry] }),
+    frames: new Counter({
+      name: "harmony_frames_total",
+      help: "Client frames received",
+      labelNames: ["transport"],
+      registers: [registry],
+      collect() {
+        for (const [transport, n] of frameTally) if (n > 0) this.inc({ transport }, n);
+        frameTally.clear();
+      },
+    }),
+    tokens: new Counter({
+      name: "harmony_tokens_total",
+      help: "Token ids parsed",
+      registers: [registry],
+      collect() {
+        if (tokenTally > 0) this.inc(tokenTally);
+        tokenTally = 0;
+      },
+    }),
+    events: new Counter({
+      name: "harmony_events_total",
+      help: "Events sent, by type",
+      labelNames: ["type"],
+      registers: [registry],
+      collect() {
+        for (const [type, n] of eventTally) if (n > 0) this.inc({ type }, n);
+        eventTally.clear();
+      },
+    }),
     recoveries: new Counter({ name: "harmony_recoveries_total", help: "Resilient-mode repairs, by kind", labelNames: ["kind"], registers: [registry] }),
     errors: new Counter({ name: "harmony_errors_total", help: "Error events, by code", labelNames: ["code"], registers: [registry] }),
     frameLatency: new Histogram({
@@ -40,6 +77,15 @@ export function createMetrics(): Metrics {
     workerRestarts: new Counter({ name: "harmony_worker_restarts_total", help: "Worker threads replaced after dying", registers: [registry] }),
     renders: new Counter({ name: "harmony_renders_total", help: "Render requests, by outcome", labelNames: ["outcome"], registers: [registry] }),
     cotRestored: new Counter({ name: "harmony_cot_restored_total", help: "Dropped reasoning put back into rendered prompts", registers: [registry] }),
+    countFrame(transport) {
+      frameTally.set(transport, (frameTally.get(transport) ?? 0) + 1);
+    },
+    countEvents(type, n) {
+      eventTally.set(type, (eventTally.get(type) ?? 0) + n);
+    },
+    countTokens(n) {
+      tokenTally += n;
+    },
     watchCotStore(store) {
       const stats = store.stats;
       new Gauge({ name: "harmony_cot_store_entries", help: "Remembered chains of thought", registers: [registry], collect() { this.set(stats.entries); } });

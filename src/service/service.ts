@@ -167,14 +167,14 @@ export class Service {
     if (this.connections.delete(c)) this.metrics.connections.dec({ transport: c.kind });
   }
 
-  /** Fold a worker's counts into the metrics; recoveries are also logged. */
+  /** Fold a batch's counts into the metrics; recoveries are also logged. */
   recordCounts(r: OpsResult, conn: number): void {
     const m = this.metrics;
     const c = r.counts;
-    if (c.tokens > 0) m.tokens.inc(c.tokens);
-    for (const [type, n] of Object.entries(c.events)) m.events.inc({ type }, n);
-    for (const [kind, n] of Object.entries(c.recoveries)) m.recoveries.inc({ kind }, n);
-    for (const [code, n] of Object.entries(c.errors)) m.errors.inc({ code }, n);
+    if (c.tokens > 0) m.countTokens(c.tokens);
+    for (const type in c.events) m.countEvents(type, c.events[type]!);
+    for (const kind in c.recoveries) m.recoveries.inc({ kind }, c.recoveries[kind]);
+    for (const code in c.errors) m.errors.inc({ code }, c.errors[code]);
     for (const note of r.notes) this.logger.warn({ conn, ...note }, "recovered malformed model output");
     for (const memo of r.memos) this.cot.remember(memo.id, memo.text);
   }

@@ -1,0 +1,52 @@
+/** The binary ClientFrame reader, reused across frames as a connection uses it. */
+import fc from "fast-check";
+import { describe, expect, it } from "vitest";
+import { BinaryFrameReader, readBinaryFrame, type ReadFrame } from "../src/protocol/client-frame.js";
+import { schema } from "../src/protocol/schema.js";
+
+const s = schema();
+
+/** What a frame says, independent of how its ids are stored. */
+function meaning(r: ReadFrame) {
+  return {
+    fatal: r.fatal ?? null,
+    errors: r.errors,
+    ops: r.ops.map((op) => (op.kind === 2 ? { kind: op.kind, stream: op.stream, ids: Array.from(r.ids.subarray(op.start, op.end)) } : op)),
+  };
+}
+
+const name = fc.oneof(fc.string({ maxLength: 40 }), fc.constantFrom("lane-1", "请求-1", "x".repeat(40)));
+const op = fc.oneof(
+  fc.record({ tokens: fc.record({ stream: name, ids: fc.array(fc.nat({ max: 300_000 }), { maxLength: 3000 }) }) }),
+  fc.record({ open: fc.record({ stream: name, role: fc.constantFrom("", "assistant") }) }),
+  fc.record({ close: fc.record({ stream: name, reason: fc.constantFrom("", "eos", "abort") }) }),
+);
+const frame = fc.oneof(
+  { weight: 5, arbitrary: fc.array(op, { maxLength: 12 }).map((ops) => s.ClientFrame.encode({ ops }).finish()) },
+  // garbage and truncated frames
+  { weight: 1, arbitrary: fc.uint8Array({ maxLength: 40 }) },
+  { weight: 1, arbitrary: fc.array(op, { minLength: 1, maxLength: 3 }).map((ops) => s.ClientFrame.encode({ ops }).finish().slice(0, -1)) },
+);
+
+describe("BinaryFrameReader", () => {
+  it("reading frames one after another gives what reading each afresh gives", () => {
+    fc.assert(
+      fc.property(fc.array(frame, { minLength: 1, maxLength: 12 }), fc.integer({ min: 1, max: 5000 }), (frames, maxIds) => {
+        const reader = new BinaryFrameReader();
+        for (const f of frames) expect(meaning(reader.read(f, s, maxIds))).toEqual(meaning(readBinaryFrame(f, s, maxIds)));
+      }),
+      { numRuns: 200 },
+    );
+  });
+
+  it("reads packed and unpacked ids, and ids beyond uint32 as out of range", () => {
+    const f = s.ClientFrame.encode({ ops: [{ tokens: { stream: "a", ids: [1, 127, 128, 16383, 16384, 200_005] } }] }).finish();
+    const r = new BinaryFrameReader().read(f, s, 100);
+    expect(meaning(r).ops).toEqual([{ kind: 2, stream: "a", ids: [1, 127, 128, 16383, 16384, 200_005] }]);
+    // field 2 as one unpacked varint of 2^33: kept as 0xffffffff (not a token), not wrapped
+    const unpacked = Uint8Array.from([0x0a, 0x0b, 0x12, 0x09, 0x0a, 0x01, 0x61, 0x10, 0x80, 0x80, 0x80, 0x80, 0x20]);
+    for (const u of [readBinaryFrame(unpacked, s, 100), new BinaryFrameReader().read(unpacked, s, 100)]) {
+      expect(meaning(u).ops).toEqual([{ kind: 2, stream: "a", ids: [0xffffffff] }]);
+    }
+  });
+});
