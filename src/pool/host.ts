@@ -29,6 +29,9 @@ interface Session {
   cot: CotBuffer | null;
 }
 
+/** Outside a batch: no connection's streams (never written to). */
+const NO_STREAMS: Map<number, Session> = new Map();
+
 /** Recovery notes returned per task (for warn-level logs). */
 const MAX_NOTES = 64;
 
@@ -67,7 +70,7 @@ export class SessionHost {
   }
 
   // the batch being answered: begin(), then ops in order, then finish()
-  private streams: Map<number, Session> = new Map();
+  private streams: Map<number, Session> = NO_STREAMS;
   private json = false;
   private counts: Counts = { tokens: 0, events: {}, recoveries: {}, errors: {} };
   private notes: RecoveryNote[] = [];
@@ -137,6 +140,8 @@ export class SessionHost {
       sessions: this.open,
     };
     this.text = [];
+    // not kept past the batch: a dropped connection's sessions must be collectable
+    this.streams = NO_STREAMS;
     return r;
   }
 

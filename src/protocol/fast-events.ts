@@ -140,6 +140,8 @@ export class FrameWriter {
     const out = new Uint8Array(this.len);
     out.set(this.buf.subarray(0, this.len));
     this.len = 0;
+    // one huge batch does not leave a huge buffer behind
+    if (this.buf.length > 1 << 20) this.buf = Buffer.allocUnsafe(4096);
     return out;
   }
 }
