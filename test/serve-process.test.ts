@@ -21,6 +21,8 @@ describe("harmony-sidecar serve", () => {
     expect(resolveOptions({ workers: "0", inline: "4" }, {})).toMatchObject({ workers: 0, inline: 4 });
     expect(resolveOptions({}, { HARMONY_INLINE: "0" })).toMatchObject({ inline: 0 });
     expect(() => resolveOptions({ inline: "-1" }, {})).toThrow(/inline/);
+    expect(resolveOptions({}, { HARMONY_COT_STORE_BYTES: "0" }).cotStore).toMatchObject({ maxBytes: 0 });
+    expect(resolveOptions({ cotStoreTtlMs: "60000" }, {}).cotStore).toMatchObject({ ttlMs: 60000, maxBytes: 64 * 1024 * 1024 });
   });
 
   it("defaults to no worker threads on 1 or 2 cores, CPU count − 1 (at most 8) beyond", () => {

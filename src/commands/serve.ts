@@ -2,7 +2,7 @@
  * `harmony-sidecar serve`: flags first, then HARMONY_* environment
  * variables, then defaults that work with no configuration.
  */
-import { Service, DEFAULTS, DEFAULT_LIMITS, type Limits, type ServiceOptions } from "../service/service.js";
+import { Service, DEFAULTS, DEFAULT_COT_STORE, DEFAULT_LIMITS, type Limits, type ServiceOptions } from "../service/service.js";
 
 export interface ServeFlags {
   host?: string;
@@ -21,6 +21,8 @@ export interface ServeFlags {
   upstream?: string;
   upstreamTimeoutMs?: string;
   reasoningField?: string;
+  cotStoreBytes?: string;
+  cotStoreTtlMs?: string;
 }
 
 /** Every setting: flag name, environment variable, default. */
@@ -41,6 +43,8 @@ export const SETTINGS = [
   ["upstream", "HARMONY_UPSTREAM", ""],
   ["upstreamTimeoutMs", "HARMONY_UPSTREAM_TIMEOUT_MS", 120_000],
   ["reasoningField", "HARMONY_REASONING_FIELD", "reasoning"],
+  ["cotStoreBytes", "HARMONY_COT_STORE_BYTES", DEFAULT_COT_STORE.maxBytes],
+  ["cotStoreTtlMs", "HARMONY_COT_STORE_TTL_MS", DEFAULT_COT_STORE.ttlMs],
 ] as const;
 
 export function resolveOptions(flags: ServeFlags, env: NodeJS.ProcessEnv): ServiceOptions {
@@ -83,6 +87,11 @@ export function resolveOptions(flags: ServeFlags, env: NodeJS.ProcessEnv): Servi
     token: get("token", "HARMONY_TOKEN", "") || undefined,
     logLevel: get("logLevel", "HARMONY_LOG_LEVEL", DEFAULTS.logLevel ?? "info"),
     drainTimeoutMs: int("drainTimeoutMs", "HARMONY_DRAIN_TIMEOUT_MS", DEFAULTS.drainTimeoutMs, 0),
+    cotStore: {
+      ...DEFAULT_COT_STORE,
+      maxBytes: int("cotStoreBytes", "HARMONY_COT_STORE_BYTES", DEFAULT_COT_STORE.maxBytes, 0),
+      ttlMs: int("cotStoreTtlMs", "HARMONY_COT_STORE_TTL_MS", DEFAULT_COT_STORE.ttlMs, 1000),
+    },
     limits,
   };
 }
