@@ -78,9 +78,10 @@ export const DEFAULTS: Omit<ServiceOptions, "limits"> = {
   grpcPort: 8766,
   // With 3+ cores: one core for the main thread (frames, sockets, the first
   // --inline streams), the rest parse on workers. With 2 or fewer, a thread
-  // hop costs more CPU than it saves: bench/service-bench.ts measured ~0.45 ms
-  // of CPU per 256-stream frame all on the main thread against ~0.8 ms with
-  // one worker at the same pace, and a p99 4x lower (bench/RESULTS.md).
+  // hop costs more CPU than it saves: paced at half of the peak, a
+  // 256-stream frame took 0.43-0.48 ms of service CPU all on the main thread
+  // against 0.53-0.82 ms with one worker, with a p99 about 4x lower
+  // (bench/service-bench.ts; bench/RESULTS.md has the runs).
   workers: defaultWorkers(os.availableParallelism()),
   inline: 16,
   drainTimeoutMs: 10_000,
