@@ -460,10 +460,10 @@ describe("sessions on the main thread (the inline slot)", () => {
     ["--workers 0 (everything inline)", { workers: 0 }],
     ["--workers 1 --inline 300 (streams split between the main thread and a worker)", { workers: 1, inline: 300 }],
   ] as const) {
-    it(`${name}: the corpus multiplexed on one connection, protobuf and JSON, gives the in-process events`, async () => {
+    it(`${name}: the corpus multiplexed on one connection (WebSocket protobuf and JSON, gRPC) gives the in-process events`, async () => {
       const s = await start(opts);
-      for (const json of [false, true]) {
-        const client = await connect(s.ws, { json });
+      for (const [url, json] of [[s.ws, false], [s.ws, true], [s.grpc, false]] as const) {
+        const client = await connect(url, { json });
         const got = await runStepFrames(client, cases, 3);
         for (const [i, c] of cases.entries()) expect(normalize(got[i]!), c.id).toEqual(inProcess(c.tokens, c.role));
       }

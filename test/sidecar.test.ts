@@ -12,255 +12,258 @@ import { harmony } from "./helpers.js";
 import { startStandIn, type StandIn } from "./stand-in-vllm.js";
 
 const { enc, vocab } = harmony();
-let upstream: StandIn;
-let svc: Service;
-let client: OpenAI;
-let base: string;
+// the same suite with streams on worker threads and on the main thread
+describe.each([2, 0])("sidecar mode, %i worker threads", (workers) => {
+  let upstream: StandIn;
+  let svc: Service;
+  let client: OpenAI;
+  let base: string;
 
-beforeAll(async () => {
-  upstream = await startStandIn();
-  svc = new Service({
-    host: "127.0.0.1",
-    port: 0,
-    grpcPort: -1,
-    workers: 2,
-    drainTimeoutMs: 2000,
-    limits: DEFAULT_LIMITS,
-    logger: pino({ level: "silent" }),
-    upstream: { url: upstream.url, idleTimeoutMs: 1500, reasoningField: "reasoning" },
-  });
-  const { port } = await svc.start();
-  base = `http://127.0.0.1:${port}`;
-  client = new OpenAI({ baseURL: `${base}/v1`, apiKey: "unused", maxRetries: 0 });
-});
-
-afterAll(async () => {
-  await svc.stop();
-  await upstream.close();
-});
-
-const completion = (text: string) => enc.encode(text);
-const ANSWER = "<|channel|>analysis<|message|>Simple arithmetic.<|end|><|start|>assistant<|channel|>final<|message|>2 + 2 = 4.<|return|>";
-const CALL =
-  '<|channel|>analysis<|message|>Need the weather for Oslo.<|end|><|start|>assistant<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{"city":"Oslo"}<|call|>';
-const TOOLS: OpenAI.Chat.ChatCompletionTool[] = [
-  { type: "function", function: { name: "get_weather", parameters: { type: "object", properties: { city: { type: "string" } } } } },
-];
-
-describe("chat completions", () => {
-  it("streams reasoning and content, with finish_reason and usage", async () => {
-    upstream.script({ tokens: completion(ANSWER) });
-    const stream = await client.chat.completions.create({
-      model: "openai/gpt-oss-20b",
-      messages: [{ role: "user", content: "What is 2 + 2?" }],
-      stream: true,
-      stream_options: { include_usage: true },
-      temperature: 0.7,
-      max_tokens: 500,
-    });
-    let content = "";
-    let reasoning = "";
-    let finish: string | null = null;
-    let usage: OpenAI.CompletionUsage | undefined;
-    for await (const chunk of stream) {
-      const c = chunk.choices[0];
-      if (c) {
-        content += c.delta.content ?? "";
-        reasoning += (c.delta as { reasoning?: string }).reasoning ?? "";
-        finish = c.finish_reason ?? finish;
-      }
-      if (chunk.usage) usage = chunk.usage;
-    }
-    expect(content).toBe("2 + 2 = 4.");
-    expect(reasoning).toBe("Simple arithmetic.");
-    expect(finish).toBe("stop");
-    expect(usage).toMatchObject({ completion_tokens: completion(ANSWER).length });
-    const sent = upstream.received.at(-1)!.body;
-    expect(sent).toMatchObject({
-      model: "openai/gpt-oss-20b",
-      stream: true,
-      return_token_ids: true,
-      skip_special_tokens: false,
-      stop_token_ids: [200002, 200012],
-      temperature: 0.7,
-      max_tokens: 500,
-    });
-    expect((sent.prompt as number[]).slice(-2)).toEqual([200006, 173781]); // ends in <|start|>assistant
-  });
-
-  it("answers non-streaming requests, with reasoning_content when asked and n choices", async () => {
-    upstream.script({ tokens: [completion(ANSWER), completion(CALL)] });
-    const r = await client.chat.completions.create({
-      model: "gpt-oss",
-      messages: [{ role: "user", content: "hi" }],
-      n: 2,
-      tools: TOOLS,
-      harmony: { reasoning_field: "reasoning_content" },
-    } as OpenAI.Chat.ChatCompletionCreateParamsNonStreaming);
-    expect(r.object).toBe("chat.completion");
-    expect(r.choices.map((c) => c.index)).toEqual([0, 1]);
-    expect(r.choices[0]!.message.content).toBe("2 + 2 = 4.");
-    expect((r.choices[0]!.message as { reasoning_content?: string }).reasoning_content).toBe("Simple arithmetic.");
-    expect(r.choices[1]!.finish_reason).toBe("tool_calls");
-    expect(r.choices[1]!.message.tool_calls![0]).toMatchObject({ type: "function", function: { name: "get_weather", arguments: '{"city":"Oslo"}' } });
-    expect(r.usage!.prompt_tokens).toBeGreaterThan(0);
-  });
-
-  it("streams tool calls through the SDK's stream helper", async () => {
-    upstream.script({ tokens: completion(CALL) });
-    const runner = client.chat.completions.stream({ model: "gpt-oss", messages: [{ role: "user", content: "Weather in Oslo?" }], tools: TOOLS });
-    const final = await runner.finalChatCompletion();
-    const msg = final.choices[0]!.message;
-    expect(final.choices[0]!.finish_reason).toBe("tool_calls");
-    expect(msg.tool_calls![0]!.function).toMatchObject({ name: "get_weather", arguments: '{"city":"Oslo"}' });
-    expect(msg.tool_calls![0]!.id).toMatch(/^call_/);
-  });
-
-  it("a multi-turn tool loop whose client drops the reasoning still sends the CoT upstream", async () => {
-    upstream.script({ tokens: completion(CALL) });
-    const first = await client.chat.completions.create({ model: "gpt-oss", messages: [{ role: "user", content: "Weather in Oslo?" }], tools: TOOLS });
-    const call = first.choices[0]!.message.tool_calls![0]!;
-    upstream.script({ tokens: completion("<|channel|>final<|message|>It is 3 °C in Oslo.<|return|>") });
-    // a stateless client: history rebuilt from content and tool_calls only
-    const second = await client.chat.completions.create({
-      model: "gpt-oss",
-      tools: TOOLS,
-      messages: [
-        { role: "user", content: "Weather in Oslo?" },
-        { role: "assistant", content: null, tool_calls: [call] },
-        { role: "tool", tool_call_id: call.id, content: '{"temp_c":3}' },
-      ],
-    });
-    expect(second.choices[0]!.message.content).toBe("It is 3 °C in Oslo.");
-    const prompt = upstream.received.at(-1)!.body.prompt as number[];
-    const text = decode(prompt);
-    expect(text).toContain("<|channel|>analysis<|message|>Need the weather for Oslo.<|end|>");
-    expect(text).toContain('to=functions.get_weather<|channel|>commentary <|constrain|>json<|message|>{"city":"Oslo"}<|call|>');
-  });
-
-  it("repairs fault-injected model output instead of failing: every intended tool call arrives", async () => {
-    let checked = 0;
-    for (let i = 0; checked < 25 && i < 400; i++) {
-      const s = generateStream(i, { seed: 21, faultRate: 1, faults: FAULT_KINDS.filter((k) => !k.startsWith("truncated")) }, enc, vocab);
-      const calls = s.intended.filter((m) => m.recipient?.startsWith("functions."));
-      if (calls.length === 0) continue;
-      checked++;
-      upstream.script({ tokens: s.tokens });
-      const r = await client.chat.completions.create({ model: "gpt-oss", messages: [{ role: "user", content: "go" }], tools: TOOLS });
-      const got = r.choices[0]!.message.tool_calls ?? [];
-      expect(got.map((c) => [`functions.${c.function.name}`, c.function.arguments]), `${s.fault} #${i}`).toEqual(
-        calls.map((m) => [m.recipient, m.content]),
-      );
-    }
-    expect(checked).toBe(25);
-  });
-});
-
-describe("responses API", () => {
-  it("streams reasoning, text and function calls as Responses events", async () => {
-    upstream.script({ tokens: completion(CALL) });
-    const stream = client.responses.stream({
-      model: "gpt-oss",
-      input: "Weather in Oslo?",
-      tools: [{ type: "function", name: "get_weather", parameters: { type: "object", properties: { city: { type: "string" } } }, strict: false }],
-    });
-    const types: string[] = [];
-    for await (const ev of stream) types.push(ev.type);
-    const final = await stream.finalResponse();
-    expect(types[0]).toBe("response.created");
-    expect(types).toContain("response.reasoning_text.delta");
-    expect(types).toContain("response.function_call_arguments.done");
-    expect(final.status).toBe("completed");
-    const call = final.output.find((o) => o.type === "function_call") as OpenAI.Responses.ResponseFunctionToolCall;
-    expect(call).toMatchObject({ name: "get_weather", arguments: '{"city":"Oslo"}' });
-    expect(final.usage?.output_tokens).toBe(completion(CALL).length);
-  });
-
-  it("answers non-streaming, and continues from function_call_output items", async () => {
-    upstream.script({ tokens: completion(ANSWER) });
-    const r = await client.responses.create({ model: "gpt-oss", input: "What is 2 + 2?" });
-    expect(r.output_text).toBe("2 + 2 = 4.");
-    upstream.script({ tokens: completion("<|channel|>final<|message|>Done.<|return|>") });
-    const r2 = await client.responses.create({
-      model: "gpt-oss",
-      input: [
-        { role: "user", content: "Weather?" },
-        { type: "function_call", call_id: "call_x", name: "get_weather", arguments: '{"city":"Oslo"}' },
-        { type: "function_call_output", call_id: "call_x", output: '{"temp_c":3}' },
-      ],
-    });
-    expect(r2.output_text).toBe("Done.");
-    expect(decode(upstream.received.at(-1)!.body.prompt as number[])).toContain("<|start|>functions.get_weather to=assistant<|channel|>commentary<|message|>{\"temp_c\":3}<|end|>");
-  });
-});
-
-describe("upstream faults never hang and never 500", () => {
-  it("passes GET /v1/models through", async () => {
-    const models = await client.models.list();
-    expect(models.data.map((m) => m.id)).toEqual(["openai/gpt-oss-20b"]);
-  });
-
-  it("an upstream 4xx stays a 4xx; a 5xx becomes a 502; both are OpenAI-style errors", async () => {
-    upstream.script({ tokens: [], status: 400, errorBody: JSON.stringify({ object: "error", message: "max_tokens is too large" }) });
-    await expect(client.chat.completions.create({ model: "m", messages: [{ role: "user", content: "x" }] })).rejects.toMatchObject({
-      status: 400,
-      code: "upstream_error",
-    });
-    upstream.script({ tokens: [], status: 500 });
-    await expect(client.chat.completions.create({ model: "m", messages: [{ role: "user", content: "x" }] })).rejects.toMatchObject({ status: 502 });
-  });
-
-  it("an unreachable upstream is a 502, a silent one a 504", async () => {
-    const dead = new Service({
+  beforeAll(async () => {
+    upstream = await startStandIn();
+    svc = new Service({
       host: "127.0.0.1",
       port: 0,
       grpcPort: -1,
-      workers: 1,
-      drainTimeoutMs: 1000,
+      workers,
+      drainTimeoutMs: 2000,
       limits: DEFAULT_LIMITS,
       logger: pino({ level: "silent" }),
-      upstream: { url: "http://127.0.0.1:9", idleTimeoutMs: 1000, reasoningField: "reasoning" },
+      upstream: { url: upstream.url, idleTimeoutMs: 1500, reasoningField: "reasoning" },
     });
-    const { port } = await dead.start();
-    const c = new OpenAI({ baseURL: `http://127.0.0.1:${port}/v1`, apiKey: "x", maxRetries: 0 });
-    await expect(c.chat.completions.create({ model: "m", messages: [{ role: "user", content: "x" }] })).rejects.toMatchObject({
-      status: 502,
-      code: "upstream_unreachable",
+    const { port } = await svc.start();
+    base = `http://127.0.0.1:${port}`;
+    client = new OpenAI({ baseURL: `${base}/v1`, apiKey: "unused", maxRetries: 0 });
+  });
+
+  afterAll(async () => {
+    await svc.stop();
+    await upstream.close();
+  });
+
+  const completion = (text: string) => enc.encode(text);
+  const ANSWER = "<|channel|>analysis<|message|>Simple arithmetic.<|end|><|start|>assistant<|channel|>final<|message|>2 + 2 = 4.<|return|>";
+  const CALL =
+    '<|channel|>analysis<|message|>Need the weather for Oslo.<|end|><|start|>assistant<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{"city":"Oslo"}<|call|>';
+  const TOOLS: OpenAI.Chat.ChatCompletionTool[] = [
+    { type: "function", function: { name: "get_weather", parameters: { type: "object", properties: { city: { type: "string" } } } } },
+  ];
+
+  describe("chat completions", () => {
+    it("streams reasoning and content, with finish_reason and usage", async () => {
+      upstream.script({ tokens: completion(ANSWER) });
+      const stream = await client.chat.completions.create({
+        model: "openai/gpt-oss-20b",
+        messages: [{ role: "user", content: "What is 2 + 2?" }],
+        stream: true,
+        stream_options: { include_usage: true },
+        temperature: 0.7,
+        max_tokens: 500,
+      });
+      let content = "";
+      let reasoning = "";
+      let finish: string | null = null;
+      let usage: OpenAI.CompletionUsage | undefined;
+      for await (const chunk of stream) {
+        const c = chunk.choices[0];
+        if (c) {
+          content += c.delta.content ?? "";
+          reasoning += (c.delta as { reasoning?: string }).reasoning ?? "";
+          finish = c.finish_reason ?? finish;
+        }
+        if (chunk.usage) usage = chunk.usage;
+      }
+      expect(content).toBe("2 + 2 = 4.");
+      expect(reasoning).toBe("Simple arithmetic.");
+      expect(finish).toBe("stop");
+      expect(usage).toMatchObject({ completion_tokens: completion(ANSWER).length });
+      const sent = upstream.received.at(-1)!.body;
+      expect(sent).toMatchObject({
+        model: "openai/gpt-oss-20b",
+        stream: true,
+        return_token_ids: true,
+        skip_special_tokens: false,
+        stop_token_ids: [200002, 200012],
+        temperature: 0.7,
+        max_tokens: 500,
+      });
+      expect((sent.prompt as number[]).slice(-2)).toEqual([200006, 173781]); // ends in <|start|>assistant
     });
-    await dead.stop();
-    upstream.script({ tokens: [], hang: true });
-    await expect(client.chat.completions.create({ model: "m", messages: [{ role: "user", content: "x" }] })).rejects.toMatchObject({ status: 504 });
+
+    it("answers non-streaming requests, with reasoning_content when asked and n choices", async () => {
+      upstream.script({ tokens: [completion(ANSWER), completion(CALL)] });
+      const r = await client.chat.completions.create({
+        model: "gpt-oss",
+        messages: [{ role: "user", content: "hi" }],
+        n: 2,
+        tools: TOOLS,
+        harmony: { reasoning_field: "reasoning_content" },
+      } as OpenAI.Chat.ChatCompletionCreateParamsNonStreaming);
+      expect(r.object).toBe("chat.completion");
+      expect(r.choices.map((c) => c.index)).toEqual([0, 1]);
+      expect(r.choices[0]!.message.content).toBe("2 + 2 = 4.");
+      expect((r.choices[0]!.message as { reasoning_content?: string }).reasoning_content).toBe("Simple arithmetic.");
+      expect(r.choices[1]!.finish_reason).toBe("tool_calls");
+      expect(r.choices[1]!.message.tool_calls![0]).toMatchObject({ type: "function", function: { name: "get_weather", arguments: '{"city":"Oslo"}' } });
+      expect(r.usage!.prompt_tokens).toBeGreaterThan(0);
+    });
+
+    it("streams tool calls through the SDK's stream helper", async () => {
+      upstream.script({ tokens: completion(CALL) });
+      const runner = client.chat.completions.stream({ model: "gpt-oss", messages: [{ role: "user", content: "Weather in Oslo?" }], tools: TOOLS });
+      const final = await runner.finalChatCompletion();
+      const msg = final.choices[0]!.message;
+      expect(final.choices[0]!.finish_reason).toBe("tool_calls");
+      expect(msg.tool_calls![0]!.function).toMatchObject({ name: "get_weather", arguments: '{"city":"Oslo"}' });
+      expect(msg.tool_calls![0]!.id).toMatch(/^call_/);
+    });
+
+    it("a multi-turn tool loop whose client drops the reasoning still sends the CoT upstream", async () => {
+      upstream.script({ tokens: completion(CALL) });
+      const first = await client.chat.completions.create({ model: "gpt-oss", messages: [{ role: "user", content: "Weather in Oslo?" }], tools: TOOLS });
+      const call = first.choices[0]!.message.tool_calls![0]!;
+      upstream.script({ tokens: completion("<|channel|>final<|message|>It is 3 °C in Oslo.<|return|>") });
+      // a stateless client: history rebuilt from content and tool_calls only
+      const second = await client.chat.completions.create({
+        model: "gpt-oss",
+        tools: TOOLS,
+        messages: [
+          { role: "user", content: "Weather in Oslo?" },
+          { role: "assistant", content: null, tool_calls: [call] },
+          { role: "tool", tool_call_id: call.id, content: '{"temp_c":3}' },
+        ],
+      });
+      expect(second.choices[0]!.message.content).toBe("It is 3 °C in Oslo.");
+      const prompt = upstream.received.at(-1)!.body.prompt as number[];
+      const text = decode(prompt);
+      expect(text).toContain("<|channel|>analysis<|message|>Need the weather for Oslo.<|end|>");
+      expect(text).toContain('to=functions.get_weather<|channel|>commentary <|constrain|>json<|message|>{"city":"Oslo"}<|call|>');
+    });
+
+    it("repairs fault-injected model output instead of failing: every intended tool call arrives", async () => {
+      let checked = 0;
+      for (let i = 0; checked < 25 && i < 400; i++) {
+        const s = generateStream(i, { seed: 21, faultRate: 1, faults: FAULT_KINDS.filter((k) => !k.startsWith("truncated")) }, enc, vocab);
+        const calls = s.intended.filter((m) => m.recipient?.startsWith("functions."));
+        if (calls.length === 0) continue;
+        checked++;
+        upstream.script({ tokens: s.tokens });
+        const r = await client.chat.completions.create({ model: "gpt-oss", messages: [{ role: "user", content: "go" }], tools: TOOLS });
+        const got = r.choices[0]!.message.tool_calls ?? [];
+        expect(got.map((c) => [`functions.${c.function.name}`, c.function.arguments]), `${s.fault} #${i}`).toEqual(
+          calls.map((m) => [m.recipient, m.content]),
+        );
+      }
+      expect(checked).toBe(25);
+    });
   });
 
-  it("a stream that breaks mid-way ends with an error the client sees, not a hang", async () => {
-    upstream.script({ tokens: completion(ANSWER), breakAfterChunks: 3, delayMs: 30 });
-    const stream = await client.chat.completions.create({ model: "m", messages: [{ role: "user", content: "x" }], stream: true });
-    const consume = async () => {
-      for await (const _ of stream) void _;
-    };
-    await expect(consume()).rejects.toThrow(/upstream stream/);
+  describe("responses API", () => {
+    it("streams reasoning, text and function calls as Responses events", async () => {
+      upstream.script({ tokens: completion(CALL) });
+      const stream = client.responses.stream({
+        model: "gpt-oss",
+        input: "Weather in Oslo?",
+        tools: [{ type: "function", name: "get_weather", parameters: { type: "object", properties: { city: { type: "string" } } }, strict: false }],
+      });
+      const types: string[] = [];
+      for await (const ev of stream) types.push(ev.type);
+      const final = await stream.finalResponse();
+      expect(types[0]).toBe("response.created");
+      expect(types).toContain("response.reasoning_text.delta");
+      expect(types).toContain("response.function_call_arguments.done");
+      expect(final.status).toBe("completed");
+      const call = final.output.find((o) => o.type === "function_call") as OpenAI.Responses.ResponseFunctionToolCall;
+      expect(call).toMatchObject({ name: "get_weather", arguments: '{"city":"Oslo"}' });
+      expect(final.usage?.output_tokens).toBe(completion(CALL).length);
+    });
+
+    it("answers non-streaming, and continues from function_call_output items", async () => {
+      upstream.script({ tokens: completion(ANSWER) });
+      const r = await client.responses.create({ model: "gpt-oss", input: "What is 2 + 2?" });
+      expect(r.output_text).toBe("2 + 2 = 4.");
+      upstream.script({ tokens: completion("<|channel|>final<|message|>Done.<|return|>") });
+      const r2 = await client.responses.create({
+        model: "gpt-oss",
+        input: [
+          { role: "user", content: "Weather?" },
+          { type: "function_call", call_id: "call_x", name: "get_weather", arguments: '{"city":"Oslo"}' },
+          { type: "function_call_output", call_id: "call_x", output: '{"temp_c":3}' },
+        ],
+      });
+      expect(r2.output_text).toBe("Done.");
+      expect(decode(upstream.received.at(-1)!.body.prompt as number[])).toContain("<|start|>functions.get_weather to=assistant<|channel|>commentary<|message|>{\"temp_c\":3}<|end|>");
+    });
   });
 
-  it("a client that disconnects aborts the upstream request and frees its sessions", async () => {
-    upstream.script({ tokens: completion(ANSWER), delayMs: 200 });
-    const ctrl = new AbortController();
-    const stream = await client.chat.completions.create({ model: "m", messages: [{ role: "user", content: "x" }], stream: true }, { signal: ctrl.signal });
-    const it = stream[Symbol.asyncIterator]();
-    await it.next();
-    ctrl.abort();
-    await new Promise((r) => setTimeout(r, 800));
-    expect(upstream.received.at(-1)!.aborted).toBe(true);
-    const metrics = await (await fetch(`${base}/metrics`)).text();
-    expect(metrics).toMatch(/^harmony_open_streams 0$/m);
-  });
+  describe("upstream faults never hang and never 500", () => {
+    it("passes GET /v1/models through", async () => {
+      const models = await client.models.list();
+      expect(models.data.map((m) => m.id)).toEqual(["openai/gpt-oss-20b"]);
+    });
 
-  it("without --upstream the OpenAI paths say so", async () => {
-    const plain = new Service({ host: "127.0.0.1", port: 0, grpcPort: -1, workers: 1, drainTimeoutMs: 1000, limits: DEFAULT_LIMITS, logger: pino({ level: "silent" }) });
-    const { port } = await plain.start();
-    const res = await fetch(`http://127.0.0.1:${port}/v1/chat/completions`, { method: "POST", body: "{}" });
-    expect(res.status).toBe(404);
-    expect((await res.json()).error.code).toBe("no_upstream");
-    await plain.stop();
+    it("an upstream 4xx stays a 4xx; a 5xx becomes a 502; both are OpenAI-style errors", async () => {
+      upstream.script({ tokens: [], status: 400, errorBody: JSON.stringify({ object: "error", message: "max_tokens is too large" }) });
+      await expect(client.chat.completions.create({ model: "m", messages: [{ role: "user", content: "x" }] })).rejects.toMatchObject({
+        status: 400,
+        code: "upstream_error",
+      });
+      upstream.script({ tokens: [], status: 500 });
+      await expect(client.chat.completions.create({ model: "m", messages: [{ role: "user", content: "x" }] })).rejects.toMatchObject({ status: 502 });
+    });
+
+    it("an unreachable upstream is a 502, a silent one a 504", async () => {
+      const dead = new Service({
+        host: "127.0.0.1",
+        port: 0,
+        grpcPort: -1,
+        workers: 1,
+        drainTimeoutMs: 1000,
+        limits: DEFAULT_LIMITS,
+        logger: pino({ level: "silent" }),
+        upstream: { url: "http://127.0.0.1:9", idleTimeoutMs: 1000, reasoningField: "reasoning" },
+      });
+      const { port } = await dead.start();
+      const c = new OpenAI({ baseURL: `http://127.0.0.1:${port}/v1`, apiKey: "x", maxRetries: 0 });
+      await expect(c.chat.completions.create({ model: "m", messages: [{ role: "user", content: "x" }] })).rejects.toMatchObject({
+        status: 502,
+        code: "upstream_unreachable",
+      });
+      await dead.stop();
+      upstream.script({ tokens: [], hang: true });
+      await expect(client.chat.completions.create({ model: "m", messages: [{ role: "user", content: "x" }] })).rejects.toMatchObject({ status: 504 });
+    });
+
+    it("a stream that breaks mid-way ends with an error the client sees, not a hang", async () => {
+      upstream.script({ tokens: completion(ANSWER), breakAfterChunks: 3, delayMs: 30 });
+      const stream = await client.chat.completions.create({ model: "m", messages: [{ role: "user", content: "x" }], stream: true });
+      const consume = async () => {
+        for await (const _ of stream) void _;
+      };
+      await expect(consume()).rejects.toThrow(/upstream stream/);
+    });
+
+    it("a client that disconnects aborts the upstream request and frees its sessions", async () => {
+      upstream.script({ tokens: completion(ANSWER), delayMs: 200 });
+      const ctrl = new AbortController();
+      const stream = await client.chat.completions.create({ model: "m", messages: [{ role: "user", content: "x" }], stream: true }, { signal: ctrl.signal });
+      const it = stream[Symbol.asyncIterator]();
+      await it.next();
+      ctrl.abort();
+      await new Promise((r) => setTimeout(r, 800));
+      expect(upstream.received.at(-1)!.aborted).toBe(true);
+      const metrics = await (await fetch(`${base}/metrics`)).text();
+      expect(metrics).toMatch(/^harmony_open_streams 0$/m);
+    });
+
+    it("without --upstream the OpenAI paths say so", async () => {
+      const plain = new Service({ host: "127.0.0.1", port: 0, grpcPort: -1, workers: 1, drainTimeoutMs: 1000, limits: DEFAULT_LIMITS, logger: pino({ level: "silent" }) });
+      const { port } = await plain.start();
+      const res = await fetch(`http://127.0.0.1:${port}/v1/chat/completions`, { method: "POST", body: "{}" });
+      expect(res.status).toBe(404);
+      expect((await res.json()).error.code).toBe("no_upstream");
+      await plain.stop();
+    });
   });
 });
 

@@ -85,6 +85,8 @@ function generate(
   const ctrl = new AbortController();
   const names = Array.from({ length: n }, () => local.name("gen"));
   let pending = n;
+  // declared before any op is sent: answers may arrive while send() runs (streams on the main thread)
+  let usage: UpstreamUsage | null = null;
   let finishAll!: () => void;
   const allFinished = new Promise<void>((resolve) => {
     finishAll = resolve;
@@ -100,7 +102,6 @@ function generate(
   local.send(names.map((stream) => ({ open: { stream, ...open } })));
   // a choice's finish reason, applied when the upstream stream ends (after its usage chunk)
   const finished = new Map<number, string>();
-  let usage: UpstreamUsage | null = null;
   const done = (async () => {
     let error: UpstreamError | null = null;
     try {
