@@ -37,7 +37,7 @@ export const SERVICE_ERROR_CODES = {
   stream_closed: "Tokens or close for a stream that was already closed.",
   duplicate_stream: "An open for a stream name that is already open on this connection.",
   bad_option: "An open or close with an unknown role, mode or reason.",
-  worker_crashed: "The worker thread holding the stream died; the stream is lost.",
+  worker_crashed: "The worker thread (or the main thread's sessions) holding the stream failed; the stream is lost.",
   shutting_down: "The server is draining: the stream ends here, or no new streams.",
   bad_request: "A render request could not be rendered (its own code, path and reason are in the message).",
 } as const;

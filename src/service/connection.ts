@@ -283,7 +283,8 @@ export class Connection {
     for (const [name, st] of this.streams) {
       if (st.slot !== slot || st.generation >= generation) continue;
       this.forget(name, st);
-      lost.push(this.errorEvent(name, "worker_crashed", "the worker holding this stream stopped; the stream is lost"));
+      const where = slot === this.service.pool.inlineSlot ? "the main thread's parser sessions failed" : "the worker holding this stream stopped";
+      lost.push(this.errorEvent(name, "worker_crashed", `${where}; the stream is lost`));
       lost.push({ stream: name, done: { finish_reason: "error", tokens: 0, messages: 0, recoveries: 0 } });
     }
     if (lost.length === 0) return;
