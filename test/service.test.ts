@@ -248,20 +248,8 @@ describe("faults", () => {
   it("a worker killed mid-stream fails only its streams; the rest carry on and new streams work", async () => {
     const s = await start({ workers: 2 });
     const client = await connect(s.ws);
-    const text = "<|channel|>analysis<|message|>thinking about it<|end|><|start|>assistant<|channel|>final<|message|>done<|return|>";
-    const ids = enc.encode(text);
-    const names = ["s0", "s1", "s2", "s3"];
-    const handles = names.map((n) => client.open(n));
-    for (const h of handles) h.write(ids.slice(0, 5));
-    await new Promise((r) => setTimeout(r, 200));
-    await s.svc.pool.crash(0);
-    for (const h of handles) {
-      h.write(ids.slice(5));
-      h.close();
-    }
-    const results = await Promise.all(handles.map((h) => h.collect()));
-    const crashed = results.filter((evs) => evs.some((e) => e.type === "error" && e.code === "worker_crashed"));
-    const fine = results.filter((evs) => !evs.some((e) => e.type === "error"));
+    const ids = enc.encode("<|channel|>analysis<|message|>thinking about it<|end|><|start|>assistant<|channel|>final<|message|>done<|return|>");
+    const { crashed, fine } = await crashMidStream(s.svc, client, ids);
     expect(crashed.length).toBe(2); // streams are spread over both workers
     expect(fine.length).toBe(2);
     for (const evs of crashed) expect(evs.at(-1)).toMatchObject({ type: "done", finish_reason: "error" });
@@ -327,6 +315,23 @@ describe("faults", () => {
     await stopping;
   });
 });
+
+/** Four streams, five tokens each, then worker slot 0 dies, then the rest and a close: who failed, who did not. */
+async function crashMidStream(svc: Service, client: HarmonyClient, ids: number[]) {
+  const handles = ["s0", "s1", "s2", "s3"].map((n) => client.open(n));
+  for (const h of handles) h.write(ids.slice(0, 5));
+  await new Promise((r) => setTimeout(r, 200));
+  await svc.pool.crash(0);
+  for (const h of handles) {
+    h.write(ids.slice(5));
+    h.close();
+  }
+  const results = await Promise.all(handles.map((h) => h.collect()));
+  return {
+    crashed: results.filter((evs) => evs.some((e) => e.type === "error" && e.code === "worker_crashed")),
+    fine: results.filter((evs) => !evs.some((e) => e.type === "error")),
+  };
+}
 
 async function gauge(http: string, name: string): Promise<number> {
   const text = await (await fetch(`${http}/metrics`)).text();
@@ -486,18 +491,10 @@ describe("sessions on the main thread (the inline slot)", () => {
     const s = await start({ workers: 1, inline: 2 });
     const client = await connect(s.ws);
     const ids = enc.encode("<|channel|>final<|message|>the answer is forty-two<|return|>");
-    const handles = ["s0", "s1", "s2", "s3"].map((n) => client.open(n));
-    for (const h of handles) h.write(ids.slice(0, 5));
-    await new Promise((r) => setTimeout(r, 200));
-    await s.svc.pool.crash(0);
-    for (const h of handles) {
-      h.write(ids.slice(5));
-      h.close();
-    }
-    const results = await Promise.all(handles.map((h) => h.collect()));
-    const crashed = results.filter((evs) => evs.some((e) => e.type === "error" && e.code === "worker_crashed"));
+    const { crashed, fine } = await crashMidStream(s.svc, client, ids);
     expect(crashed.length).toBe(2);
-    for (const evs of results.filter((r) => !crashed.includes(r))) expect(normalize(evs)).toEqual(inProcess(ids, "assistant"));
+    expect(fine.length).toBe(2);
+    for (const evs of fine) expect(normalize(evs)).toEqual(inProcess(ids, "assistant"));
     await expect(s.svc.pool.crash(s.svc.pool.inlineSlot)).rejects.toThrow(/no thread/);
   });
 
