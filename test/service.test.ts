@@ -262,6 +262,30 @@ describe("faults", () => {
     expect(metrics).toMatch(/harmony_worker_restarts_total 1/);
   });
 
+  it("a task that makes a worker's code throw ends that worker: its streams get worker_crashed, not silence", async () => {
+    const s = await start({ workers: 1 });
+    const client = await connect(s.ws);
+    const ids = enc.encode("<|channel|>final<|message|>still here<|return|>");
+    const victim = client.open("victim");
+    victim.write(ids.slice(0, 3));
+    await new Promise((r) => setTimeout(r, 200));
+    const crashes: number[] = [];
+    s.svc.pool.on("crash", (slot) => crashes.push(slot));
+    // stand in for a bug: an open op without its spec makes the host throw
+    const bad = s.svc.pool.run(0, { t: "ops", conn: 999, json: false, kinds: [1], sids: [1], offs: [0, 0], ids: new Uint32Array(0), extra: [] });
+    await expect(bad).rejects.toBeTruthy();
+    victim.write(ids.slice(3));
+    victim.close();
+    const evs = await victim.collect();
+    expect(crashes).toEqual([0]);
+    expect(evs.find((e) => e.type === "error")).toMatchObject({ code: "worker_crashed" });
+    expect(evs.at(-1)).toMatchObject({ type: "done", finish_reason: "error" });
+    const after = client.open("after");
+    after.write(ids);
+    after.close();
+    expect(normalize(await after.collect())).toEqual(inProcess(ids, "assistant"));
+  });
+
   it("a client that never reads stops being read; memory stays bounded", async () => {
     const s = await start({ limits: { maxBufferedBytes: 64 * 1024, maxInflightFrames: 8 } });
     const raw = new WebSocket(s.ws);

@@ -19,5 +19,14 @@ export default function handle(task: Task): OpsResult | { sessions: number } {
     process.exit(70);
   }
   if (task.t === "drop") return { sessions: host.drop(task.conn) };
-  return host.run(task);
+  try {
+    return host.run(task);
+  } catch (e) {
+    // A bug, not bad input (the parser never throws on input). A half-applied
+    // task leaves this thread's sessions in an unknown state, and a task that
+    // merely failed would lose its events without a word; so the thread ends,
+    // and the pool fails its streams with worker_crashed and starts a new one.
+    process.stderr.write(`parser worker: ${(e as Error)?.stack ?? String(e)}\n`);
+    process.exit(70);
+  }
 }

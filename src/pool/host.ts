@@ -86,6 +86,7 @@ export class SessionHost {
     }
     this.streams = streams;
     this.json = json;
+    this.writer.clear();
     this.counts = { tokens: 0, events: {}, recoveries: {}, errors: {} };
     this.notes = [];
     this.memos = [];

@@ -135,6 +135,11 @@ export class FrameWriter {
     this.len += eventBytes.length;
   }
 
+  /** Drop what was written since the last take (a batch that did not finish). */
+  clear(): void {
+    this.len = 0;
+  }
+
   /** The bytes written so far, copied out (exact size), and a reset. */
   take(): Uint8Array {
     const out = new Uint8Array(this.len);
