@@ -39,6 +39,33 @@ describe("BinaryFrameReader", () => {
     );
   });
 
+  it("stream names that recur come back equal, even when two names share a hash", () => {
+    // two ASCII names with the same 32-bit FNV-1a hash, found by brute force
+    const fnv = (t: string) => {
+      let h = 0x811c9dc5;
+      for (const b of Buffer.from(t)) h = Math.imul(h ^ b, 0x01000193);
+      return h;
+    };
+    const seen = new Map<number, string>();
+    let pair: [string, string] | null = null;
+    for (let i = 0; !pair; i++) {
+      const n = `s${i.toString(36)}`;
+      const h = fnv(n);
+      const other = seen.get(h);
+      if (other !== undefined) pair = [other, n];
+      else seen.set(h, n);
+    }
+    const [a, b] = pair;
+    expect(a).not.toBe(b);
+    const reader = new BinaryFrameReader();
+    const names = [a, b, a, a, b, "请求-1", "请求-1", a, "x".repeat(40), b];
+    for (const n of names) {
+      const f = s.ClientFrame.encode({ ops: [{ tokens: { stream: n, ids: [1] } }, { tokens: { stream: n, ids: [2] } }] }).finish();
+      const r = reader.read(f, s, 100);
+      expect(r.ops.map((op) => op.stream)).toEqual([n, n]);
+    }
+  });
+
   it("reads packed and unpacked ids, and ids beyond uint32 as out of range", () => {
     const f = s.ClientFrame.encode({ ops: [{ tokens: { stream: "a", ids: [1, 127, 128, 16383, 16384, 200_005] } }] }).finish();
     const r = new BinaryFrameReader().read(f, s, 100);

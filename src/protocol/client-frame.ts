@@ -174,11 +174,6 @@ class Reader {
     }
     if (this.pos > this.end) throw new WireError("truncated fixed-width field");
   }
-
-  string(): string {
-    const [s, e] = this.bytes();
-    return decodeString(this.buf, s, e);
-  }
 }
 
 /** Varints in a packed field (each ends with a byte below 0x80). */
@@ -256,11 +251,13 @@ export class BinaryFrameReader {
   private readonly op = new Reader(EMPTY, 0, 0);
   private readonly r = new Reader(EMPTY, 0, 0);
   private readonly sink = new IdSink(64);
+  /** Stream names seen in Tokens ops, by a hash of their bytes. */
+  private readonly names = new Map<number, string>();
 
   /** Read a binary ClientFrame. `maxIds` bounds the ids of the whole frame. */
   read(buf: Uint8Array, s: Schema, maxIds: number): ReadFrame {
     this.sink.n = 0;
-    const r = readBinary(buf, s, maxIds, this.sink, this.frame.reset(buf), this.op.reset(buf), this.r.reset(buf));
+    const r = readBinary(buf, s, maxIds, this.sink, this.frame.reset(buf), this.op.reset(buf), this.r.reset(buf), this.names);
     // a frame far larger than usual does not keep its id array alive
     if (this.sink.ids.length > 65536) this.sink.ids = new Uint32Array(64);
     return r;
@@ -269,12 +266,51 @@ export class BinaryFrameReader {
 
 const EMPTY = new Uint8Array(0);
 
-/** Read one binary ClientFrame with fresh buffers. `maxIds` bounds the ids of the whole frame. */
-export function readBinaryFrame(buf: Uint8Array, s: Schema, maxIds: number): ReadFrame {
-  return readBinary(buf, s, maxIds, new IdSink(buf.length), new Reader(buf, 0, buf.length), new Reader(buf, 0, 0), new Reader(buf, 0, 0));
+/** Names remembered per reader before it starts over. */
+const MAX_NAMES = 65536;
+
+/**
+ * The stream name of a Tokens op, as the same string object each time it
+ * recurs: a frame for 256 streams names each of them again, and decoding a
+ * fresh string (then hashing it for the stream map) cost about as much as
+ * parsing its token. Short ASCII names are looked up by an FNV-1a hash of
+ * their bytes and checked byte for byte; anything else is decoded.
+ */
+function internName(buf: Uint8Array, s: number, e: number, names: Map<number, string>): string {
+  const len = e - s;
+  if (len > 32) return decodeString(buf, s, e);
+  let h = 0x811c9dc5;
+  for (let i = s; i < e; i++) h = Math.imul(h ^ buf[i]!, 0x01000193);
+  const hit = names.get(h);
+  if (hit !== undefined && hit.length === len) {
+    let i = 0;
+    while (i < len && hit.charCodeAt(i) === buf[s + i]) i++;
+    if (i === len) return hit;
+  }
+  const str = decodeString(buf, s, e);
+  // one char per byte (ASCII) is what the check above can confirm
+  if (str.length === len) {
+    if (names.size >= MAX_NAMES) names.clear();
+    names.set(h, str);
+  }
+  return str;
 }
 
-function readBinary(buf: Uint8Array, s: Schema, maxIds: number, sink: IdSink, frame: Reader, op: Reader, r: Reader): ReadFrame {
+/** Read one binary ClientFrame with fresh buffers. `maxIds` bounds the ids of the whole frame. */
+export function readBinaryFrame(buf: Uint8Array, s: Schema, maxIds: number): ReadFrame {
+  return readBinary(buf, s, maxIds, new IdSink(buf.length), new Reader(buf, 0, buf.length), new Reader(buf, 0, 0), new Reader(buf, 0, 0), null);
+}
+
+function readBinary(
+  buf: Uint8Array,
+  s: Schema,
+  maxIds: number,
+  sink: IdSink,
+  frame: Reader,
+  op: Reader,
+  r: Reader,
+  names: Map<number, string> | null,
+): ReadFrame {
   const ops: ClientOp[] = [];
   const errors: OpError[] = [];
   try {
@@ -315,7 +351,11 @@ function readBinary(buf: Uint8Array, s: Schema, maxIds: number, sink: IdSink, fr
           const t = r.varint();
           const f = t >>> 3;
           const w = t & 7;
-          if (f === 1 && w === 2) stream = r.string();
+          if (f === 1 && w === 2) {
+            const len = r.length();
+            stream = names ? internName(buf, r.pos, r.pos + len, names) : decodeString(buf, r.pos, r.pos + len);
+            r.pos += len;
+          }
           else if (f === 2 && w === 2) {
             const len = r.varint();
             const ie = r.pos + len;
