@@ -120,10 +120,6 @@ export class ParserPool extends EventEmitter<PoolEvents> {
     return this.inlineSlot < 0 ? this.slots.length : this.slots.length - 1;
   }
 
-  get size(): number {
-    return this.slots.length;
-  }
-
   generation(slot: number): number {
     return this.slots[slot]!.generation;
   }
