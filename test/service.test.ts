@@ -264,26 +264,14 @@ describe("faults", () => {
 
   it("a task that makes a worker's code throw ends that worker: its streams get worker_crashed, not silence", async () => {
     const s = await start({ workers: 1 });
-    const client = await connect(s.ws);
-    const ids = enc.encode("<|channel|>final<|message|>still here<|return|>");
-    const victim = client.open("victim");
-    victim.write(ids.slice(0, 3));
-    await new Promise((r) => setTimeout(r, 200));
     const crashes: number[] = [];
     s.svc.pool.on("crash", (slot) => crashes.push(slot));
-    // stand in for a bug: an open op without its spec makes the host throw
-    const bad = s.svc.pool.run(0, { t: "ops", conn: 999, json: false, kinds: [1], sids: [1], offs: [0, 0], ids: new Uint32Array(0), extra: [] });
-    await expect(bad).rejects.toBeTruthy();
-    victim.write(ids.slice(3));
-    victim.close();
-    const evs = await victim.collect();
+    await faultMidStream(s, async () => {
+      // stand in for a bug: an open op without its spec makes the host throw
+      const bad = s.svc.pool.run(0, { t: "ops", conn: 999, json: false, kinds: [1], sids: [1], offs: [0, 0], ids: new Uint32Array(0), extra: [] });
+      await expect(bad).rejects.toBeTruthy();
+    });
     expect(crashes).toEqual([0]);
-    expect(evs.find((e) => e.type === "error")).toMatchObject({ code: "worker_crashed" });
-    expect(evs.at(-1)).toMatchObject({ type: "done", finish_reason: "error" });
-    const after = client.open("after");
-    after.write(ids);
-    after.close();
-    expect(normalize(await after.collect())).toEqual(inProcess(ids, "assistant"));
   });
 
   it("a client that never reads stops being read; memory stays bounded", async () => {
@@ -339,6 +327,29 @@ describe("faults", () => {
     await stopping;
   });
 });
+
+/**
+ * A stream gets three tokens, then `inject` breaks the code holding it, then
+ * the rest of its tokens and a close: it must end with worker_crashed and an
+ * error done, and a new stream on the same connection must work.
+ */
+async function faultMidStream(s: Awaited<ReturnType<typeof start>>, inject: () => void | Promise<void>) {
+  const client = await connect(s.ws);
+  const ids = enc.encode("<|channel|>final<|message|>still here<|return|>");
+  const victim = client.open("victim");
+  victim.write(ids.slice(0, 3));
+  await new Promise((r) => setTimeout(r, 200));
+  await inject();
+  victim.write(ids.slice(3));
+  victim.close();
+  const evs = await victim.collect();
+  expect(evs.find((e) => e.type === "error")).toMatchObject({ code: "worker_crashed" });
+  expect(evs.at(-1)).toMatchObject({ type: "done", finish_reason: "error" });
+  const after = client.open("after");
+  after.write(ids);
+  after.close();
+  expect(normalize(await after.collect())).toEqual(inProcess(ids, "assistant"));
+}
 
 /** Four streams, five tokens each, then worker slot 0 dies, then the rest and a close: who failed, who did not. */
 async function crashMidStream(svc: Service, client: HarmonyClient, ids: number[]) {
@@ -524,25 +535,12 @@ describe("sessions on the main thread (the inline slot)", () => {
 
   it("a fault inside the inline host fails its streams as a crash would, and the service carries on", async () => {
     const s = await start({ workers: 0 });
-    const client = await connect(s.ws);
-    const ids = enc.encode("<|channel|>final<|message|>fine<|return|>");
-    const before = client.open("before");
-    before.write(ids.slice(0, 3));
-    await new Promise((r) => setTimeout(r, 100));
-    // stand in for a bug: the host throws once
-    const host = s.svc.pool.inlineHost!;
-    host.tokens = () => {
-      throw new Error("injected fault");
-    };
-    before.write(ids.slice(3));
-    before.close();
-    const evs = await before.collect();
-    expect(evs.find((e) => e.type === "error")).toMatchObject({ code: "worker_crashed" });
-    expect(evs.at(-1)).toMatchObject({ type: "done", finish_reason: "error" });
-    const after = client.open("after");
-    after.write(ids);
-    after.close();
-    expect(normalize(await after.collect())).toEqual(inProcess(ids, "assistant"));
+    await faultMidStream(s, () => {
+      // stand in for a bug: the host throws
+      s.svc.pool.inlineHost!.tokens = () => {
+        throw new Error("injected fault");
+      };
+    });
     expect(await gauge(s.http, "harmony_worker_restarts_total")).toBe(1);
   });
 
