@@ -35,6 +35,10 @@ const NO_STREAMS: Map<number, Session> = new Map();
 /** Recovery notes returned per task (for warn-level logs). */
 const MAX_NOTES = 64;
 
+function emptyCounts(): Counts {
+  return { tokens: 0, events: {}, recoveries: {}, errors: {} };
+}
+
 function adapterFor(spec: OpenSpec): Session["adapter"] {
   const f = spec.format;
   if (f.kind === "openai.chat") {
@@ -72,7 +76,7 @@ export class SessionHost {
   // the batch being answered: begin(), then ops in order, then finish()
   private streams: Map<number, Session> = NO_STREAMS;
   private json = false;
-  private counts: Counts = { tokens: 0, events: {}, recoveries: {}, errors: {} };
+  private counts: Counts = emptyCounts();
   private notes: RecoveryNote[] = [];
   private memos: ReasoningMemo[] = [];
   private text: string[] = [];
@@ -87,7 +91,7 @@ export class SessionHost {
     this.streams = streams;
     this.json = json;
     this.writer.clear();
-    this.counts = { tokens: 0, events: {}, recoveries: {}, errors: {} };
+    this.counts = emptyCounts();
     this.notes = [];
     this.memos = [];
     this.text = [];
@@ -140,7 +144,6 @@ export class SessionHost {
       memos: this.memos,
       sessions: this.open,
     };
-    this.text = [];
     // not kept past the batch: a dropped connection's sessions must be collectable
     this.streams = NO_STREAMS;
     return r;
@@ -170,18 +173,17 @@ export class SessionHost {
     const cot = session.cot;
     let deltas = 0;
     for (const ev of events) {
-      if (ev.type === "delta" && session.adapter === null) {
-        // the common case, written without intermediate objects
-        deltas++;
+      if (ev.type === "delta") {
         if (cot !== null && ev.kind === "reasoning") cot.append(ev.text);
-        if (json) text.push(deltaJson(stream, ev));
-        else writer.deltaOf(session.field, ev);
-        continue;
-      }
-      if (cot !== null) {
-        if (ev.type === "delta") {
-          if (ev.kind === "reasoning") cot.append(ev.text);
-        } else if (ev.type === "message_end") {
+        if (session.adapter === null) {
+          // the common case, written without intermediate objects
+          deltas++;
+          if (json) text.push(deltaJson(stream, ev));
+          else writer.deltaOf(session.field, ev);
+          continue;
+        }
+      } else if (cot !== null) {
+        if (ev.type === "message_end") {
           // separate analysis messages of one turn by a blank line
           cot.separate();
         } else if (ev.type === "tool_call_start") {

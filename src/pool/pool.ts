@@ -58,6 +58,7 @@ interface Slot {
   piscina: Piscina | null;
   generation: number;
   streams: number;
+  /** A worker's sessions as it last reported them (the inline slot's are read from its host). */
   sessions: number;
 }
 
@@ -145,10 +146,6 @@ export class ParserPool extends EventEmitter<PoolEvents> {
     if (s) s.streams = Math.max(0, s.streams - n);
   }
 
-  isInline(slot: number): boolean {
-    return slot === this.inlineSlot;
-  }
-
   /** Run a task on a worker slot. */
   async run(slot: number, task: OpsTask): Promise<OpsResult> {
     const s = this.slots[slot]!;
@@ -162,11 +159,6 @@ export class ParserPool extends EventEmitter<PoolEvents> {
     return this.host;
   }
 
-  /** After a batch on the inline host: note its session count. */
-  inlineDone(r: OpsResult): void {
-    this.slots[this.inlineSlot]!.sessions = r.sessions;
-  }
-
   /**
    * The inline host threw. The core never throws on input, so this is a
    * bug; its sessions are lost exactly as a crashed worker's would be: a
@@ -175,7 +167,6 @@ export class ParserPool extends EventEmitter<PoolEvents> {
   inlineFailed(): void {
     const s = this.slots[this.inlineSlot]!;
     this.host = this.newHost();
-    s.sessions = 0;
     s.generation++;
     this.restarts++;
     this.emit("crash", this.inlineSlot, s.generation);
@@ -184,7 +175,7 @@ export class ParserPool extends EventEmitter<PoolEvents> {
   async drop(slot: number, conn: number): Promise<void> {
     const s = this.slots[slot]!;
     if (!s.piscina) {
-      s.sessions = this.host!.drop(conn);
+      this.host!.drop(conn);
       return;
     }
     const task: DropTask = { t: "drop", conn };
@@ -196,9 +187,9 @@ export class ParserPool extends EventEmitter<PoolEvents> {
     }
   }
 
-  /** Open parser sessions across workers, as last reported. */
+  /** Open parser sessions: the workers' as last reported, the main thread's as they are. */
   sessions(): number {
-    return this.slots.reduce((a, s) => a + s.sessions, 0);
+    return this.slots.reduce((a, s) => a + (s.piscina ? s.sessions : 0), this.host?.sessions ?? 0);
   }
 
   /** Every slot has a live thread. */

@@ -218,11 +218,7 @@ export class Connection {
     }
 
     const results: (Promise<OpsResult | null> | OpsResult | null)[] = [];
-    if (inlineUsed) {
-      const r = pool.inlineHost!.finish();
-      pool.inlineDone(r);
-      results.push(r);
-    }
+    if (inlineUsed) results.push(pool.inlineHost!.finish());
     let pending = false;
     for (let slot = 0; slot < perSlot.length; slot++) {
       const g = perSlot[slot];
@@ -258,10 +254,13 @@ export class Connection {
       );
     }
 
+    const answer = (done: (OpsResult | null)[]) => {
+      this.sendFrame(json, immediate, done);
+      svc.metrics.frameLatency.observe((performance.now() - started) / 1000);
+    };
     if (!pending && this.queued === 0) {
       // nothing ahead of this frame and nothing to wait for: answer now
-      this.sendFrame(json, immediate, results as (OpsResult | null)[]);
-      svc.metrics.frameLatency.observe((performance.now() - started) / 1000);
+      answer(results as (OpsResult | null)[]);
       return;
     }
     this.inflight++;
@@ -270,8 +269,7 @@ export class Connection {
     this.enqueue(async () => {
       const done = await all;
       this.inflight--;
-      this.sendFrame(json, immediate, done);
-      svc.metrics.frameLatency.observe((performance.now() - started) / 1000);
+      answer(done);
       this.updateFlow();
     });
   }
