@@ -106,9 +106,9 @@ export class ParserPool extends EventEmitter<PoolEvents> {
       piscina.on("error", () => {});
       this.slots.push(slot);
     }
-    const vocab = new Vocabulary(opts.table);
-    this.newHost = () => new SessionHost(vocab, opts.schema);
     this.inlineMax = workers === 0 ? Infinity : Math.max(0, opts.inline);
+    let vocab: Vocabulary | null = null; // built only for an inline slot (its string cache is per thread)
+    this.newHost = () => new SessionHost((vocab ??= new Vocabulary(opts.table)), opts.schema);
     if (this.inlineMax > 0) {
       this.inlineSlot = this.slots.length;
       this.host = this.newHost();
