@@ -49,14 +49,20 @@ const SHORT = 48;
 export function streamField(stream: string): string {
   const bytes = Buffer.from(stream, "utf8");
   if (bytes.length === 0) return "";
-  let out = String.fromCharCode(0x0a);
-  let v = bytes.length;
+  const head = Buffer.allocUnsafe(6); // tag + up to 5 varint bytes (a uint32 length)
+  head[0] = 0x0a;
+  const headLen = putVarint(head, 1, bytes.length);
+  return head.toString("latin1", 0, headLen) + bytes.toString("latin1");
+}
+
+/** Writes `v` as a protobuf varint at `at`; returns the position after it. */
+function putVarint(buf: Uint8Array, at: number, v: number): number {
   while (v >= 0x80) {
-    out += String.fromCharCode((v & 0x7f) | 0x80);
+    buf[at++] = (v & 0x7f) | 0x80;
     v >>>= 7;
   }
-  out += String.fromCharCode(v);
-  return out + bytes.toString("latin1");
+  buf[at++] = v;
+  return at;
 }
 
 /** Appends ServerFrame fragments (field 1 = one Event) to a growable buffer. */
@@ -72,11 +78,7 @@ export class FrameWriter {
   }
 
   private varint(v: number): void {
-    while (v >= 0x80) {
-      this.buf[this.len++] = (v & 0x7f) | 0x80;
-      v >>>= 7;
-    }
-    this.buf[this.len++] = v;
+    this.len = putVarint(this.buf, this.len, v);
   }
 
   /** Event { stream = 1; delta = 4 { index = 1; kind = 2; text = 3 } } */
