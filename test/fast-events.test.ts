@@ -2,8 +2,8 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import type { DeltaEvent } from "../src/core/events.js";
-import { decodeServerFrame, toWire } from "../src/protocol/events.js";
-import { deltaJson, FrameWriter } from "../src/protocol/fast-events.js";
+import { decodeServerFrame, toWire, type StreamRef } from "../src/protocol/events.js";
+import { deltaJson, FrameWriter, handleField, jsonRef, streamField } from "../src/protocol/fast-events.js";
 import { schema } from "../src/protocol/schema.js";
 
 const s = schema();
@@ -15,6 +15,12 @@ const delta = fc.record({
   text: fc.oneof(fc.string(), fc.string({ unit: "grapheme" }), fc.constant(""), fc.constant("😀 家族 \u0000 \"q\" \\ \n")),
 });
 const name = fc.oneof(fc.string({ minLength: 0, maxLength: 40 }), fc.constant("请求-1"), fc.constant("x".repeat(300)));
+/** How an event names its stream: by name, or by a handle (streams opened with one). */
+const ref: fc.Arbitrary<StreamRef> = fc.oneof(
+  name.map((stream) => ({ stream })),
+  fc.oneof(fc.integer({ min: 1, max: 127 }), fc.integer({ min: 1, max: 0xffffffff })).map((handle) => ({ handle })),
+);
+const fieldOf = (r: StreamRef) => ("handle" in r ? handleField(r.handle) : streamField(r.stream));
 
 describe("FrameWriter", () => {
   it("writes deltas that protobufjs decodes to the same wire events, and frames concatenate", () => {
@@ -30,10 +36,24 @@ describe("FrameWriter", () => {
     );
   });
 
+  it("writes deltas of streams named by name or by handle as protobufjs encodes them", () => {
+    fc.assert(
+      fc.property(fc.array(fc.tuple(ref, delta), { minLength: 1, maxLength: 8 }), (items) => {
+        const w = new FrameWriter();
+        for (const [r, ev] of items) w.deltaOf(fieldOf(r), ev as DeltaEvent);
+        const got = decodeServerFrame(s, w.take());
+        const want = decodeServerFrame(s, s.ServerFrame.encode({ events: items.map(([r, ev]) => toWire(r, ev as DeltaEvent)) }).finish());
+        expect(got).toEqual(want);
+        items.forEach(([r], i) => expect("handle" in r ? got[i]!.handle : got[i]!.stream).toBe("handle" in r ? r.handle : r.stream));
+      }),
+      { numRuns: 300 },
+    );
+  });
+
   it("writes JSON that parses to the wire event", () => {
     fc.assert(
-      fc.property(name, delta, (n, ev) => {
-        expect(JSON.parse(deltaJson(n, ev as DeltaEvent))).toEqual({ stream: n, delta: { index: ev.index, kind: ev.kind, text: ev.text } });
+      fc.property(ref, delta, (r, ev) => {
+        expect(JSON.parse(deltaJson(jsonRef(r), ev as DeltaEvent))).toEqual({ ...r, delta: { index: ev.index, kind: ev.kind, text: ev.text } });
       }),
       { numRuns: 300 },
     );

@@ -39,7 +39,7 @@ async function start(opts: Partial<Omit<ServiceOptions, "limits">> & { limits?: 
   return { svc, ws: `ws://127.0.0.1:${ports.port}/v1/stream`, grpc: `grpc://127.0.0.1:${ports.grpcPort}`, http: `http://127.0.0.1:${ports.port}` };
 }
 
-async function connect(url: string, opts: { json?: boolean; token?: string } = {}) {
+async function connect(url: string, opts: { json?: boolean; token?: string; handles?: boolean } = {}) {
   const c = await HarmonyClient.connect(url, opts);
   clients.push(c);
   return c;
@@ -86,14 +86,16 @@ async function runStepFrames(client: HarmonyClient, subset: ConformanceCase[], t
 }
 
 describe("conformance corpus over the wire", () => {
-  for (const [name, url, json] of [
-    ["WebSocket, protobuf frames", "ws", false],
-    ["WebSocket, JSON frames", "ws", true],
-    ["gRPC", "grpc", false],
+  for (const [name, url, json, handles] of [
+    ["WebSocket, protobuf frames", "ws", false, false],
+    ["WebSocket, JSON frames", "ws", true, false],
+    ["gRPC", "grpc", false, false],
+    ["WebSocket, protobuf frames, streams named by handle", "ws", false, true],
+    ["WebSocket, JSON frames, streams named by handle", "ws", true, true],
   ] as const) {
     it(`${name}: all 606 cases multiplexed on one connection give the in-process events`, async () => {
       const s = await start();
-      const client = await connect(s[url], { json });
+      const client = await connect(s[url], { json, handles });
       const got = await runStepFrames(client, cases, 7);
       for (const [i, c] of cases.entries()) expect(normalize(got[i]!), c.id).toEqual(inProcess(c.tokens, c.role));
     });
@@ -241,6 +243,115 @@ describe("bad input gets an error event and the connection carries on", () => {
     other.sendRaw(new Uint8Array(8192));
     expect(await closed).toBe(1009);
     await expectStillServing(client);
+  });
+});
+
+/** A raw WebSocket that keeps every event it receives, decoded, for checks on the wire form itself. */
+async function rawClient(url: string, json = false) {
+  const ws = new WebSocket(url);
+  await new Promise((r) => ws.once("open", r));
+  const events: Record<string, unknown>[] = [];
+  const waiters: (() => void)[] = [];
+  ws.on("message", (data: Buffer, isBinary) => {
+    const got = isBinary
+      ? (schemaOf().ServerFrame.toObject(schemaOf().ServerFrame.decode(data), { defaults: false }) as { events?: Record<string, unknown>[] }).events ?? []
+      : (JSON.parse(data.toString("utf8")) as { events: Record<string, unknown>[] }).events;
+    events.push(...got);
+    for (const w of waiters.splice(0)) w();
+  });
+  return {
+    ws,
+    events,
+    send(ops: unknown[]) {
+      ws.send(json ? JSON.stringify({ ops }) : schemaOf().ClientFrame.encode({ ops }).finish());
+    },
+    /** Wait until an event matches, and return it. */
+    async until(pred: (e: Record<string, unknown>) => boolean): Promise<Record<string, unknown>> {
+      for (;;) {
+        const hit = events.find(pred);
+        if (hit) return hit;
+        await new Promise<void>((r) => waiters.push(r));
+      }
+    },
+  };
+}
+const schemaOf = () => running[0]!.schema;
+
+describe("streams named by a numeric handle", () => {
+  const text = "<|channel|>final<|message|>by number<|return|>";
+  for (const json of [false, true]) {
+    it(`events carry the handle instead of the name (${json ? "JSON" : "protobuf"} frames); tokens and close name the stream by handle`, async () => {
+      const s = await start({ workers: 1 });
+      const c = await rawClient(s.ws, json);
+      const ids = enc.encode(text);
+      c.send([{ open: { stream: "n", handle: 7 } }, { tokens: { handle: 7, ids: ids.slice(0, 4) } }]);
+      c.send([{ tokens: { handle: 7, ids: ids.slice(4) } }, { close: { handle: 7 } }]);
+      await c.until((e) => e.done !== undefined);
+      for (const e of c.events) {
+        expect(Number(e.handle)).toBe(7);
+        expect(e.stream ?? "").toBe("");
+      }
+      const deltas = c.events.filter((e) => e.delta).map((e) => (e.delta as { text: string }).text);
+      expect(deltas.join("")).toBe("by number");
+      // a name may still be used for a stream that has a handle; its events still carry the handle
+      c.send([{ open: { stream: "m", handle: 8 } }, { tokens: { stream: "m", ids } }, { close: { stream: "m" } }]);
+      const done = await c.until((e) => e.done !== undefined && Number(e.handle) === 8);
+      expect(done.stream ?? "").toBe("");
+      c.ws.close();
+    });
+  }
+
+  it("bad handles get an error naming the handle, and the connection carries on", async () => {
+    const s = await start({ workers: 1 });
+    const c = await rawClient(s.ws);
+    const errorFor = (handle: number, code: string) => c.until((e) => Number(e.handle) === handle && (e.error as { code?: string } | undefined)?.code === code);
+    c.send([{ tokens: { handle: 3, ids: [1] } }]);
+    expect((await errorFor(3, "unknown_stream")).error).toMatchObject({ message: "no open stream with handle 3" });
+    c.send([{ open: { stream: "a", handle: 4 } }, { open: { stream: "b", handle: 4 } }]);
+    const dup = await errorFor(4, "duplicate_stream");
+    expect(dup).toMatchObject({ stream: "b", error: { message: 'handle 4 is already in use by stream "a"' } });
+    c.send([{ tokens: { stream: "zzz", handle: 4, ids: [1] } }]);
+    expect((await errorFor(4, "unknown_stream")).error).toMatchObject({ message: 'handle 4 is stream "a", not "zzz"' });
+    c.send([{ close: { handle: 4 } }]);
+    await c.until((e) => e.done !== undefined && Number(e.handle) === 4);
+    c.send([{ tokens: { handle: 4, ids: [1] } }]);
+    expect((await errorFor(4, "stream_closed")).error).toMatchObject({ message: "the stream with handle 4 is closed" });
+    c.send([{ open: { handle: 9 } }]);
+    expect((await errorFor(9, "bad_frame")).error).toMatchObject({ message: "an open without a stream name" });
+    // a closed handle may be given to a new stream
+    c.send([{ open: { stream: "again", handle: 4 } }, { tokens: { handle: 4, ids: enc.encode(text) } }, { close: { handle: 4 } }]);
+    const done = await c.until((e) => e.done !== undefined && Number(e.handle) === 4 && c.events.indexOf(e) > c.events.findIndex((x) => (x.error as { code?: string } | undefined)?.code === "bad_frame"));
+    expect(done.done).toMatchObject({ finish_reason: "stop" });
+    // a handle that does not fit uint32 (binary) and one of the wrong type (JSON) are bad frames
+    c.ws.send(Uint8Array.from([0x0a, 0x08, 0x12, 0x06, 0x18, 0x80, 0x80, 0x80, 0x80, 0x10]));
+    await c.until((e) => (e.error as { message?: string } | undefined)?.message === "a handle does not fit uint32");
+    const j = await rawClient(s.ws, true);
+    j.send([{ tokens: { handle: "seven", ids: [1] } }]);
+    const bad = await j.until((e) => e.error !== undefined);
+    expect(bad.error).toMatchObject({ code: "bad_frame", message: "ops[0].tokens: handle must be an integer in 0..2^32-1" });
+    j.send([{ open: { stream: "s", handle: "12" } }, { tokens: { handle: 12, ids: enc.encode(text) } }, { close: { handle: 12 } }]);
+    expect((await j.until((e) => e.done !== undefined)).handle).toBe(12);
+    c.ws.close();
+    j.ws.close();
+  });
+
+  it("a worker crash and a graceful stop name handle streams by their handle", async () => {
+    const s = await start({ workers: 1, inline: 0 });
+    const c = await rawClient(s.ws);
+    const ids = enc.encode(text);
+    c.send([{ open: { stream: "w", handle: 21 } }, { tokens: { handle: 21, ids: ids.slice(0, 3) } }]);
+    await c.until((e) => e.message_start !== undefined);
+    await s.svc.pool.crash(0);
+    const lost = await c.until((e) => (e.error as { code?: string } | undefined)?.code === "worker_crashed");
+    expect(lost).toMatchObject({ handle: 21 });
+    expect(lost.stream ?? "").toBe("");
+    c.send([{ open: { stream: "x", handle: 22 } }, { tokens: { handle: 22, ids: ids.slice(0, 3) } }]);
+    await c.until((e) => e.message_start !== undefined && Number(e.handle) === 22);
+    const stopping = s.svc.stop();
+    const notice = await c.until((e) => (e.error as { code?: string } | undefined)?.code === "shutting_down");
+    expect(notice).toMatchObject({ handle: 22 });
+    expect(await c.until((e) => e.done !== undefined && Number(e.handle) === 22)).toMatchObject({ done: { finish_reason: "abort" } });
+    await stopping;
   });
 });
 

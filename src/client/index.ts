@@ -29,9 +29,9 @@ export interface OpenOptions {
 }
 
 export type ClientOpJson =
-  | { open: { stream: string; role?: string; mode?: string; whole_messages?: boolean; non_strict?: boolean } }
-  | { tokens: { stream: string; ids: number[] | Uint32Array } }
-  | { close: { stream: string; reason?: string } }
+  | { open: { stream: string; handle?: number; role?: string; mode?: string; whole_messages?: boolean; non_strict?: boolean } }
+  | { tokens: { stream?: string; handle?: number; ids: number[] | Uint32Array } }
+  | { close: { stream?: string; handle?: number; reason?: string } }
   | { render: { request_id: string; request_json: string } };
 
 export interface RenderedPrompt {
@@ -45,6 +45,12 @@ export interface ConnectOptions {
   token?: string;
   /** WebSocket only: send JSON text frames instead of protobuf. */
   json?: boolean;
+  /**
+   * Give every stream a numeric handle (Open.handle) and name it by that in
+   * Tokens and Close: smaller frames both ways and a cheaper lookup on the
+   * server. Events still reach the stream's StreamHandle by its name.
+   */
+  handles?: boolean;
 }
 
 type Listener = (stream: string, event: HarmonyEvent) => void;
@@ -58,14 +64,21 @@ export class StreamHandle implements AsyncIterable<HarmonyEvent> {
   constructor(
     readonly client: HarmonyClient,
     readonly name: string,
+    /** The stream's numeric handle on the wire (0: named by its name). */
+    readonly wire = 0,
   ) {}
 
+  /** How ops name this stream on the wire. */
+  get ref(): { stream: string } | { handle: number } {
+    return this.wire !== 0 ? { handle: this.wire } : { stream: this.name };
+  }
+
   write(ids: ArrayLike<number>): void {
-    this.client.send([{ tokens: { stream: this.name, ids: Array.from(ids) } }]);
+    this.client.send([{ tokens: { ...this.ref, ids: Array.from(ids) } }]);
   }
 
   close(reason: "eos" | "length" | "abort" = "eos"): void {
-    this.client.send([{ close: { stream: this.name, reason } }]);
+    this.client.send([{ close: { ...this.ref, reason } }]);
   }
 
   /** @internal */
@@ -120,14 +133,20 @@ export class StreamHandle implements AsyncIterable<HarmonyEvent> {
 export abstract class HarmonyClient {
   protected readonly schema: Schema = schema();
   private readonly handles = new Map<string, StreamHandle>();
+  /** Streams opened with a numeric handle, by it. */
+  private readonly numbered = new Map<number, StreamHandle>();
+  private lastNumber = 0;
+  /** @internal Set from ConnectOptions.handles. */
+  useHandles = false;
   private readonly listeners: Listener[] = [];
   /** Events that belong to no stream (connection-level errors). */
   readonly connectionErrors: HarmonyEvent[] = [];
   closed = false;
 
   static async connect(url: string, opts: ConnectOptions = {}): Promise<HarmonyClient> {
-    if (url.startsWith("ws://") || url.startsWith("wss://")) return WsClient.open(url, opts);
-    return GrpcClient.open(url.replace(/^grpc:\/\//, ""), opts);
+    const c = url.startsWith("ws://") || url.startsWith("wss://") ? await WsClient.open(url, opts) : await GrpcClient.open(url.replace(/^grpc:\/\//, ""), opts);
+    c.useHandles = opts.handles === true;
+    return c;
   }
 
   /** Every event of every stream, as it arrives. */
@@ -137,8 +156,8 @@ export abstract class HarmonyClient {
 
   /** Open a stream (sends its Open op now) and return its handle. */
   open(name: string, opts: OpenOptions = {}): StreamHandle {
-    const h = this.handle(name);
-    this.send([{ open: openBody(name, opts) }]);
+    const h = this.opening(name);
+    this.send([{ open: openBody(name, opts, h.wire) }]);
     return h;
   }
 
@@ -150,6 +169,26 @@ export abstract class HarmonyClient {
       this.handles.set(name, h);
     }
     return h;
+  }
+
+  /** @internal The StreamHandle of a stream about to be opened (with a fresh numeric handle, when asked for). */
+  opening(name: string): StreamHandle {
+    if (!this.useHandles) return this.handle(name);
+    const old = this.handles.get(name);
+    if (old && old.wire !== 0) return old;
+    let n = this.lastNumber;
+    do n = n >= 0xffffffff ? 1 : n + 1;
+    while (this.numbered.has(n));
+    this.lastNumber = n;
+    const h = new StreamHandle(this, name, n);
+    this.handles.set(name, h);
+    this.numbered.set(n, h);
+    return h;
+  }
+
+  /** @internal How ops name a stream: by its numeric handle when it has one. */
+  refOf(name: string): { stream: string } | { handle: number } {
+    return this.handles.get(name)?.ref ?? { stream: name };
   }
 
   private renders = 0;
@@ -191,14 +230,19 @@ export abstract class HarmonyClient {
     for (const w of events) {
       const e = fromWire(w);
       if (!e) continue;
-      for (const l of this.listeners) l(e.stream, e.event);
-      if (e.stream === "") {
+      const byNumber = e.handle !== 0 ? this.numbered.get(e.handle) : undefined;
+      const name = byNumber ? byNumber.name : e.stream;
+      for (const l of this.listeners) l(name, e.event);
+      if (name === "") {
         this.connectionErrors.push(e.event);
         continue;
       }
-      const h = this.handle(e.stream);
+      const h = byNumber ?? this.handle(name);
       h.push(e.event);
-      if (isLast(e.event)) this.handles.delete(e.stream);
+      if (isLast(e.event)) {
+        if (this.handles.get(name) === h) this.handles.delete(name);
+        if (h.wire !== 0) this.numbered.delete(h.wire);
+      }
     }
   }
 
@@ -208,9 +252,10 @@ export abstract class HarmonyClient {
   }
 }
 
-function openBody(name: string, o: OpenOptions) {
+function openBody(name: string, o: OpenOptions, handle = 0) {
   return {
     stream: name,
+    handle,
     role: o.role ?? "assistant",
     mode: o.mode ?? "resilient",
     whole_messages: o.wholeMessages ?? false,
@@ -237,16 +282,15 @@ export class FrameBuilder {
   private readonly ops: ClientOpJson[] = [];
   constructor(private readonly client: HarmonyClient) {}
   open(name: string, opts: OpenOptions = {}): this {
-    this.client.handle(name);
-    this.ops.push({ open: openBody(name, opts) });
+    this.ops.push({ open: openBody(name, opts, this.client.opening(name).wire) });
     return this;
   }
   tokens(name: string, ids: ArrayLike<number>): this {
-    this.ops.push({ tokens: { stream: name, ids: Array.from(ids) } });
+    this.ops.push({ tokens: { ...this.client.refOf(name), ids: Array.from(ids) } });
     return this;
   }
   close(name: string, reason: "eos" | "length" | "abort" = "eos"): this {
-    this.ops.push({ close: { stream: name, reason } });
+    this.ops.push({ close: { ...this.client.refOf(name), reason } });
     return this;
   }
   get size(): number {
@@ -284,7 +328,7 @@ export class WsClient extends HarmonyClient {
   send(ops: ClientOpJson[]): void {
     if (this.json) {
       const plain = ops.map((o) =>
-        "tokens" in o ? { tokens: { stream: o.tokens.stream, ids: Array.from(o.tokens.ids) } } : o,
+        "tokens" in o ? { tokens: { ...o.tokens, ids: Array.from(o.tokens.ids) } } : o,
       );
       this.ws.send(JSON.stringify({ ops: plain }));
     } else this.ws.send(this.encode(ops));

@@ -7,22 +7,26 @@
 import type { HarmonyEvent } from "../core/events.js";
 import { HarmonyParser } from "../core/parser.js";
 import type { Vocabulary } from "../core/vocab.js";
-import { toWire } from "../protocol/events.js";
-import { deltaJson, FrameWriter, streamField } from "../protocol/fast-events.js";
+import { toWire, type StreamRef } from "../protocol/events.js";
+import { deltaJson, FrameWriter, handleField, jsonRef, streamField } from "../protocol/fast-events.js";
 import type { Schema } from "../protocol/schema.js";
 import { toStruct } from "../protocol/struct.js";
 import { ChatCompletionChunkAdapter } from "../adapters/openai-chat.js";
 import { ResponsesStreamAdapter } from "../adapters/openai-responses.js";
 import { CotBuffer } from "./cot-buffer.js";
-import { K_CLOSE, K_OPEN, K_TOKENS, type Counts, type OpenSpec, type OpsResult, type OpsTask, type ReasoningMemo, type RecoveryNote } from "./task.js";
+import { K_CLOSE, K_OPEN, K_TOKENS, type Counts, type OpenSpec, type OpenWith, type OpsResult, type OpsTask, type ReasoningMemo, type RecoveryNote } from "./task.js";
 
 /** A stream: its parser, and (when asked) the reasoning of the current turn. */
 interface Session {
   parser: HarmonyParser;
-  /** The client's name for the stream. */
+  /** How its events name it: by name, or by handle (streams opened with one). */
+  ref: StreamRef;
+  /** The client's name for the stream (for logs). */
   name: string;
-  /** The name as an encoded Event.stream field (one char per byte), written into each of its events. */
+  /** `ref` as an encoded Event.stream or Event.handle field (one char per byte), written into each of its events. */
   field: string;
+  /** `ref` as JSON members, for text-frame clients. */
+  jsonRef: string;
   /** Turns events into OpenAI objects, for streams opened with an openai.* format. */
   adapter: { push(ev: HarmonyEvent): object[] } | null;
   /** Reasoning since the last final answer; null when not remembering. */
@@ -97,11 +101,14 @@ export class SessionHost {
     this.text = [];
   }
 
-  openStream(sid: number, spec: OpenSpec & { name: string }): void {
+  openStream(sid: number, spec: OpenWith): void {
     if (!this.streams.has(sid)) this.open++;
+    const ref: StreamRef = spec.handle > 0 ? { handle: spec.handle } : { stream: spec.name };
     this.streams.set(sid, {
+      ref,
       name: spec.name,
-      field: streamField(spec.name),
+      field: "handle" in ref ? handleField(ref.handle) : streamField(spec.name),
+      jsonRef: jsonRef(ref),
       parser: new HarmonyParser(this.vocab, {
         mode: spec.mode,
         role: spec.role,
@@ -157,7 +164,7 @@ export class SessionHost {
     for (let i = 0; i < kinds.length; i++) {
       const kind = kinds[i];
       if (kind === K_TOKENS) this.tokens(sids[i]!, ids, offs[2 * i]!, offs[2 * i + 1]!);
-      else if (kind === K_OPEN) this.openStream(sids[i]!, task.extra[x++]![1] as OpenSpec & { name: string });
+      else if (kind === K_OPEN) this.openStream(sids[i]!, task.extra[x++]![1] as OpenWith);
       else if (kind === K_CLOSE) this.closeStream(sids[i]!, task.extra[x++]![1] as "eos" | "length" | "abort");
     }
     return this.finish();
@@ -169,6 +176,7 @@ export class SessionHost {
     const json = this.json;
     const text = this.text;
     const stream = session.name;
+    const ref = session.ref;
     const writer = this.writer;
     const cot = session.cot;
     let deltas = 0;
@@ -178,7 +186,7 @@ export class SessionHost {
         if (session.adapter === null) {
           // the common case, written without intermediate objects
           deltas++;
-          if (json) text.push(deltaJson(stream, ev));
+          if (json) text.push(deltaJson(session.jsonRef, ev));
           else writer.deltaOf(session.field, ev);
           continue;
         }
@@ -194,17 +202,19 @@ export class SessionHost {
       c.events[ev.type] = (c.events[ev.type] ?? 0) + 1;
       if (ev.type === "recovery") {
         c.recoveries[ev.kind] = (c.recoveries[ev.kind] ?? 0) + 1;
-        if (notes && notes.length < MAX_NOTES) notes.push({ stream, kind: ev.kind, at: ev.at, detail: ev.detail });
+        if (notes && notes.length < MAX_NOTES) {
+          notes.push({ stream, ...("handle" in ref ? { handle: ref.handle } : {}), kind: ev.kind, at: ev.at, detail: ev.detail });
+        }
       }
       if (ev.type === "error") c.errors[ev.code] = (c.errors[ev.code] ?? 0) + 1;
       if (session.adapter) {
         for (const obj of session.adapter.push(ev)) {
-          if (json) text.push(JSON.stringify({ stream, openai: obj }));
-          else writer.event(this.wire.Event.encode({ stream, openai: toStruct(obj as Record<string, unknown>) }).finish());
+          if (json) text.push(JSON.stringify({ ...ref, openai: obj }));
+          else writer.event(this.wire.Event.encode({ ...ref, openai: toStruct(obj as Record<string, unknown>) }).finish());
         }
         continue;
       }
-      const w = toWire(stream, ev);
+      const w = toWire(ref, ev);
       if (json) text.push(JSON.stringify(w));
       else writer.event(this.wire.Event.encode(w).finish());
     }

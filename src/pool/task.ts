@@ -22,6 +22,9 @@ export type OutputFormat =
   | { kind: "openai.chat"; id: string; model: string; created: number; reasoningField: "reasoning" | "reasoning_content" }
   | { kind: "openai.responses"; id: string; model: string; created: number };
 
+/** An open op as a host receives it: the spec, the stream's name and its handle (0: none). */
+export type OpenWith = OpenSpec & { name: string; handle: number };
+
 /** The reasoning that preceded a tool call the parser emitted. */
 export interface ReasoningMemo {
   id: string;
@@ -42,7 +45,7 @@ export interface OpsTask {
   offs: ArrayLike<number>;
   ids: Uint32Array;
   /** For open and close ops only, in op order: [op index, open spec with the stream's name | close reason]. */
-  extra: [number, (OpenSpec & { name: string }) | string][];
+  extra: [number, OpenWith | string][];
 }
 
 /** Forget a connection's streams (it went away). */
@@ -67,6 +70,8 @@ export interface Counts {
 
 export interface RecoveryNote {
   stream: string;
+  /** For streams opened with a handle. */
+  handle?: number;
   kind: string;
   at: number;
   detail: string;

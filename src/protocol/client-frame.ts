@@ -21,6 +21,8 @@ export const OP_RENDER = 4;
 export interface OpenOp {
   kind: typeof OP_OPEN;
   stream: string;
+  /** The numeric handle asked for (0: none). */
+  handle: number;
   role: string;
   mode: string;
   whole_messages: boolean;
@@ -32,6 +34,8 @@ export interface OpenOp {
 export interface TokensOp {
   kind: typeof OP_TOKENS;
   stream: string;
+  /** The stream's handle, when it is named by one (0: by name). */
+  handle: number;
   /** ids[start, end) of the frame's id array */
   start: number;
   end: number;
@@ -39,11 +43,14 @@ export interface TokensOp {
 export interface CloseOp {
   kind: typeof OP_CLOSE;
   stream: string;
+  /** The stream's handle, when it is named by one (0: by name). */
+  handle: number;
   reason: string;
 }
 export interface RenderOp {
   kind: typeof OP_RENDER;
   stream: string;
+  handle: 0;
   /** The request's JSON text. */
   json: string;
 }
@@ -53,6 +60,8 @@ export interface OpError {
   code: "bad_frame" | "unknown_op" | "bad_token_id" | "too_many_ids";
   message: string;
   stream: string;
+  /** The handle the op named its stream by, if any. */
+  handle?: number;
 }
 
 export interface ReadFrame {
@@ -238,7 +247,7 @@ function decodeRare(kind: number, payload: Uint8Array, s: Schema): ClientOp {
     return { kind: OP_CLOSE, ...m };
   }
   const m = s.Render.toObject(s.Render.decode(payload), { defaults: true }) as { request_id: string; request_json: string };
-  return { kind: OP_RENDER, stream: m.request_id, json: m.request_json };
+  return { kind: OP_RENDER, stream: m.request_id, handle: 0, json: m.request_json };
 }
 
 /**
@@ -346,6 +355,7 @@ function readBinary(
       } else {
         r.at(ps, pe);
         let stream = "";
+        let handle = 0;
         const start = sink.n;
         while (r.pos < r.end) {
           const t = r.varint();
@@ -365,10 +375,12 @@ function readBinary(
             }
             r.pos = readPacked(buf, r.pos, ie, sink);
           } else if (f === 2 && w === 0) sink.push(r.varint());
+          else if (f === 3 && w === 0) handle = r.varint();
           else r.skip(w);
           if (sink.n > maxIds) return refused("too_many_ids", `the frame carries more than ${maxIds} token ids`);
         }
-        ops.push({ kind: OP_TOKENS, stream, start, end: sink.n });
+        if (handle > 0xffffffff) throw new WireError("a handle does not fit uint32");
+        ops.push({ kind: OP_TOKENS, stream, handle, start, end: sink.n });
       }
     }
   } catch (e) {
@@ -400,6 +412,15 @@ function boolField(o: Json, name: string): boolean | Error {
   const v = field(o, name);
   if (v === undefined || v === null) return false;
   return typeof v === "boolean" ? v : new Error(`${name} must be true or false`);
+}
+
+/** A uint32 field: a number, or a decimal string as the protobuf JSON mapping allows. */
+function uint32Field(o: Json, name: string): number | Error {
+  const v = field(o, name);
+  if (v === undefined || v === null) return 0;
+  const n = typeof v === "string" && /^[0-9]{1,10}$/.test(v) ? Number(v) : v;
+  if (typeof n !== "number" || !Number.isInteger(n) || n < 0 || n > 0xffffffff) return new Error(`${name} must be an integer in 0..2^32-1`);
+  return n;
 }
 
 /** Read the JSON form (a text frame) of a ClientFrame. */
@@ -439,7 +460,7 @@ export function readJsonFrame(text: string, maxIds: number): ReadFrame {
         errors.push({ code: "bad_frame", message: `ops[${i}].render needs request_id and request_json strings`, stream: typeof id === "string" ? id : "" });
         continue;
       }
-      ops.push({ kind: OP_RENDER, stream: id, json });
+      ops.push({ kind: OP_RENDER, stream: id, handle: 0, json });
       continue;
     }
     const key = inner[0]!;
@@ -453,7 +474,13 @@ export function readJsonFrame(text: string, maxIds: number): ReadFrame {
       errors.push({ code: "bad_frame", message: `ops[${i}].${key}: ${stream.message}`, stream: "" });
       continue;
     }
-    const bad = (code: OpError["code"], message: string) => errors.push({ code, message: `ops[${i}].${key}: ${message}`, stream });
+    const handle = uint32Field(body, "handle");
+    if (handle instanceof Error) {
+      errors.push({ code: "bad_frame", message: `ops[${i}].${key}: ${handle.message}`, stream });
+      continue;
+    }
+    const bad = (code: OpError["code"], message: string) =>
+      errors.push({ code, message: `ops[${i}].${key}: ${message}`, stream, ...(handle !== 0 ? { handle } : {}) });
     if (key === "open") {
       const role = stringField(body, "role");
       const mode = stringField(body, "mode");
@@ -470,6 +497,7 @@ export function readJsonFrame(text: string, maxIds: number): ReadFrame {
       ops.push({
         kind: OP_OPEN,
         stream,
+        handle,
         role: role as string,
         mode: mode as string,
         whole_messages: whole as boolean,
@@ -484,7 +512,7 @@ export function readJsonFrame(text: string, maxIds: number): ReadFrame {
         bad("bad_frame", reason.message);
         continue;
       }
-      ops.push({ kind: OP_CLOSE, stream, reason });
+      ops.push({ kind: OP_CLOSE, stream, handle, reason });
     } else {
       const ids = field(body, "ids") ?? [];
       if (!Array.isArray(ids)) {
@@ -499,7 +527,7 @@ export function readJsonFrame(text: string, maxIds: number): ReadFrame {
       if (sink.n + ids.length > maxIds) return refused("too_many_ids", `the frame carries more than ${maxIds} token ids`);
       const start = sink.n;
       for (const v of ids as number[]) sink.push(v);
-      ops.push({ kind: OP_TOKENS, stream, start, end: sink.n });
+      ops.push({ kind: OP_TOKENS, stream, handle, start, end: sink.n });
     }
   }
   return { ops, ids: sink.ids.subarray(0, sink.n), errors };

@@ -8,31 +8,53 @@ import type { HarmonyEvent } from "../core/events.js";
 import type { Schema } from "./schema.js";
 import { fromStruct } from "./struct.js";
 
-export type WireEvent = { stream: string } & Record<string, unknown>;
+/**
+ * Which stream an event belongs to: its name, or its handle for streams
+ * opened with one (their events carry the handle instead of the name).
+ */
+export type StreamRef = { stream: string } | { handle: number };
 
-function strip(o: Record<string, unknown>): Record<string, unknown> {
-  for (const k of Object.keys(o)) if (o[k] === null || o[k] === undefined) delete o[k];
-  return o;
+export type WireEvent = ({ stream: string; handle?: number } | { stream?: undefined; handle: number }) & Record<string, unknown>;
+
+/** The fields of `o` that are set (not null or undefined), but `skip`, in a fresh object. */
+function present(o: object, skip: string): Record<string, unknown> {
+  // added one by one (no spread, no delete), which keeps the object in V8's
+  // fast mode: protobufjs encodes such objects several times faster
+  const out: Record<string, unknown> = {};
+  for (const k in o) {
+    const v = (o as Record<string, unknown>)[k];
+    if (k !== skip && v !== null && v !== undefined) out[k] = v;
+  }
+  return out;
 }
 
-/** A core event as a wire `Event` object for `stream`. */
-export function toWire(stream: string, ev: HarmonyEvent): WireEvent {
-  const { type, ...body } = ev as HarmonyEvent & Record<string, unknown>;
-  if (ev.type === "message_end" && ev.message) body.message = strip({ ...ev.message });
-  return { stream, [type]: strip(body) };
+/** A core event as a wire `Event` object for a stream (by name, or a `StreamRef`). */
+export function toWire(stream: string | StreamRef, ev: HarmonyEvent): WireEvent {
+  const body = present(ev, "type");
+  if (ev.type === "message_end" && ev.message) body.message = present(ev.message, "");
+  const w: WireEvent = typeof stream === "string" ? { stream } : "handle" in stream ? { handle: stream.handle } : { stream: stream.stream };
+  w[ev.type] = body;
+  return w;
+}
+
+/** The stream an event names: its handle when it has one (non-zero), else its name. */
+function refOf(w: Record<string, unknown>): { stream: string; handle: number } {
+  const h = w.handle;
+  const handle = typeof h === "number" ? h : typeof h === "string" ? Number(h) : 0;
+  return { stream: typeof w.stream === "string" ? w.stream : "", handle: Number.isInteger(handle) && handle > 0 ? handle : 0 };
 }
 
 const TYPES = ["message_start", "tool_call_start", "delta", "message_end", "recovery", "error", "done", "rendered", "openai"] as const;
 
 /** A wire event (decoded or parsed from JSON) back into a core event. */
-export function fromWire(w: Record<string, unknown>): { stream: string; event: HarmonyEvent } | null {
+export function fromWire(w: Record<string, unknown>): { stream: string; handle: number; event: HarmonyEvent } | null {
   const type = TYPES.find((t) => w[t] !== undefined && w[t] !== null);
   if (!type) return null;
   if (type === "openai") {
     // a Struct: decoded binary frames hold {fields}, JSON frames the object itself
     const raw = w.openai as Record<string, unknown>;
     const payload = "fields" in raw && typeof raw.fields === "object" ? fromStruct(raw as never) : raw;
-    return { stream: typeof w.stream === "string" ? w.stream : "", event: { type: "openai", payload } as unknown as HarmonyEvent };
+    return { ...refOf(w), event: { type: "openai", payload } as unknown as HarmonyEvent };
   }
   const body = { ...(w[type] as Record<string, unknown>) };
   const nullable: Record<string, string[]> = {
@@ -42,7 +64,7 @@ export function fromWire(w: Record<string, unknown>): { stream: string; event: H
   };
   for (const k of nullable[type] ?? []) if (body[k] === undefined) body[k] = null;
   if (type === "recovery" && body.raw === "") delete body.raw;
-  return { stream: typeof w.stream === "string" ? w.stream : "", event: { type, ...body } as unknown as HarmonyEvent };
+  return { ...refOf(w), event: { type, ...body } as unknown as HarmonyEvent };
 }
 
 /** Encode wire events as the bytes of a ServerFrame (or a fragment to concatenate with others). */

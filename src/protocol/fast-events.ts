@@ -55,6 +55,22 @@ export function streamField(stream: string): string {
   return head.toString("latin1", 0, headLen) + bytes.toString("latin1");
 }
 
+/**
+ * Event.handle (field 11, a varint) with its tag, as a string of byte
+ * values, for streams opened with a handle (their events carry it instead
+ * of the name); the same use as `streamField`.
+ */
+export function handleField(handle: number): string {
+  const b = Buffer.allocUnsafe(6);
+  b[0] = 0x58; // field 11, wire type 0
+  return b.toString("latin1", 0, putVarint(b, 1, handle));
+}
+
+/** How a stream's JSON events name it: `"stream":"…"`, or `"handle":N` for streams with a handle. */
+export function jsonRef(ref: { stream: string } | { handle: number }): string {
+  return "handle" in ref ? `"handle":${ref.handle}` : `"stream":${JSON.stringify(ref.stream)}`;
+}
+
 /** Writes `v` as a protobuf varint at `at`; returns the position after it. */
 function putVarint(buf: Uint8Array, at: number, v: number): number {
   while (v >= 0x80) {
@@ -81,7 +97,7 @@ export class FrameWriter {
     this.len = putVarint(this.buf, this.len, v);
   }
 
-  /** Event { stream = 1; delta = 4 { index = 1; kind = 2; text = 3 } } */
+  /** Event { stream = 1; delta = 4 { index = 1; kind = 2; text = 3 } } (the name field, or a handle field, written first: any field order decodes) */
   delta(stream: string, ev: DeltaEvent): void {
     this.deltaOf(streamField(stream), ev);
   }
@@ -153,7 +169,7 @@ export class FrameWriter {
   }
 }
 
-/** The JSON text of a delta wire event. */
-export function deltaJson(stream: string, ev: DeltaEvent): string {
-  return `{"stream":${JSON.stringify(stream)},"delta":{"index":${ev.index},"kind":"${ev.kind}","text":${JSON.stringify(ev.text)}}}`;
+/** The JSON text of a delta wire event; `ref` is the stream's `jsonRef`. */
+export function deltaJson(ref: string, ev: DeltaEvent): string {
+  return `{${ref},"delta":{"index":${ev.index},"kind":"${ev.kind}","text":${JSON.stringify(ev.text)}}}`;
 }

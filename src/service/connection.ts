@@ -25,8 +25,8 @@ import {
   type OpError,
   type ReadFrame,
 } from "../protocol/client-frame.js";
-import { encodeServerFrame, jsonServerFrame, type WireEvent } from "../protocol/events.js";
-import { K_CLOSE, K_OPEN, K_TOKENS, type OpenSpec, type OpsResult, type OpsTask, type OutputFormat } from "../pool/task.js";
+import { encodeServerFrame, jsonServerFrame, type StreamRef, type WireEvent } from "../protocol/events.js";
+import { K_CLOSE, K_OPEN, K_TOKENS, type OpenSpec, type OpenWith, type OpsResult, type OpsTask, type OutputFormat } from "../pool/task.js";
 import type { Service } from "./service.js";
 
 export interface Transport {
@@ -44,11 +44,14 @@ interface Group {
   kinds: number[];
   sids: number[];
   offs: number[];
-  extra: [number, (OpenSpec & { name: string }) | string][];
+  extra: [number, OpenWith | string][];
   ids: number;
 }
 
 interface StreamState {
+  name: string;
+  /** Its handle (0: none); its events then carry the handle instead of the name. */
+  handle: number;
   slot: number;
   generation: number;
   /** The stream's number on this connection (what tasks carry instead of its name). */
@@ -60,11 +63,19 @@ const REASONS = new Set(["eos", "length", "abort"]);
 
 let nextConnId = 1;
 
+/** How a stream's events name it. */
+function refOf(st: StreamState): StreamRef {
+  return st.handle !== 0 ? { handle: st.handle } : { stream: st.name };
+}
+
 export class Connection {
   readonly id = nextConnId++;
   private readonly streams = new Map<string, StreamState>();
-  /** Recently closed stream names (bounded), for a precise error on late ops. */
+  /** Open streams that have a handle, by handle. */
+  private readonly handles = new Map<number, StreamState>();
+  /** Recently closed stream names and handles (bounded), for a precise error on late ops. */
   private readonly closed = new Set<string>();
+  private readonly closedHandles = new Set<number>();
   private tail: Promise<void> = Promise.resolve();
   /** Sends chained on `tail` that have not run yet; a frame may be answered at once only when 0. */
   private queued = 0;
@@ -111,7 +122,7 @@ export class Connection {
     const read: ReadFrame = json ? readJsonFrame(data, limit) : this.reader.read(data, svc.schema, limit);
     const immediate: WireEvent[] = [];
     const fail = (e: OpError) => {
-      immediate.push(this.errorEvent(e.stream, e.code, e.message));
+      immediate.push(this.errorEvent(e.handle ? { stream: e.stream, handle: e.handle } : e.stream, e.code, e.message));
     };
     if (read.fatal) fail(read.fatal);
     for (const e of read.errors) fail(e);
@@ -125,8 +136,9 @@ export class Connection {
     const perSlot: (Group | undefined)[] = [];
     for (const op of read.ops) {
       const name = op.stream;
-      if (name === "") {
-        fail({ code: "bad_frame", message: "an op without a stream name", stream: "" });
+      const handle = op.handle;
+      if (name === "" && (handle === 0 || op.kind === OP_OPEN)) {
+        fail({ code: "bad_frame", message: op.kind === OP_OPEN ? "an open without a stream name" : "an op without a stream name or handle", stream: "", handle });
         continue;
       }
       if (op.kind === OP_RENDER) {
@@ -137,50 +149,58 @@ export class Connection {
         continue;
       }
       let st: StreamState | undefined;
-      let open: (OpenSpec & { name: string }) | undefined;
+      let open: OpenWith | undefined;
       let reason = "";
       if (op.kind === OP_OPEN) {
+        const ref: StreamRef | string = handle !== 0 ? { stream: name, handle } : name;
         if (this.draining) {
-          immediate.push(this.errorEvent(name, "shutting_down", "the server is draining; no new streams"));
+          immediate.push(this.errorEvent(ref, "shutting_down", "the server is draining; no new streams"));
           continue;
         }
         if (this.streams.has(name)) {
-          immediate.push(this.errorEvent(name, "duplicate_stream", `stream ${JSON.stringify(name)} is already open`));
+          immediate.push(this.errorEvent(ref, "duplicate_stream", `stream ${JSON.stringify(name)} is already open`));
+          continue;
+        }
+        const holder = handle !== 0 ? this.handles.get(handle) : undefined;
+        if (holder) {
+          immediate.push(this.errorEvent(ref, "duplicate_stream", `handle ${handle} is already in use by stream ${JSON.stringify(holder.name)}`));
           continue;
         }
         if (this.streams.size >= svc.limits.maxStreamsPerConnection) {
           immediate.push(
-            this.errorEvent(name, "too_many_streams", `at most ${svc.limits.maxStreamsPerConnection} open streams per connection`),
+            this.errorEvent(ref, "too_many_streams", `at most ${svc.limits.maxStreamsPerConnection} open streams per connection`),
           );
           continue;
         }
         const spec = this.openSpec(op);
         if (typeof spec === "string") {
-          immediate.push(this.errorEvent(name, "bad_option", spec));
+          immediate.push(this.errorEvent(ref, "bad_option", spec));
           continue;
         }
         const slot = pool.assign();
-        st = { slot, generation: pool.generation(slot), sid: this.nextSid++ };
+        st = { name, handle, slot, generation: pool.generation(slot), sid: this.nextSid++ };
         this.streams.set(name, st);
         this.closed.delete(name);
+        if (handle !== 0) {
+          this.handles.set(handle, st);
+          this.closedHandles.delete(handle);
+        }
         this.slotsUsed.add(slot);
         svc.metrics.openStreams.inc();
-        open = { ...spec, name };
+        open = { ...spec, name, handle };
       } else {
-        st = this.streams.get(name);
-        if (!st) {
-          const code = this.closed.has(name) ? "stream_closed" : "unknown_stream";
-          const msg = code === "stream_closed" ? `stream ${JSON.stringify(name)} is closed` : `no open stream ${JSON.stringify(name)}`;
-          immediate.push(this.errorEvent(name, code, msg));
+        st = handle !== 0 ? this.handles.get(handle) : this.streams.get(name);
+        if (!st || (handle !== 0 && name !== "" && st.name !== name)) {
+          immediate.push(this.lateOp(name, handle, st));
           continue;
         }
         if (op.kind === OP_CLOSE) {
           reason = op.reason === "" ? "eos" : op.reason;
           if (!REASONS.has(reason)) {
-            immediate.push(this.errorEvent(name, "bad_option", `close reason must be eos, length or abort, not ${JSON.stringify(op.reason)}`));
+            immediate.push(this.errorEvent(handle !== 0 ? { handle } : name, "bad_option", `close reason must be eos, length or abort, not ${JSON.stringify(op.reason)}`));
             continue;
           }
-          this.forget(name, st);
+          this.forget(st);
         }
       }
       if (st.slot === inlineSlot && host !== null) {
@@ -278,12 +298,13 @@ export class Connection {
   onWorkerCrash(slot: number, generation: number): void {
     if (this.ended) return;
     const lost: WireEvent[] = [];
-    for (const [name, st] of this.streams) {
+    for (const st of [...this.streams.values()]) {
       if (st.slot !== slot || st.generation >= generation) continue;
-      this.forget(name, st);
+      this.forget(st);
       const where = slot === this.service.pool.inlineSlot ? "the main thread's parser sessions failed" : "the worker holding this stream stopped";
-      lost.push(this.errorEvent(name, "worker_crashed", `${where}; the stream is lost`));
-      lost.push({ stream: name, done: { finish_reason: "error", tokens: 0, messages: 0, recoveries: 0 } });
+      const ref = refOf(st);
+      lost.push(this.errorEvent(ref, "worker_crashed", `${where}; the stream is lost`));
+      lost.push({ ...ref, done: { finish_reason: "error", tokens: 0, messages: 0, recoveries: 0 } });
     }
     if (lost.length === 0) return;
     this.service.metrics.countEvents("done", lost.length / 2);
@@ -298,10 +319,11 @@ export class Connection {
     if (this.ended) return;
     this.draining = true;
     this.transport.pause();
-    const names = [...this.streams.keys()];
+    const open = [...this.streams.values()];
+    const names = open.map((st) => st.name);
     if (names.length > 0) {
       const json = this.lastJson;
-      const notices = names.map((n) => this.errorEvent(n, "shutting_down", "the server is shutting down; the stream ends here"));
+      const notices = open.map((st) => this.errorEvent(refOf(st), "shutting_down", "the server is shutting down; the stream ends here"));
       // close them as aborted, through the same path as a client Close
       this.lastActivity = Date.now();
       const frame = { ops: names.map((n) => ({ close: { stream: n, reason: "abort" } })) };
@@ -332,7 +354,7 @@ export class Connection {
   close(): void {
     if (this.ended && this.streams.size === 0) return;
     this.ended = true;
-    for (const [name, st] of this.streams) this.forget(name, st);
+    for (const st of [...this.streams.values()]) this.forget(st);
     for (const slot of this.slotsUsed) void this.service.pool.drop(slot, this.id);
     this.service.connectionClosed(this);
   }
@@ -353,18 +375,39 @@ export class Connection {
     });
   }
 
-  private forget(name: string, st: StreamState): void {
-    this.streams.delete(name);
+  private forget(st: StreamState): void {
+    this.streams.delete(st.name);
     this.service.pool.release(st.slot);
     this.service.metrics.openStreams.dec();
-    this.closed.add(name);
+    this.closed.add(st.name);
     if (this.closed.size > 1024) this.closed.delete(this.closed.values().next().value as string);
+    if (st.handle !== 0) {
+      this.handles.delete(st.handle);
+      this.closedHandles.add(st.handle);
+      if (this.closedHandles.size > 1024) this.closedHandles.delete(this.closedHandles.values().next().value as number);
+    }
   }
 
-  private errorEvent(stream: string, code: ServiceErrorCode, message: string): WireEvent {
+  /** The error for tokens or close naming a stream that is not open here (or a handle and a name that disagree). */
+  private lateOp(name: string, handle: number, st: StreamState | undefined): WireEvent {
+    if (handle === 0) {
+      const closed = this.closed.has(name);
+      return closed
+        ? this.errorEvent(name, "stream_closed", `stream ${JSON.stringify(name)} is closed`)
+        : this.errorEvent(name, "unknown_stream", `no open stream ${JSON.stringify(name)}`);
+    }
+    const ref: StreamRef = name === "" ? { handle } : { stream: name, handle };
+    if (st) return this.errorEvent(ref, "unknown_stream", `handle ${handle} is stream ${JSON.stringify(st.name)}, not ${JSON.stringify(name)}`);
+    return this.closedHandles.has(handle)
+      ? this.errorEvent(ref, "stream_closed", `the stream with handle ${handle} is closed`)
+      : this.errorEvent(ref, "unknown_stream", `no open stream with handle ${handle}`);
+  }
+
+  /** An error event for a stream name, or for whatever an op or a stream is named by. */
+  private errorEvent(ref: string | StreamRef | { stream: string; handle: number }, code: ServiceErrorCode, message: string): WireEvent {
     this.service.metrics.errors.inc({ code });
     this.service.metrics.countEvents("error", 1);
-    return { stream, error: { code, message, at: 0 } };
+    return { ...(typeof ref === "string" ? { stream: ref } : ref), error: { code, message, at: 0 } } as WireEvent;
   }
 
   private openSpec(op: OpenOp): OpenSpec | string {
