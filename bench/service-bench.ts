@@ -5,7 +5,7 @@
  *
  *   node dist/bench/service-bench.js [--seconds 2] [--runs 5] [--json]
  *       [--only abcde] [--windows 2,4,8] [--rate N] [--cpu-prof DIR]
- *       [--trace FILE] [--server-flags "--trace-gc"]
+ *       [--trace FILE] [--server-flags "--trace-gc"] [--handles]
  *
  * Setup: the service runs in a child process (`node dist/src/cli.js serve
  * --port 0 --grpc-port -1 --workers N`), the echo server in another child
@@ -59,6 +59,7 @@ const opts = new Command()
   .option("--workers <n>", "service worker threads (default: the service's own default)", (v) => Number(v))
   .option("--serve-flags <flags>", "extra `serve` flags for the service child, space-separated (e.g. \"--inline on\")", "")
   .option("--streams <n>", "(a) streams per step frame", (v) => Number(v), 256)
+  .option("--handles", "(a), (b), (d): name streams by numeric handle (Open.handle) instead of by name", false)
   .option("--windows <list>", "(a) windows of unanswered frames to try", "2,4,8")
   .option("--pipeline <n>", "(b) window of the pipelined single-stream run", (v) => Number(v), 8)
   .option("--load <f>", "(d) fraction of the max frames/s of (a)", (v) => Number(v), 0.5)
@@ -81,6 +82,7 @@ const opts = new Command()
     serverWarmup: number;
     workers?: number;
     streams: number;
+    handles: boolean;
     windows: string;
     pipeline: number;
     load: number;
@@ -719,7 +721,11 @@ async function main(): Promise<void> {
     .map((l) => Uint32Array.from(l.trim().split(/\s+/).map(Number)).subarray(2)); // primed: drop <|start|>assistant
   const completionTokens = completions.reduce((a, c) => a + c.length, 0);
 
-  type Op = { open: { stream: string } } | { tokens: { stream: string; ids: number[] } } | { close: { stream: string; reason: string } };
+  type Ref = { stream: string } | { handle: number };
+  type Op = { open: { stream: string; handle?: number } } | { tokens: Ref & { ids: number[] } } | { close: Ref & { reason: string } };
+  /** How tokens and close ops name a stream: by handle with --handles. */
+  const ref = (name: string, handle: number): Ref => (opts.handles ? { handle } : { stream: name });
+  const openOp = (name: string, handle: number): Op => ({ open: opts.handles ? { stream: name, handle } : { stream: name } });
   const encode = (ops: Op[]): Buffer => {
     const u8 = S.ClientFrame.encode({ ops }).finish();
     return Buffer.from(u8.buffer, u8.byteOffset, u8.byteLength);
@@ -766,13 +772,13 @@ async function main(): Promise<void> {
           let e = 0;
           if (s === 0) {
             if (prev) {
-              ops.push({ close: { stream: prev.name, reason: "eos" } });
+              ops.push({ close: { ...ref(prev.name, l + 1), reason: "eos" } });
               e += prev.p.end("eos").length;
             }
-            ops.push({ open: { stream: name } });
+            ops.push(openOp(name, l + 1));
           }
           one[0] = comp[s]!;
-          ops.push({ tokens: { stream: name, ids: [comp[s]!] } });
+          ops.push({ tokens: { ...ref(name, l + 1), ids: [comp[s]!] } });
           e += p.write(one).length;
           if (j === 0 && s === 0) {
             step0ops = ops;
@@ -791,7 +797,7 @@ async function main(): Promise<void> {
       first.push(encode(step0ops));
       firstEv[l] = step0ev;
       const last = prev as { name: string; p: Parser } | null;
-      chunks[base[l]!] = encode([{ close: { stream: last!.name, reason: "eos" } }, ...step0ops]);
+      chunks[base[l]!] = encode([{ close: { ...ref(last!.name, l + 1), reason: "eos" } }, ...step0ops]);
       ev[base[l]!] = last!.p.end("eos").length + step0ev;
     }
     const off = new Uint32Array(chunks.length + 1);
@@ -804,7 +810,7 @@ async function main(): Promise<void> {
    * then `len` whole-text content tokens from the data (each gives one delta),
    * then close; the ring wraps by reopening the same name.
    */
-  const singleRing = (len: number, name: string): Ring => {
+  const singleRing = (len: number, name: string, handle: number): Ring => {
     const content: number[] = [];
     for (const c of completions) {
       for (const id of c) if ((vocab.flags[id]! & FLAG_WHOLE) !== 0 && (vocab.flags[id]! & FLAG_SPECIAL) === 0) content.push(id);
@@ -814,19 +820,19 @@ async function main(): Promise<void> {
     const header = enc.encode("<|channel|>final<|message|>");
     const frames: { ops: Op[]; events: number; tokens: number }[] = [];
     frames.push({
-      ops: [{ open: { stream: name } }, { tokens: { stream: name, ids: header } }],
+      ops: [openOp(name, handle), { tokens: { ...ref(name, handle), ids: header } }],
       events: p.write(header).length,
       tokens: header.length,
     });
     for (const id of content.slice(0, len)) {
-      frames.push({ ops: [{ tokens: { stream: name, ids: [id] } }], events: p.write([id]).length, tokens: 1 });
+      frames.push({ ops: [{ tokens: { ...ref(name, handle), ids: [id] } }], events: p.write([id]).length, tokens: 1 });
     }
-    frames.push({ ops: [{ close: { stream: name, reason: "eos" } }], events: p.end("eos").length, tokens: 0 });
+    frames.push({ ops: [{ close: { ...ref(name, handle), reason: "eos" } }], events: p.end("eos").length, tokens: 0 });
     return makeRing(frames);
   };
 
   const srcA = laneSource(opts.streams);
-  const ringB = singleRing(2000, "b");
+  const ringB = singleRing(2000, "b", opts.streams + 1); // a handle no lane of (a) uses
   const statsA = srcA.stats();
   const statsB = ringB.stats();
   if (statsB.answered_frames !== statsB.frames) log(`warning: ${statsB.frames - statsB.answered_frames} frames of the single-stream ring produce no event`);
@@ -1125,7 +1131,8 @@ async function main(): Promise<void> {
   const setup = {
     service: `child process: node dist/src/cli.js serve${opts.workers === undefined ? "" : ` --workers ${opts.workers}`}${opts.serveFlags ? ` ${opts.serveFlags}` : ""} (${layout})`,
     echo: "child process: ws WebSocketServer echoing every message",
-    client: "this process: one raw ws client per run, pre-encoded frames",
+    client: `this process: one raw ws client per run, pre-encoded frames; (a), (b), (d) streams named by ${opts.handles ? "numeric handle (Open.handle)" : "name"}`,
+    handles: opts.handles,
     commit: gitState(),
     runs: opts.runs,
     seconds: opts.seconds,
@@ -1163,7 +1170,7 @@ function strip(f: Figure | Record<string, Figure>): SFig | Record<string, SFig> 
 type SFig = Omit<Figure, "runs"> & { runs_tokens_per_s: number[]; runs_frames_per_s: number[]; window?: number; warmup_mismatches?: string[] };
 interface Report {
   machine: { cpu: string; cores: number; memory_gib: number; node: string; platform: string; loadavg_at_end: number[] };
-  setup: { service: string; commit: string; runs: number; seconds: number; warmup_seconds: number; total_seconds: number };
+  setup: { service: string; commit: string; handles: boolean; runs: number; seconds: number; warmup_seconds: number; total_seconds: number };
   data: { completions: number; completion_tokens: number };
   a_step_frames?: { streams: number; frames: ReturnType<LaneSource["stats"]> & { compose_us_per_frame: number }; best_window: number; windows: Record<string, SFig> };
   b_single_stream?: { ring: ReturnType<Ring["stats"]>; sequential: SFig; pipelined: SFig };
@@ -1200,7 +1207,7 @@ function markdown(r: Report): string {
   const L: string[] = [];
   const m = r.machine;
   L.push(`Machine: ${m.cpu}, ${m.cores} cores, ${m.memory_gib} GiB; Node ${m.node}; ${m.platform}; load average at end ${m.loadavg_at_end.join(" ")}`);
-  L.push(`Setup: ${r.setup.service}, built from ${r.setup.commit}; echo server and client in their own processes, all on the same ${m.cores} cores, loopback.`);
+  L.push(`Setup: ${r.setup.service}, built from ${r.setup.commit}; echo server and client in their own processes, all on the same ${m.cores} cores, loopback. Streams in (a), (b), (d) named by ${r.setup.handles ? "numeric handle" : "name"}.`);
   L.push(`Medians of ${r.setup.runs} timed runs of ${r.setup.seconds} s after ${r.setup.warmup_seconds} s of warm-up; latency percentiles over all timed runs. Total ${r.setup.total_seconds} s.`);
   L.push(`Data: ${r.data.completions} completions, ${r.data.completion_tokens} tokens (primed).`);
   L.push("");
