@@ -1,18 +1,25 @@
 /** The session host shared by worker threads and the main thread's inline slot. */
 import { setFlagsFromString } from "node:v8";
 import { runInNewContext } from "node:vm";
+import fc from "fast-check";
 import { describe, expect, it } from "vitest";
+import { HarmonyParser } from "../src/core/parser.js";
+import { FLAG_WHOLE } from "../src/core/vocab.js";
+import { MAX_COT_BYTES } from "../src/pool/cot-buffer.js";
 import { SessionHost } from "../src/pool/host.js";
-import type { OpenSpec } from "../src/pool/task.js";
+import type { OpenWith } from "../src/pool/task.js";
+import { toWire } from "../src/protocol/events.js";
+import { FrameWriter, handleField, streamField } from "../src/protocol/fast-events.js";
 import { schema } from "../src/protocol/schema.js";
-import { harmony } from "./helpers.js";
+import { harmony, loadJsonl } from "./helpers.js";
 
 setFlagsFromString("--expose-gc");
 const gc = runInNewContext("gc") as () => void;
 const { enc, vocab } = harmony();
 
-const spec = (name: string): OpenSpec & { name: string } => ({
+const spec = (name: string, handle = 0): OpenWith => ({
   name,
+  handle,
   role: "assistant",
   mode: "resilient",
   wholeMessages: false,
@@ -74,5 +81,94 @@ describe("SessionHost", () => {
     expect(r.counts.tokens).toBe(ids.length);
     expect(r.counts.events).toMatchObject({ delta: 1, done: 1 });
     expect(r.sessions).toBe(0);
+  });
+
+  it("text steps written straight from the vocabulary's bytes are the bytes the events would encode to, for any chunking", () => {
+    const wire = schema();
+    const cases = [...loadJsonl("wellformed.jsonl"), ...loadJsonl("malformed.jsonl")].filter((_, i) => i % 3 === 0);
+    const long = enc.encode(`<|channel|>analysis<|message|>${"Deep thought, ünïcode 思考 🙂. ".repeat(1400)}<|end|><|start|>assistant to=functions.f<|channel|>commentary json<|message|>{}<|call|>`);
+    const all = [...cases.map((c) => ({ tokens: c.tokens, role: c.role })), { tokens: long, role: "assistant" as string | null }];
+    fc.assert(
+      fc.property(fc.integer({ min: 0, max: all.length - 1 }), fc.array(fc.integer({ min: 1, max: 9 }), { minLength: 1, maxLength: 20 }), fc.boolean(), (which, cuts, byHandle) => {
+        const { tokens, role } = all[which]!;
+        const ids = Uint32Array.from(tokens);
+        const open = { ...spec("s", byHandle ? 9 : 0), role };
+        const fast = new SessionHost(vocab, wire);
+        const slow = new SessionHost(vocab, wire); // JSON answers: every op through write()
+        const parser = new HarmonyParser(vocab, { role, callIdPrefix: "call_t_" });
+        const field = byHandle ? handleField(9) : streamField("s");
+        const ref = byHandle ? { handle: 9 } : { stream: "s" };
+        const w = new FrameWriter();
+        const expectBatch = (events: ReturnType<HarmonyParser["write"]>) => {
+          for (const ev of events) {
+            if (ev.type === "delta") w.deltaOf(field, ev);
+            else w.event(wire.Event.encode(toWire(ref, ev)).finish());
+          }
+          return Buffer.from(w.take());
+        };
+        let at = 0;
+        let k = 0;
+        for (let step = 0; at <= ids.length; step++) {
+          const end = Math.min(ids.length, at + cuts[k++ % cuts.length]!);
+          fast.begin(1, false);
+          slow.begin(1, true);
+          if (step === 0) {
+            fast.openStream(1, open);
+            slow.openStream(1, open);
+          }
+          if (at < ids.length) {
+            fast.tokens(1, ids, at, end);
+            slow.tokens(1, ids, at, end);
+          } else {
+            fast.closeStream(1, "eos");
+            slow.closeStream(1, "eos");
+          }
+          const want = expectBatch(at < ids.length ? parser.write(ids, at, end) : parser.end("eos"));
+          const a = fast.finish();
+          const b = slow.finish();
+          expect(Buffer.from(a.bin!)).toEqual(want);
+          expect(a.memos).toEqual(b.memos);
+          expect(a.counts).toEqual(b.counts);
+          if (at === ids.length) break;
+          at = end;
+        }
+      }),
+      { numRuns: 150 },
+    );
+  });
+
+  it("reasoning kept from token bytes stops at the limit on a character boundary, as from text", () => {
+    const wire = schema();
+    // a token of one 3-byte character, repeated past the limit (32 KiB is not a multiple of 3: the limit falls inside one)
+    let cjk = -1;
+    for (let id = 0; id < vocab.size && cjk < 0; id++) {
+      const b0 = vocab.byteStart(id);
+      if (vocab.byteEnd(id) - b0 === 3 && vocab.bytes[b0]! >= 0xe4 && vocab.bytes[b0]! <= 0xe9 && (vocab.flags[id]! & FLAG_WHOLE) !== 0) cjk = id;
+    }
+    expect(cjk).toBeGreaterThanOrEqual(0);
+    const ids = Uint32Array.from([
+      ...enc.encode("<|channel|>analysis<|message|>"),
+      ...new Array<number>(Math.ceil(MAX_COT_BYTES / 3) + 50).fill(cjk),
+      ...enc.encode("<|end|><|start|>assistant to=functions.f<|channel|>commentary json<|message|>{}<|call|>"),
+    ]);
+    const memoOf = (json: boolean, step: number) => {
+      const host = new SessionHost(vocab, wire);
+      host.begin(1, json);
+      host.openStream(1, spec("s"));
+      host.finish();
+      let memos: { id: string; text: string }[] = [];
+      for (let at = 0; at < ids.length; at += step) {
+        host.begin(1, json);
+        host.tokens(1, ids, at, Math.min(ids.length, at + step));
+        memos = memos.concat(host.finish().memos);
+      }
+      return memos;
+    };
+    const fromBytes = memoOf(false, 1);
+    expect(fromBytes).toHaveLength(1);
+    expect(Buffer.byteLength(fromBytes[0]!.text)).toBeLessThanOrEqual(MAX_COT_BYTES);
+    expect(fromBytes[0]!.text).toBe(vocab.text(cjk).repeat(Math.floor(MAX_COT_BYTES / 3)));
+    expect(fromBytes).toEqual(memoOf(true, 1));
+    expect(fromBytes).toEqual(memoOf(false, 7));
   });
 });

@@ -225,6 +225,53 @@ export class HarmonyParser {
     return this.state === S_DONE;
   }
 
+  /** The index of the message being read (the `index` of its deltas); -1 before the first. */
+  get messageIndex(): number {
+    return this.msgIndex;
+  }
+
+  /** The `kind` of the current message's deltas. */
+  get textKind(): DeltaKind {
+    return this.kind;
+  }
+
+  /**
+   * The common step without building events: when the stream is inside a
+   * message's text and every id of `ids[start, end)` is a text token of
+   * whole UTF-8, take them exactly as `write(ids, start, end)` would and
+   * return true. Their events would have been one `delta` of
+   * `messageIndex` and `textKind` whose text is those tokens' text (the
+   * caller writes it from the vocabulary's bytes). Otherwise take nothing
+   * and return false: call `write`. Not for streams asked for whole
+   * messages (their message text is kept as a string).
+   */
+  takeText(ids: ArrayLike<number>, start: number, end: number): boolean {
+    if (this.state !== S_CONTENT || this.pendLen !== 0 || this.swallowed || this.whole || end <= start) return false;
+    const flags = this.flags;
+    const fs = this.firstSpecial;
+    for (let i = start; i < end; i++) {
+      const id = ids[i]!;
+      if (id >>> 0 !== id || id >= fs || (flags[id]! & FLAG_WHOLE) === 0) return false;
+    }
+    let win = this.window;
+    let mask = this.mask;
+    let pos = this.pos;
+    for (let i = start; i < end; i++) {
+      const id = ids[i]!;
+      if (pos > mask && mask !== this.maxMask) {
+        win = this.growWindow();
+        mask = this.mask;
+      }
+      const w = 3 * (pos & mask);
+      win[w] = id;
+      win[w + 1] = id >>> 8;
+      win[w + 2] = id >>> 16;
+      pos++;
+    }
+    this.pos = pos;
+    return true;
+  }
+
   /** Bytes this stream holds beyond its fixed-size fields (for limits and tests). */
   heldBytes(): number {
     return (

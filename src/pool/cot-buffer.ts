@@ -51,6 +51,30 @@ export class CotBuffer {
     this.len = at;
   }
 
+  /** Append UTF-8 bytes `bytes[start, end)` (whole characters: one token's bytes). */
+  appendBytes(bytes: Uint8Array, start: number, end: number): void {
+    let n = end - start;
+    if (this.full || n === 0) return;
+    const room = MAX_COT_BYTES - this.len;
+    if (n > room) {
+      // as append does: the whole characters that fit, then nothing more this turn
+      n = room;
+      while (n > 0 && (bytes[start + n]! & 0xc0) === 0x80) n--;
+      this.full = true;
+    }
+    let buf = this.buf;
+    if (buf === null || buf.length < this.len + n) {
+      let size = buf === null ? 64 : buf.length;
+      while (size < this.len + n) size *= 2;
+      const grown = Buffer.allocUnsafe(Math.min(size, MAX_COT_BYTES));
+      if (buf !== null) buf.copy(grown, 0, 0, this.len);
+      this.buf = buf = grown;
+    }
+    let at = this.len;
+    for (let i = start; i < start + n; i++) buf[at++] = bytes[i]!;
+    this.len = at;
+  }
+
   /** End of an analysis message: a blank line before the next one. */
   separate(): void {
     if (this.len === 0) return;

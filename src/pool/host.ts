@@ -126,7 +126,24 @@ export class SessionHost {
     const session = this.streams.get(sid);
     if (!session) return;
     this.counts.tokens += end - start;
-    const events = session.parser.write(ids, start, end);
+    const parser = session.parser;
+    // most steps are text inside a message: its delta is written from the
+    // vocabulary's bytes, with no event objects and no strings
+    if (!this.json && session.adapter === null && parser.takeText(ids, start, end)) {
+      const v = this.vocab;
+      const index = parser.messageIndex;
+      const kind = parser.textKind;
+      this.writer.deltaTokens(session.field, index, kind, v.bytes, v.offsets, ids, start, end);
+      const c = this.counts.events;
+      c.delta = (c.delta ?? 0) + 1;
+      const cot = session.cot;
+      if (cot !== null && kind === "reasoning") {
+        const offsets = v.offsets;
+        for (let i = start; i < end; i++) cot.appendBytes(v.bytes, offsets[ids[i]!]!, offsets[ids[i]! + 1]!);
+      }
+      return;
+    }
+    const events = parser.write(ids, start, end);
     if (events.length > 0) this.count(session, events, this.notes);
   }
 

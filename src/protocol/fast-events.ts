@@ -144,6 +144,58 @@ export class FrameWriter {
     }
   }
 
+  /**
+   * The same delta, its text given as tokens `ids[start, end)` whose bytes
+   * (`bytes[offsets[id], offsets[id + 1])`, whole UTF-8) are copied as they
+   * are: no string is built.
+   */
+  deltaTokens(
+    nameField: string,
+    index: number,
+    kind: string,
+    bytes: Uint8Array,
+    offsets: Uint32Array,
+    ids: ArrayLike<number>,
+    start: number,
+    end: number,
+  ): void {
+    const kindField = KIND_FIELDS.get(kind)!;
+    let textLen = 0;
+    for (let i = start; i < end; i++) {
+      const id = ids[i]!;
+      textLen += offsets[id + 1]! - offsets[id]!;
+    }
+    const deltaLen = (index !== 0 ? 1 + varintSize(index) : 0) + kindField.length + (textLen > 0 ? 1 + varintSize(textLen) + textLen : 0);
+    const eventLen = nameField.length + 1 + varintSize(deltaLen) + deltaLen;
+    this.ensure(1 + varintSize(eventLen) + eventLen);
+    const buf = this.buf;
+    buf[this.len++] = 0x0a; // ServerFrame.events
+    this.varint(eventLen);
+    let at = this.len;
+    for (let i = 0; i < nameField.length; i++) buf[at++] = nameField.charCodeAt(i);
+    buf[at++] = 0x22; // Event.delta
+    this.len = at;
+    this.varint(deltaLen);
+    if (index !== 0) {
+      buf[this.len++] = 0x08; // Delta.index
+      this.varint(index);
+    }
+    at = this.len;
+    for (let i = 0; i < kindField.length; i++) buf[at++] = kindField[i]!;
+    if (textLen > 0) {
+      buf[at++] = 0x1a; // Delta.text
+      this.len = at;
+      this.varint(textLen);
+      at = this.len;
+      for (let i = start; i < end; i++) {
+        const id = ids[i]!;
+        const e = offsets[id + 1]!;
+        for (let b = offsets[id]!; b < e; b++) buf[at++] = bytes[b]!;
+      }
+    }
+    this.len = at;
+  }
+
   /** Any other event, already encoded as an Event message by protobufjs. */
   event(eventBytes: Uint8Array): void {
     this.ensure(1 + varintSize(eventBytes.length) + eventBytes.length);
