@@ -9,6 +9,7 @@
  */
 import http from "node:http";
 import type { AddressInfo } from "node:net";
+import type { Duplex } from "node:stream";
 import { WebSocketServer, type WebSocket } from "ws";
 import type { Transport } from "../service/connection.js";
 import type { Service } from "../service/service.js";
@@ -109,18 +110,35 @@ export async function startHttp(svc: Service, host: string, port: number): Promi
     if (url.pathname !== STREAM_PATH) return refuse(404, "Not Found");
     if (!accepting) return refuse(503, "Service Unavailable");
     if (!svc.authorized(req.headers.authorization)) return refuse(401, "Unauthorized");
-    wss.handleUpgrade(req, socket, head, (ws) => accept(ws));
+    wss.handleUpgrade(req, socket, head, (ws) => accept(ws, socket));
   });
 
-  function accept(ws: WebSocket): void {
+  function accept(ws: WebSocket, socket: Duplex): void {
+    // Answers sent in one tick (the frames of one socket read, say) leave in
+    // one write: on loopback each write costs about as much as parsing a
+    // 256-stream frame, most of it waking the reader.
+    let corked = false;
+    const uncork = () => {
+      corked = false;
+      socket.uncork();
+    };
     const transport: Transport = {
       kind: "ws",
       send(frame, done) {
+        if (!corked) {
+          corked = true;
+          socket.cork();
+          process.nextTick(uncork);
+        }
         ws.send(frame, { binary: typeof frame !== "string" }, () => done());
       },
       pause: () => ws.pause(),
       resume: () => ws.resume(),
-      end: (code, reason) => ws.close(code, reason),
+      end: (code, reason) => {
+        // what is corked goes first: a stop may cut the socket before the next tick
+        if (corked) uncork();
+        ws.close(code, reason);
+      },
     };
     const conn = svc.newConnection(transport);
     let alive = true;
