@@ -11,15 +11,16 @@ function meaning(r: ReadFrame) {
   return {
     fatal: r.fatal ?? null,
     errors: r.errors,
-    ops: r.ops.map((op) => (op.kind === 2 ? { kind: op.kind, stream: op.stream, ids: Array.from(r.ids.subarray(op.start, op.end)) } : op)),
+    ops: r.ops.toArray().map((op) => (op.kind === 2 ? { kind: op.kind, stream: op.stream, handle: op.handle, ids: Array.from(r.ids.subarray(op.start, op.end)) } : op)),
   };
 }
 
 const name = fc.oneof(fc.string({ maxLength: 40 }), fc.constantFrom("lane-1", "请求-1", "x".repeat(40)));
+const handle = fc.oneof(fc.constant(0), fc.integer({ min: 1, max: 300 }), fc.integer({ min: 1, max: 0xffffffff }));
 const op = fc.oneof(
-  fc.record({ tokens: fc.record({ stream: name, ids: fc.array(fc.nat({ max: 300_000 }), { maxLength: 3000 }) }) }),
-  fc.record({ open: fc.record({ stream: name, role: fc.constantFrom("", "assistant") }) }),
-  fc.record({ close: fc.record({ stream: name, reason: fc.constantFrom("", "eos", "abort") }) }),
+  fc.record({ tokens: fc.record({ stream: name, handle, ids: fc.array(fc.nat({ max: 300_000 }), { maxLength: 3000 }) }) }),
+  fc.record({ open: fc.record({ stream: name, handle, role: fc.constantFrom("", "assistant") }) }),
+  fc.record({ close: fc.record({ stream: name, handle, reason: fc.constantFrom("", "eos", "abort") }) }),
 );
 const frame = fc.oneof(
   { weight: 5, arbitrary: fc.array(op, { maxLength: 12 }).map((ops) => s.ClientFrame.encode({ ops }).finish()) },
@@ -37,6 +38,36 @@ describe("BinaryFrameReader", () => {
       }),
       { numRuns: 200 },
     );
+  });
+
+  it("says what protobufjs decodes, op for op (handles included), across frames of any size", () => {
+    const reader = new BinaryFrameReader();
+    fc.assert(
+      fc.property(fc.array(op, { maxLength: 300 }), (ops) => {
+        const bytes = s.ClientFrame.encode({ ops }).finish();
+        const want = (s.ClientFrame.toObject(s.ClientFrame.decode(bytes), { defaults: true }) as { ops: Record<string, Record<string, unknown>>[] }).ops.map((o) =>
+          o.tokens ? { kind: 2, stream: o.tokens.stream, handle: o.tokens.handle, ids: o.tokens.ids } : o.open ? { kind: 1, ...o.open } : { kind: 3, ...o.close },
+        );
+        const got = meaning(reader.read(bytes, s, 1e7));
+        expect(got.fatal).toBeNull();
+        expect(got.ops).toEqual(want);
+      }),
+      { numRuns: 100 },
+    );
+  });
+
+  it("a frame of many ops, then small ones: the reused op arrays grow and start over", () => {
+    const reader = new BinaryFrameReader();
+    const big = Array.from({ length: 5000 }, (_, i) => ({ tokens: { handle: i + 1, ids: [i] } }));
+    const r = reader.read(s.ClientFrame.encode({ ops: big }).finish(), s, 1e6);
+    expect(r.ops.n).toBe(5000);
+    expect(r.ops.toArray()[4999]).toMatchObject({ kind: 2, handle: 5000, stream: "" });
+    expect(Array.from(r.ids.subarray(r.ops.starts[4999], r.ops.ends[4999]))).toEqual([4999]);
+    const small = meaning(reader.read(s.ClientFrame.encode({ ops: [{ close: { stream: "z", handle: 3 } }, { tokens: { stream: "y", ids: [7] } }] }).finish(), s, 1e6));
+    expect(small.ops).toEqual([
+      { kind: 3, stream: "z", handle: 3, reason: "" },
+      { kind: 2, stream: "y", handle: 0, ids: [7] },
+    ]);
   });
 
   it("stream names that recur come back equal, even when two names share a hash", () => {
@@ -62,18 +93,18 @@ describe("BinaryFrameReader", () => {
     for (const n of names) {
       const f = s.ClientFrame.encode({ ops: [{ tokens: { stream: n, ids: [1] } }, { tokens: { stream: n, ids: [2] } }] }).finish();
       const r = reader.read(f, s, 100);
-      expect(r.ops.map((op) => op.stream)).toEqual([n, n]);
+      expect(r.ops.toArray().map((op) => op.stream)).toEqual([n, n]);
     }
   });
 
   it("reads packed and unpacked ids, and ids beyond uint32 as out of range", () => {
     const f = s.ClientFrame.encode({ ops: [{ tokens: { stream: "a", ids: [1, 127, 128, 16383, 16384, 200_005] } }] }).finish();
     const r = new BinaryFrameReader().read(f, s, 100);
-    expect(meaning(r).ops).toEqual([{ kind: 2, stream: "a", ids: [1, 127, 128, 16383, 16384, 200_005] }]);
+    expect(meaning(r).ops).toEqual([{ kind: 2, stream: "a", handle: 0, ids: [1, 127, 128, 16383, 16384, 200_005] }]);
     // field 2 as one unpacked varint of 2^33: kept as 0xffffffff (not a token), not wrapped
     const unpacked = Uint8Array.from([0x0a, 0x0b, 0x12, 0x09, 0x0a, 0x01, 0x61, 0x10, 0x80, 0x80, 0x80, 0x80, 0x20]);
     for (const u of [readBinaryFrame(unpacked, s, 100), new BinaryFrameReader().read(unpacked, s, 100)]) {
-      expect(meaning(u).ops).toEqual([{ kind: 2, stream: "a", ids: [0xffffffff] }]);
+      expect(meaning(u).ops).toEqual([{ kind: 2, stream: "a", handle: 0, ids: [0xffffffff] }]);
     }
   });
 });

@@ -64,8 +64,86 @@ export interface OpError {
   handle?: number;
 }
 
+/**
+ * The ops of one frame, in order, as parallel arrays: a 256-stream step
+ * frame is 256 Tokens ops, and an object per op was half of what the main
+ * thread allocated. Tokens ops are a kind, a name or handle and an id range;
+ * Open, Close and Render keep their decoded object in `rare`. A reader
+ * reuses its list from frame to frame: entries at and past `n` are stale.
+ */
+export class OpList {
+  n = 0;
+  kinds = new Uint8Array(64);
+  /** The stream's handle (0: named by name); uint32 values. */
+  handles = new Float64Array(64);
+  /** Tokens ops: their ids are the frame's ids[start, end). */
+  starts = new Uint32Array(64);
+  ends = new Uint32Array(64);
+  /** The stream's name ("" when none). */
+  names: string[] = [];
+  /** Open, Close and Render ops as decoded (read only for those kinds). */
+  rare: (OpenOp | CloseOp | RenderOp | undefined)[] = [];
+
+  clear(): void {
+    this.n = 0;
+    // a frame far larger than usual does not keep its arrays (and names) alive
+    if (this.kinds.length > 4096) {
+      this.kinds = new Uint8Array(64);
+      this.handles = new Float64Array(64);
+      this.starts = new Uint32Array(64);
+      this.ends = new Uint32Array(64);
+      this.names = [];
+      this.rare = [];
+    }
+  }
+
+  private slot(): number {
+    const i = this.n++;
+    if (i === this.kinds.length) {
+      const grow = <T extends Uint8Array | Float64Array | Uint32Array>(a: T): T => {
+        const g = new (a.constructor as new (n: number) => T)(a.length * 2);
+        g.set(a);
+        return g;
+      };
+      this.kinds = grow(this.kinds);
+      this.handles = grow(this.handles);
+      this.starts = grow(this.starts);
+      this.ends = grow(this.ends);
+    }
+    return i;
+  }
+
+  tokens(stream: string, handle: number, start: number, end: number): void {
+    const i = this.slot();
+    this.kinds[i] = OP_TOKENS;
+    this.handles[i] = handle;
+    this.starts[i] = start;
+    this.ends[i] = end;
+    this.names[i] = stream;
+  }
+
+  other(op: OpenOp | CloseOp | RenderOp): void {
+    const i = this.slot();
+    this.kinds[i] = op.kind;
+    this.handles[i] = op.handle;
+    this.names[i] = op.stream;
+    this.rare[i] = op;
+  }
+
+  /** The ops as objects (tests and tools; the service reads the arrays). */
+  toArray(): ClientOp[] {
+    const out: ClientOp[] = [];
+    for (let i = 0; i < this.n; i++) {
+      if (this.kinds[i] === OP_TOKENS) {
+        out.push({ kind: OP_TOKENS, stream: this.names[i]!, handle: this.handles[i]!, start: this.starts[i]!, end: this.ends[i]! });
+      } else out.push(this.rare[i]!);
+    }
+    return out;
+  }
+}
+
 export interface ReadFrame {
-  ops: ClientOp[];
+  ops: OpList;
   /** The ids of the frame's Tokens ops (each op has its [start, end)); it may run longer than the last op's end. */
   ids: Uint32Array;
   /** Problems with single ops (the rest of the frame stands). */
@@ -76,7 +154,7 @@ export interface ReadFrame {
 
 /** A frame of which nothing is used. */
 function refused(code: OpError["code"], message: string): ReadFrame {
-  return { ops: [], ids: new Uint32Array(0), errors: [], fatal: { code, message, stream: "" } };
+  return { ops: new OpList(), ids: new Uint32Array(0), errors: [], fatal: { code, message, stream: "" } };
 }
 
 /** Ids that do not fit uint32 are kept as this (not a token) rather than wrapped. */
@@ -237,7 +315,7 @@ class IdSink {
 }
 
 /** Open, Close and Render ops: rare, decoded by protobufjs. */
-function decodeRare(kind: number, payload: Uint8Array, s: Schema): ClientOp {
+function decodeRare(kind: number, payload: Uint8Array, s: Schema): OpenOp | CloseOp | RenderOp {
   if (kind === OP_OPEN) {
     const m = s.Open.toObject(s.Open.decode(payload), { defaults: true }) as Omit<OpenOp, "kind">;
     return { kind: OP_OPEN, ...m };
@@ -260,13 +338,15 @@ export class BinaryFrameReader {
   private readonly op = new Reader(EMPTY, 0, 0);
   private readonly r = new Reader(EMPTY, 0, 0);
   private readonly sink = new IdSink(64);
+  private readonly ops = new OpList();
   /** Stream names seen in Tokens ops, by a hash of their bytes. */
   private readonly names = new Map<number, string>();
 
   /** Read a binary ClientFrame. `maxIds` bounds the ids of the whole frame. */
   read(buf: Uint8Array, s: Schema, maxIds: number): ReadFrame {
     this.sink.n = 0;
-    const r = readBinary(buf, s, maxIds, this.sink, this.frame.reset(buf), this.op.reset(buf), this.r.reset(buf), this.names);
+    this.ops.clear();
+    const r = readBinary(buf, s, maxIds, this.sink, this.ops, this.frame.reset(buf), this.op.reset(buf), this.r.reset(buf), this.names);
     // a frame far larger than usual does not keep its id array alive
     if (this.sink.ids.length > 65536) this.sink.ids = new Uint32Array(64);
     return r;
@@ -307,7 +387,7 @@ function internName(buf: Uint8Array, s: number, e: number, names: Map<number, st
 
 /** Read one binary ClientFrame with fresh buffers. `maxIds` bounds the ids of the whole frame. */
 export function readBinaryFrame(buf: Uint8Array, s: Schema, maxIds: number): ReadFrame {
-  return readBinary(buf, s, maxIds, new IdSink(buf.length), new Reader(buf, 0, buf.length), new Reader(buf, 0, 0), new Reader(buf, 0, 0), null);
+  return readBinary(buf, s, maxIds, new IdSink(buf.length), new OpList(), new Reader(buf, 0, buf.length), new Reader(buf, 0, 0), new Reader(buf, 0, 0), null);
 }
 
 function readBinary(
@@ -315,12 +395,12 @@ function readBinary(
   s: Schema,
   maxIds: number,
   sink: IdSink,
+  ops: OpList,
   frame: Reader,
   op: Reader,
   r: Reader,
   names: Map<number, string> | null,
 ): ReadFrame {
-  const ops: ClientOp[] = [];
   const errors: OpError[] = [];
   try {
     while (frame.pos < frame.end) {
@@ -351,7 +431,7 @@ function readBinary(
       }
       if (kind !== OP_TOKENS) {
         const payload = buf.subarray(ps, pe);
-        ops.push(decodeRare(kind, payload, s));
+        ops.other(decodeRare(kind, payload, s));
       } else {
         r.at(ps, pe);
         let stream = "";
@@ -380,7 +460,7 @@ function readBinary(
           if (sink.n > maxIds) return refused("too_many_ids", `the frame carries more than ${maxIds} token ids`);
         }
         if (handle > 0xffffffff) throw new WireError("a handle does not fit uint32");
-        ops.push({ kind: OP_TOKENS, stream, handle, start, end: sink.n });
+        ops.tokens(stream, handle, start, sink.n);
       }
     }
   } catch (e) {
@@ -435,7 +515,7 @@ export function readJsonFrame(text: string, maxIds: number): ReadFrame {
   if (!isObject(doc)) return fatal("a ClientFrame must be a JSON object");
   const list = doc.ops ?? [];
   if (!Array.isArray(list)) return fatal("ops must be an array");
-  const ops: ClientOp[] = [];
+  const ops = new OpList();
   const errors: OpError[] = [];
   const sink = new IdSink(64);
   for (const [i, op] of list.entries()) {
@@ -460,7 +540,7 @@ export function readJsonFrame(text: string, maxIds: number): ReadFrame {
         errors.push({ code: "bad_frame", message: `ops[${i}].render needs request_id and request_json strings`, stream: typeof id === "string" ? id : "" });
         continue;
       }
-      ops.push({ kind: OP_RENDER, stream: id, handle: 0, json });
+      ops.other({ kind: OP_RENDER, stream: id, handle: 0, json });
       continue;
     }
     const key = inner[0]!;
@@ -494,7 +574,7 @@ export function readJsonFrame(text: string, maxIds: number): ReadFrame {
         bad("bad_frame", err.message);
         continue;
       }
-      ops.push({
+      ops.other({
         kind: OP_OPEN,
         stream,
         handle,
@@ -512,7 +592,7 @@ export function readJsonFrame(text: string, maxIds: number): ReadFrame {
         bad("bad_frame", reason.message);
         continue;
       }
-      ops.push({ kind: OP_CLOSE, stream, handle, reason });
+      ops.other({ kind: OP_CLOSE, stream, handle, reason });
     } else {
       const ids = field(body, "ids") ?? [];
       if (!Array.isArray(ids)) {
@@ -527,7 +607,7 @@ export function readJsonFrame(text: string, maxIds: number): ReadFrame {
       if (sink.n + ids.length > maxIds) return refused("too_many_ids", `the frame carries more than ${maxIds} token ids`);
       const start = sink.n;
       for (const v of ids as number[]) sink.push(v);
-      ops.push({ kind: OP_TOKENS, stream, handle, start, end: sink.n });
+      ops.tokens(stream, handle, start, sink.n);
     }
   }
   return { ops, ids: sink.ids.subarray(0, sink.n), errors };

@@ -21,7 +21,9 @@ import {
   OP_OPEN,
   OP_TOKENS,
   OP_RENDER,
+  type CloseOp,
   type OpenOp,
+  type RenderOp,
   type OpError,
   type ReadFrame,
 } from "../protocol/client-frame.js";
@@ -134,16 +136,18 @@ export class Connection {
     let host = pool.inlineHost;
     let inlineUsed = false;
     const perSlot: (Group | undefined)[] = [];
-    for (const op of read.ops) {
-      const name = op.stream;
-      const handle = op.handle;
-      if (name === "" && (handle === 0 || op.kind === OP_OPEN)) {
-        fail({ code: "bad_frame", message: op.kind === OP_OPEN ? "an open without a stream name" : "an op without a stream name or handle", stream: "", handle });
+    const ops = read.ops;
+    for (let i = 0; i < ops.n; i++) {
+      const kind = ops.kinds[i]!;
+      const name = ops.names[i]!;
+      const handle = ops.handles[i]!;
+      if (name === "" && (handle === 0 || kind === OP_OPEN)) {
+        fail({ code: "bad_frame", message: kind === OP_OPEN ? "an open without a stream name" : "an op without a stream name or handle", stream: "", handle });
         continue;
       }
-      if (op.kind === OP_RENDER) {
+      if (kind === OP_RENDER) {
         // answered in frame order with the rest of this frame
-        const r = svc.renderJson(op.json);
+        const r = svc.renderJson((ops.rare[i] as RenderOp).json);
         if (r.ok) immediate.push({ stream: name, rendered: { request_id: name, ids: r.ids, text: r.text, restored: r.restored } });
         else immediate.push(this.errorEvent(name, "bad_request", `${r.error.code}${r.error.path ? ` at ${r.error.path}` : ""}: ${r.error.message}`));
         continue;
@@ -151,7 +155,7 @@ export class Connection {
       let st: StreamState | undefined;
       let open: OpenWith | undefined;
       let reason = "";
-      if (op.kind === OP_OPEN) {
+      if (kind === OP_OPEN) {
         const ref: StreamRef | string = handle !== 0 ? { stream: name, handle } : name;
         if (this.draining) {
           immediate.push(this.errorEvent(ref, "shutting_down", "the server is draining; no new streams"));
@@ -172,7 +176,7 @@ export class Connection {
           );
           continue;
         }
-        const spec = this.openSpec(op);
+        const spec = this.openSpec(ops.rare[i] as OpenOp);
         if (typeof spec === "string") {
           immediate.push(this.errorEvent(ref, "bad_option", spec));
           continue;
@@ -194,10 +198,11 @@ export class Connection {
           immediate.push(this.lateOp(name, handle, st));
           continue;
         }
-        if (op.kind === OP_CLOSE) {
-          reason = op.reason === "" ? "eos" : op.reason;
+        if (kind === OP_CLOSE) {
+          const given = (ops.rare[i] as CloseOp).reason;
+          reason = given === "" ? "eos" : given;
           if (!REASONS.has(reason)) {
-            immediate.push(this.errorEvent(handle !== 0 ? { handle } : name, "bad_option", `close reason must be eos, length or abort, not ${JSON.stringify(op.reason)}`));
+            immediate.push(this.errorEvent(handle !== 0 ? { handle } : name, "bad_option", `close reason must be eos, length or abort, not ${JSON.stringify(given)}`));
             continue;
           }
           this.forget(st);
@@ -209,7 +214,7 @@ export class Connection {
           inlineUsed = true;
         }
         try {
-          if (op.kind === OP_TOKENS) host.tokens(st.sid, read.ids, op.start, op.end);
+          if (kind === OP_TOKENS) host.tokens(st.sid, read.ids, ops.starts[i]!, ops.ends[i]!);
           else if (open) host.openStream(st.sid, open);
           else host.closeStream(st.sid, reason as "eos" | "length" | "abort");
         } catch (e) {
@@ -224,11 +229,13 @@ export class Connection {
       }
       let g = perSlot[st.slot];
       if (!g) perSlot[st.slot] = g = { kinds: [], sids: [], offs: [], extra: [], ids: 0 };
-      if (op.kind === OP_TOKENS) {
+      if (kind === OP_TOKENS) {
         g.kinds.push(K_TOKENS);
         g.sids.push(st.sid);
-        g.offs.push(op.start, op.end);
-        g.ids += op.end - op.start;
+        const start = ops.starts[i]!;
+        const end = ops.ends[i]!;
+        g.offs.push(start, end);
+        g.ids += end - start;
       } else {
         g.extra.push([g.kinds.length, open ?? reason]);
         g.kinds.push(open ? K_OPEN : K_CLOSE);
