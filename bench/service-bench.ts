@@ -268,6 +268,13 @@ async function fetchMetrics(port: number): Promise<Record<string, number>> {
   return out;
 }
 
+/** Mean of the service's frame latency histogram (read to answer handed to the socket), µs. */
+function frameServiceUs(mt: Record<string, number>): string {
+  const sum = Object.entries(mt).find(([k]) => k.startsWith("harmony_frame_latency_seconds_sum"))?.[1];
+  const count = Object.entries(mt).find(([k]) => k.startsWith("harmony_frame_latency_seconds_count"))?.[1];
+  return sum !== undefined && count ? ((sum / count) * 1e6).toFixed(1) : "n/a";
+}
+
 // ---------------------------------------------------------------- frame sources
 /** Pre-encoded client frames by step number t = 0, 1, 2, ... */
 interface Source {
@@ -1281,7 +1288,7 @@ function markdown(r: Report): string {
   if (r.service_checks) {
     const mt = r.service_checks.metrics_after_all_connections_closed;
     const errs = Object.entries(mt).filter(([key, v]) => key.startsWith("harmony_errors_total") && v > 0);
-    L.push(`Service metrics after the runs: ${mt["harmony_tokens_total"]} tokens, ${Object.entries(mt).filter(([key]) => key.startsWith("harmony_frames_total")).map(([, v]) => v).join("")} frames, open streams ${mt["harmony_open_streams"]}, connections ${mt['harmony_connections{transport="ws"}'] ?? 0}, errors ${errs.length === 0 ? "none" : errs.map(([key, v]) => `${key} ${v}`).join(", ")}; ${r.service_checks.warn_log_lines} warn log lines.`);
+    L.push(`Service metrics after the runs: ${mt["harmony_tokens_total"]} tokens, ${Object.entries(mt).filter(([key]) => key.startsWith("harmony_frames_total")).map(([, v]) => v).join("")} frames, open streams ${mt["harmony_open_streams"]}, connections ${mt['harmony_connections{transport="ws"}'] ?? 0}, errors ${errs.length === 0 ? "none" : errs.map(([key, v]) => `${key} ${v}`).join(", ")}; ${r.service_checks.warn_log_lines} warn log lines. Time from reading a frame to handing its answer to the socket, mean over all frames of every workload (harmony_frame_latency_seconds): ${frameServiceUs(mt)} µs.`);
   }
   if (r.cpu_profiles) {
     L.push("");
