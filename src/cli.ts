@@ -91,6 +91,7 @@ program
   .addOption(new Option("--mode <mode>", "parser mode").choices(["resilient", "strict"]).default("resilient"))
   .option("--window <n>", "unanswered frames in flight", "8")
   .option("--compare-strict", "also run the same streams in strict mode and compare", false)
+  .option("--handles", "name streams by numeric handle on the wire (Open.handle) instead of by name", false)
   .option("--only <index>", "replay one stream and print it in full")
   .option("--json <file>", "write the report as JSON")
   .option("--no-progress", "no progress bar")

@@ -77,6 +77,13 @@ describe("runs against a real server", () => {
     expect(r.ok).toBe(true);
   });
 
+  it("every fault kind, zero loss with streams named by handle, one token per op", async () => {
+    const r = await runLoadtest({ ...base, streams: 200, handles: true, chunking: "one" }, enc, vocab);
+    expect(r.resilient.failed_streams, formatReport(r)).toBe(0);
+    expect(r.resilient.tool_calls.recovered).toBe(r.resilient.tool_calls.intended);
+    expect(r.ok).toBe(true);
+  });
+
   it("fails when recovery is switched off: strict mode loses faulted streams, and says how to replay them", async () => {
     const r = await runLoadtest({ ...base, streams: 150, mode: "strict" }, enc, vocab);
     expect(r.ok).toBe(false);

@@ -21,6 +21,7 @@ export interface LoadtestFlags {
   mode: "resilient" | "strict";
   window: string;
   compareStrict: boolean;
+  handles: boolean;
   only?: string;
   json?: string;
   progress: boolean;
@@ -53,6 +54,7 @@ export function loadtestOptions(f: LoadtestFlags): LoadtestOptions {
     mode: f.mode,
     window: Math.floor(num("window", f.window, 1, 60)),
     compareStrict: f.compareStrict,
+    handles: f.handles === true,
     ...(f.only !== undefined ? { only: Math.floor(num("only", f.only, 0)) } : {}),
     progress: f.progress,
   };

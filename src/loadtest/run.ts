@@ -39,6 +39,8 @@ export interface LoadtestOptions {
   window: number;
   /** Also run the same streams in strict mode and compare. */
   compareStrict: boolean;
+  /** Name streams by numeric handle on the wire (Open.handle). */
+  handles?: boolean;
   /** Replay only the stream with this index (and print it in full). */
   only?: number;
   progress: boolean;
@@ -155,7 +157,7 @@ async function pass(
             fault: l.gen.fault,
             kind: f.kind,
             detail: f.detail,
-            replay: `harmony-sidecar loadtest --seed ${opts.seed} --only ${l.gen.index} --fault-rate ${opts.faultRate} --mode ${mode}`,
+            replay: `harmony-sidecar loadtest --seed ${opts.seed} --only ${l.gen.index} --fault-rate ${opts.faultRate} --mode ${mode}${opts.handles ? " --handles" : ""}`,
           });
         }
       }
@@ -286,7 +288,7 @@ export async function runLoadtest(opts: LoadtestOptions, enc: Encoder, vocab: Vo
     const { port } = await service.start();
     target = `ws://127.0.0.1:${port}/v1/stream`;
   }
-  const client = await HarmonyClient.connect(target, opts.token ? { token: opts.token } : {});
+  const client = await HarmonyClient.connect(target, { ...(opts.token ? { token: opts.token } : {}), handles: opts.handles === true });
   try {
     const resilient = await pass(client, opts, opts.mode, enc, vocab, opts.mode === "strict" ? "strict" : "resilient");
     const strict = opts.compareStrict && opts.mode !== "strict" ? await pass(client, opts, "strict", enc, vocab, "strict") : undefined;
