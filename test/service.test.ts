@@ -322,6 +322,13 @@ describe("streams named by a numeric handle", () => {
     c.send([{ open: { stream: "again", handle: 4 } }, { tokens: { handle: 4, ids: enc.encode(text) } }, { close: { handle: 4 } }]);
     const done = await c.until((e) => e.done !== undefined && Number(e.handle) === 4 && c.events.indexOf(e) > c.events.findIndex((x) => (x.error as { code?: string } | undefined)?.code === "bad_frame"));
     expect(done.done).toMatchObject({ finish_reason: "stop" });
+    // handles past the small ones kept in an array, up to the largest uint32
+    for (const big of [8191, 8192, 0xffffffff]) {
+      c.send([{ open: { stream: `big${big}`, handle: big } }, { tokens: { handle: big, ids: enc.encode(text) } }, { close: { handle: big } }]);
+      expect((await c.until((e) => e.done !== undefined && Number(e.handle) === big)).done).toMatchObject({ finish_reason: "stop" });
+      c.send([{ tokens: { handle: big, ids: [1] } }]);
+      await errorFor(big, "stream_closed");
+    }
     // a handle that does not fit uint32 (binary) and one of the wrong type (JSON) are bad frames
     c.ws.send(Uint8Array.from([0x0a, 0x08, 0x12, 0x06, 0x18, 0x80, 0x80, 0x80, 0x80, 0x10]));
     await c.until((e) => (e.error as { message?: string } | undefined)?.message === "a handle does not fit uint32");
@@ -647,8 +654,9 @@ describe("sessions on the main thread (the inline slot)", () => {
   it("a fault inside the inline host fails its streams as a crash would, and the service carries on", async () => {
     const s = await start({ workers: 0 });
     await faultMidStream(s, () => {
-      // stand in for a bug: the host throws
-      s.svc.pool.inlineHost!.tokens = () => {
+      // stand in for a bug: the host throws (on either way in for tokens)
+      const host = s.svc.pool.inlineHost!;
+      host.tokens = host.tokensOf = () => {
         throw new Error("injected fault");
       };
     });

@@ -17,7 +17,7 @@ import { CotBuffer } from "./cot-buffer.js";
 import { K_CLOSE, K_OPEN, K_TOKENS, type Counts, type OpenSpec, type OpenWith, type OpsResult, type OpsTask, type ReasoningMemo, type RecoveryNote } from "./task.js";
 
 /** A stream: its parser, and (when asked) the reasoning of the current turn. */
-interface Session {
+export interface Session {
   parser: HarmonyParser;
   /** How its events name it: by name, or by handle (streams opened with one). */
   ref: StreamRef;
@@ -101,10 +101,15 @@ export class SessionHost {
     this.text = [];
   }
 
-  openStream(sid: number, spec: OpenWith): void {
+  /**
+   * Open a stream. The session returned may be passed to `tokensOf` in this
+   * connection's later batches while the stream is open (the main thread
+   * keeps it on the stream's state).
+   */
+  openStream(sid: number, spec: OpenWith): Session {
     if (!this.streams.has(sid)) this.open++;
     const ref: StreamRef = spec.handle > 0 ? { handle: spec.handle } : { stream: spec.name };
-    this.streams.set(sid, {
+    const session: Session = {
       ref,
       name: spec.name,
       field: "handle" in ref ? handleField(ref.handle) : streamField(spec.name),
@@ -118,13 +123,19 @@ export class SessionHost {
       }),
       cot: spec.rememberReasoning ? new CotBuffer() : null,
       adapter: adapterFor(spec),
-    });
+    };
+    this.streams.set(sid, session);
+    return session;
   }
 
   /** Feed ids[start, end) to a stream (the pool only routes tokens to streams it opened here). */
   tokens(sid: number, ids: Uint32Array, start: number, end: number): void {
     const session = this.streams.get(sid);
-    if (!session) return;
+    if (session) this.tokensOf(session, ids, start, end);
+  }
+
+  /** The same, for a session `openStream` returned (no lookup). */
+  tokensOf(session: Session, ids: Uint32Array, start: number, end: number): void {
     this.counts.tokens += end - start;
     const parser = session.parser;
     // most steps are text inside a message: its delta is written from the

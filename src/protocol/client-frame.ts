@@ -75,7 +75,7 @@ export class OpList {
   n = 0;
   kinds = new Uint8Array(64);
   /** The stream's handle (0: named by name); uint32 values. */
-  handles = new Float64Array(64);
+  handles = new Uint32Array(64);
   /** Tokens ops: their ids are the frame's ids[start, end). */
   starts = new Uint32Array(64);
   ends = new Uint32Array(64);
@@ -89,7 +89,7 @@ export class OpList {
     // a frame far larger than usual does not keep its arrays (and names) alive
     if (this.kinds.length > 4096) {
       this.kinds = new Uint8Array(64);
-      this.handles = new Float64Array(64);
+      this.handles = new Uint32Array(64);
       this.starts = new Uint32Array(64);
       this.ends = new Uint32Array(64);
       this.names = [];
@@ -100,7 +100,7 @@ export class OpList {
   private slot(): number {
     const i = this.n++;
     if (i === this.kinds.length) {
-      const grow = <T extends Uint8Array | Float64Array | Uint32Array>(a: T): T => {
+      const grow = <T extends Uint8Array | Uint32Array>(a: T): T => {
         const g = new (a.constructor as new (n: number) => T)(a.length * 2);
         g.set(a);
         return g;
