@@ -147,7 +147,8 @@ export class FrameWriter {
   /**
    * The same delta, its text given as tokens `ids[start, end)` whose bytes
    * (`bytes[offsets[id], offsets[id + 1])`, whole UTF-8) are copied as they
-   * are: no string is built.
+   * are: no string is built. It repeats deltaOf's header code on purpose: a
+   * helper shared by both made this, the hottest writer, 1.4x slower.
    */
   deltaTokens(
     nameField: string,
