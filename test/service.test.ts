@@ -9,11 +9,13 @@ import WebSocket from "ws";
 import { HarmonyClient, WsClient, type GrpcClient } from "../src/client/index.js";
 import type { HarmonyEvent } from "../src/core/events.js";
 import { HarmonyParser } from "../src/core/parser.js";
+import { schema } from "../src/protocol/schema.js";
 import { HEALTH_SERVICE } from "../src/transport/grpc.js";
 import { DEFAULT_LIMITS, Service, type Limits, type ServiceOptions } from "../src/service/service.js";
 import { harmony, loadJsonl, type ConformanceCase } from "./helpers.js";
 
 const { enc, vocab } = harmony();
+const wireSchema = schema();
 const running: Service[] = [];
 const clients: HarmonyClient[] = [];
 
@@ -275,7 +277,7 @@ async function rawClient(url: string, json = false) {
     },
   };
 }
-const schemaOf = () => running[0]!.schema;
+const schemaOf = () => wireSchema;
 
 describe("streams named by a numeric handle", () => {
   const text = "<|channel|>final<|message|>by number<|return|>";
@@ -301,23 +303,33 @@ describe("streams named by a numeric handle", () => {
     });
   }
 
-  it("bad handles get an error naming the handle, and the connection carries on", async () => {
+  it("bad handles get a precise error, never on another stream's handle, and the connection carries on", async () => {
     const s = await start({ workers: 1 });
     const c = await rawClient(s.ws);
     const errorFor = (handle: number, code: string) => c.until((e) => Number(e.handle) === handle && (e.error as { code?: string } | undefined)?.code === code);
     c.send([{ tokens: { handle: 3, ids: [1] } }]);
     expect((await errorFor(3, "unknown_stream")).error).toMatchObject({ message: "no open stream with handle 3" });
     c.send([{ open: { stream: "a", handle: 4 } }, { open: { stream: "b", handle: 4 } }]);
-    const dup = await errorFor(4, "duplicate_stream");
-    expect(dup).toMatchObject({ stream: "b", error: { message: 'handle 4 is already in use by stream "a"' } });
+    // errors about an op name the stream by the op's name when it gave one: handle 4 is another stream's
+    const byName = (stream: string, code: string) => c.until((e) => e.stream === stream && (e.error as { code?: string } | undefined)?.code === code);
+    const dup = await byName("b", "duplicate_stream");
+    expect(dup.handle ?? 0).toBe(0);
+    expect(dup.error).toMatchObject({ message: 'handle 4 is already in use by stream "a"' });
     c.send([{ tokens: { stream: "zzz", handle: 4, ids: [1] } }]);
-    expect((await errorFor(4, "unknown_stream")).error).toMatchObject({ message: 'handle 4 is stream "a", not "zzz"' });
+    const mismatch = await byName("zzz", "unknown_stream");
+    expect(mismatch.handle ?? 0).toBe(0);
+    expect(mismatch.error).toMatchObject({ message: 'handle 4 is stream "a", not "zzz"' });
+    c.send([{ close: { handle: 4, reason: "later" } }]);
+    expect((await errorFor(4, "bad_option")).stream ?? "").toBe("");
+    // of these, stream a (handle 4) gets only the error about its own close
+    expect(c.events.filter((e) => Number(e.handle) === 4 && e.error !== undefined).map((e) => (e.error as { code: string }).code)).toEqual(["bad_option"]);
     c.send([{ close: { handle: 4 } }]);
     await c.until((e) => e.done !== undefined && Number(e.handle) === 4);
     c.send([{ tokens: { handle: 4, ids: [1] } }]);
     expect((await errorFor(4, "stream_closed")).error).toMatchObject({ message: "the stream with handle 4 is closed" });
     c.send([{ open: { handle: 9 } }]);
-    expect((await errorFor(9, "bad_frame")).error).toMatchObject({ message: "an open without a stream name" });
+    const noName = await c.until((e) => (e.error as { message?: string } | undefined)?.message === "an open without a stream name");
+    expect([noName.stream ?? "", Number(noName.handle ?? 0)]).toEqual(["", 0]); // a connection-level error
     // a closed handle may be given to a new stream
     c.send([{ open: { stream: "again", handle: 4 } }, { tokens: { handle: 4, ids: enc.encode(text) } }, { close: { handle: 4 } }]);
     const done = await c.until((e) => e.done !== undefined && Number(e.handle) === 4 && c.events.indexOf(e) > c.events.findIndex((x) => (x.error as { code?: string } | undefined)?.code === "bad_frame"));
@@ -332,6 +344,12 @@ describe("streams named by a numeric handle", () => {
     // a handle that does not fit uint32 (binary) and one of the wrong type (JSON) are bad frames
     c.ws.send(Uint8Array.from([0x0a, 0x08, 0x12, 0x06, 0x18, 0x80, 0x80, 0x80, 0x80, 0x10]));
     await c.until((e) => (e.error as { message?: string } | undefined)?.message === "a handle does not fit uint32");
+    // the same for Open (field 9) and Close (field 3), which protobufjs alone would cut to their low bits
+    const tooBig = (e: Record<string, unknown>) => (e.error as { message?: string } | undefined)?.message === "a handle does not fit uint32";
+    c.ws.send(Uint8Array.from([0x0a, 0x0b, 0x0a, 0x09, 0x0a, 0x01, 0x6f, 0x48, 0x85, 0x80, 0x80, 0x80, 0x10]));
+    c.ws.send(Uint8Array.from([0x0a, 0x0b, 0x1a, 0x09, 0x0a, 0x01, 0x6f, 0x18, 0x85, 0x80, 0x80, 0x80, 0x10]));
+    await c.until(() => c.events.filter(tooBig).length === 3);
+    expect(c.events.some((e) => e.stream === "o" || Number(e.handle) === 5)).toBe(false);
     const j = await rawClient(s.ws, true);
     j.send([{ tokens: { handle: "seven", ids: [1] } }]);
     const bad = await j.until((e) => e.error !== undefined);
@@ -340,6 +358,53 @@ describe("streams named by a numeric handle", () => {
     expect((await j.until((e) => e.done !== undefined)).handle).toBe(12);
     c.ws.close();
     j.ws.close();
+  });
+
+  it("the client gives a stream reopened under a name still finishing its own handle: each gets its own events", async () => {
+    const s = await start({ workers: 0 });
+    const client = await connect(s.ws, { handles: true });
+    const ids = enc.encode(text);
+    const first = client.open("same");
+    first.write(ids);
+    first.close();
+    const second = client.open("same"); // before the first one's done has arrived
+    second.write(ids);
+    second.close();
+    const [a, b] = await Promise.all([first.collect(), second.collect()]);
+    expect(normalize(a)).toEqual(inProcess(ids, "assistant"));
+    expect(normalize(b)).toEqual(inProcess(ids, "assistant"));
+    expect(client.connectionErrors).toEqual([]);
+  });
+
+  it("a name or handle closed and reopened in one frame: the old stream's events come first, wherever it lived", async () => {
+    // the main thread holds one stream; the rest go to the worker
+    const s = await start({ workers: 1, inline: 1 });
+    const c = await rawClient(s.ws);
+    const ids = enc.encode(text);
+    c.send([{ open: { stream: "a", handle: 1 } }, { open: { stream: "b", handle: 2 } }, { open: { stream: "x" } }]);
+    c.send([{ tokens: { handle: 2, ids: ids.slice(0, 4) } }, { tokens: { stream: "x", ids: ids.slice(0, 4) } }]);
+    await c.until((e) => e.message_start !== undefined && e.stream === "x");
+    // a is closed, so the main thread has room: without care, c and y would be parsed there, ahead of b's and x's last events
+    c.send([
+      { close: { handle: 1 } },
+      { tokens: { handle: 2, ids: ids.slice(4, 6) } },
+      { close: { handle: 2 } },
+      { open: { stream: "c", handle: 2 } },
+      { tokens: { handle: 2, ids } },
+      { close: { stream: "x" } },
+      { open: { stream: "x" } },
+      { tokens: { stream: "x", ids } },
+    ]);
+    await c.until((e) => e.message_start !== undefined && e.stream === "x" && c.events.filter((f) => f.stream === "x" && f.done !== undefined).length === 1);
+    await c.until((e) => Number(e.handle) === 2 && e.message_start !== undefined && c.events.filter((f) => Number(f.handle) === 2 && f.done !== undefined).length === 1);
+    for (const [key, val] of [["handle", 2], ["stream", "x"]] as const) {
+      const mine = c.events.filter((e) => (key === "handle" ? Number(e.handle) === val : e.stream === val));
+      const firstDone = mine.findIndex((e) => e.done !== undefined);
+      const starts = mine.map((e, i) => (e.message_start !== undefined ? i : -1)).filter((i) => i >= 0);
+      expect(starts.length, `${key} ${val}`).toBe(2);
+      expect(firstDone, `${key} ${val}: the old stream's done before the new stream's start`).toBeLessThan(starts[1]!);
+    }
+    c.ws.close();
   });
 
   it("a worker crash and a graceful stop name handle streams by their handle", async () => {
@@ -618,10 +683,10 @@ describe("sessions on the main thread (the inline slot)", () => {
     ["--workers 0 (everything inline)", { workers: 0 }],
     ["--workers 1 --inline 300 (streams split between the main thread and a worker)", { workers: 1, inline: 300 }],
   ] as const) {
-    it(`${name}: the corpus multiplexed on one connection (WebSocket protobuf and JSON, gRPC) gives the in-process events`, async () => {
+    it(`${name}: the corpus multiplexed on one connection (WebSocket protobuf and JSON, gRPC; by name and by handle) gives the in-process events`, async () => {
       const s = await start(opts);
-      for (const [url, json] of [[s.ws, false], [s.ws, true], [s.grpc, false]] as const) {
-        const client = await connect(url, { json });
+      for (const [url, json, handles] of [[s.ws, false, false], [s.ws, true, false], [s.grpc, false, false], [s.ws, false, true], [s.grpc, false, true]] as const) {
+        const client = await connect(url, { json, handles });
         const got = await runStepFrames(client, cases, 3);
         for (const [i, c] of cases.entries()) expect(normalize(got[i]!), c.id).toEqual(inProcess(c.tokens, c.role));
       }

@@ -174,8 +174,8 @@ export abstract class HarmonyClient {
   /** @internal The StreamHandle of a stream about to be opened (with a fresh numeric handle, when asked for). */
   opening(name: string): StreamHandle {
     if (!this.useHandles) return this.handle(name);
-    const old = this.handles.get(name);
-    if (old && old.wire !== 0) return old;
+    // always a fresh number and StreamHandle: a stream of the same name that
+    // is still finishing keeps its own, and its last events still reach it
     let n = this.lastNumber;
     do n = n >= 0xffffffff ? 1 : n + 1;
     while (this.numbered.has(n));

@@ -141,6 +141,12 @@ export class ParserPool extends EventEmitter<PoolEvents> {
     return best;
   }
 
+  /** Count one more stream on a given slot (a stream that must live where another one did). */
+  assignTo(slot: number): number {
+    this.slots[slot]!.streams++;
+    return slot;
+  }
+
   release(slot: number, n = 1): void {
     const s = this.slots[slot];
     if (s) s.streams = Math.max(0, s.streams - n);

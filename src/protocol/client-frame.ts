@@ -430,6 +430,17 @@ function readBinary(
         continue;
       }
       if (kind !== OP_TOKENS) {
+        // protobufjs would cut a handle past uint32 to its low bits: refuse it, as for Tokens
+        const handleField = kind === OP_OPEN ? 9 : kind === OP_CLOSE ? 3 : 0;
+        if (handleField !== 0) {
+          r.at(ps, pe);
+          while (r.pos < r.end) {
+            const t = r.varint();
+            if (t >>> 3 === handleField && (t & 7) === 0) {
+              if (r.varint() > 0xffffffff) throw new WireError("a handle does not fit uint32");
+            } else r.skip(t & 7);
+          }
+        }
         const payload = buf.subarray(ps, pe);
         ops.other(decodeRare(kind, payload, s));
       } else {
@@ -560,7 +571,7 @@ export function readJsonFrame(text: string, maxIds: number): ReadFrame {
       continue;
     }
     const bad = (code: OpError["code"], message: string) =>
-      errors.push({ code, message: `ops[${i}].${key}: ${message}`, stream, ...(handle !== 0 ? { handle } : {}) });
+      errors.push({ code, message: `ops[${i}].${key}: ${message}`, stream, ...(handle !== 0 && key !== "open" ? { handle } : {}) });
     if (key === "open") {
       const role = stringField(body, "role");
       const mode = stringField(body, "mode");

@@ -98,6 +98,15 @@ class HandleTable {
 /** Handles below this live in the array (at most 8192 slots per connection). */
 const SMALL_HANDLES = 8192;
 
+/**
+ * How an error about an op names the stream: by the name the op gave, or by
+ * its handle when it gave none (a handle the op gave may belong to another
+ * stream, whose events a client sorts by it).
+ */
+function opRef(name: string, handle: number): StreamRef {
+  return name !== "" || handle === 0 ? { stream: name } : { handle };
+}
+
 /** How a stream's events name it. */
 function refOf(st: StreamState): StreamRef {
   return st.handle !== 0 ? { handle: st.handle } : { stream: st.name };
@@ -157,8 +166,12 @@ export class Connection {
     const read: ReadFrame = json ? readJsonFrame(data, limit) : this.reader.read(data, svc.schema, limit);
     const immediate: WireEvent[] = [];
     const fail = (e: OpError) => {
-      immediate.push(this.errorEvent(e.handle ? { stream: e.stream, handle: e.handle } : e.stream, e.code, e.message));
+      immediate.push(this.errorEvent(opRef(e.stream, e.handle ?? 0), e.code, e.message));
     };
+    // streams closed in this frame, by name and handle: a stream opened under
+    // the same name or handle later in the frame goes where they were, so
+    // that the old stream's last events come before the new one's
+    let closedHere: Map<string | number, number> | null = null;
     if (read.fatal) fail(read.fatal);
     for (const e of read.errors) fail(e);
 
@@ -175,7 +188,8 @@ export class Connection {
       const name = ops.names[i]!;
       const handle = ops.handles[i]!;
       if (name === "" && (handle === 0 || kind === OP_OPEN)) {
-        fail({ code: "bad_frame", message: kind === OP_OPEN ? "an open without a stream name" : "an op without a stream name or handle", stream: "", handle });
+        // (an open's handle may be another stream's: that error is the connection's)
+        fail({ code: "bad_frame", message: kind === OP_OPEN ? "an open without a stream name" : "an op without a stream name or handle", stream: "", handle: kind === OP_OPEN ? 0 : handle });
         continue;
       }
       if (kind === OP_RENDER) {
@@ -189,7 +203,8 @@ export class Connection {
       let open: OpenWith | undefined;
       let reason = "";
       if (kind === OP_OPEN) {
-        const ref: StreamRef | string = handle !== 0 ? { stream: name, handle } : name;
+        // an open always has a name: its errors name the stream by it (its handle may be another stream's)
+        const ref = name;
         if (this.draining) {
           immediate.push(this.errorEvent(ref, "shutting_down", "the server is draining; no new streams"));
           continue;
@@ -214,7 +229,8 @@ export class Connection {
           immediate.push(this.errorEvent(ref, "bad_option", spec));
           continue;
         }
-        const slot = pool.assign();
+        const prior = closedHere === null ? undefined : (closedHere.get(name) ?? (handle !== 0 ? closedHere.get(handle) : undefined));
+        const slot = prior !== undefined ? pool.assignTo(prior) : pool.assign();
         st = { name, handle, slot, generation: pool.generation(slot), sid: this.nextSid++, session: null };
         this.streams.set(name, st);
         this.closed.delete(name);
@@ -235,10 +251,13 @@ export class Connection {
           const given = (ops.rare[i] as CloseOp).reason;
           reason = given === "" ? "eos" : given;
           if (!REASONS.has(reason)) {
-            immediate.push(this.errorEvent(handle !== 0 ? { handle } : name, "bad_option", `close reason must be eos, length or abort, not ${JSON.stringify(given)}`));
+            immediate.push(this.errorEvent(opRef(name, handle), "bad_option", `close reason must be eos, length or abort, not ${JSON.stringify(given)}`));
             continue;
           }
           this.forget(st);
+          closedHere ??= new Map();
+          closedHere.set(st.name, st.slot);
+          if (st.handle !== 0) closedHere.set(st.handle, st.slot);
         }
       }
       if (st.slot === inlineSlot && host !== null) {
@@ -438,15 +457,15 @@ export class Connection {
         ? this.errorEvent(name, "stream_closed", `stream ${JSON.stringify(name)} is closed`)
         : this.errorEvent(name, "unknown_stream", `no open stream ${JSON.stringify(name)}`);
     }
-    const ref: StreamRef = name === "" ? { handle } : { stream: name, handle };
+    const ref = opRef(name, handle);
     if (st) return this.errorEvent(ref, "unknown_stream", `handle ${handle} is stream ${JSON.stringify(st.name)}, not ${JSON.stringify(name)}`);
     return this.closedHandles.has(handle)
       ? this.errorEvent(ref, "stream_closed", `the stream with handle ${handle} is closed`)
       : this.errorEvent(ref, "unknown_stream", `no open stream with handle ${handle}`);
   }
 
-  /** An error event for a stream name, or for whatever an op or a stream is named by. */
-  private errorEvent(ref: string | StreamRef | { stream: string; handle: number }, code: ServiceErrorCode, message: string): WireEvent {
+  /** An error event for a stream name, or for how an op or a stream is named. */
+  private errorEvent(ref: string | StreamRef, code: ServiceErrorCode, message: string): WireEvent {
     this.service.metrics.errors.inc({ code });
     this.service.metrics.countEvents("error", 1);
     return { ...(typeof ref === "string" ? { stream: ref } : ref), error: { code, message, at: 0 } } as WireEvent;
