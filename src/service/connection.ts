@@ -168,9 +168,9 @@ export class Connection {
     const fail = (e: OpError) => {
       immediate.push(this.errorEvent(opRef(e.stream, e.handle ?? 0), e.code, e.message));
     };
-    // streams closed in this frame, by name and handle: a stream opened under
-    // the same name or handle later in the frame goes where they were, so
-    // that the old stream's last events come before the new one's
+    // where the streams closed in this frame were, by what their events carry
+    // (handle, else name): a stream opened later in the frame whose events
+    // carry the same goes there, so the old stream's last events come first
     let closedHere: Map<string | number, number> | null = null;
     if (read.fatal) fail(read.fatal);
     for (const e of read.errors) fail(e);
@@ -229,7 +229,8 @@ export class Connection {
           immediate.push(this.errorEvent(ref, "bad_option", spec));
           continue;
         }
-        const prior = closedHere === null ? undefined : (closedHere.get(name) ?? (handle !== 0 ? closedHere.get(handle) : undefined));
+        // keyed the way the streams' events are: by handle when there is one, else by name
+        const prior = closedHere?.get(handle !== 0 ? handle : name);
         const slot = prior !== undefined ? pool.assignTo(prior) : pool.assign();
         st = { name, handle, slot, generation: pool.generation(slot), sid: this.nextSid++, session: null };
         this.streams.set(name, st);
@@ -256,8 +257,7 @@ export class Connection {
           }
           this.forget(st);
           closedHere ??= new Map();
-          closedHere.set(st.name, st.slot);
-          if (st.handle !== 0) closedHere.set(st.handle, st.slot);
+          closedHere.set(st.handle !== 0 ? st.handle : st.name, st.slot);
         }
       }
       if (st.slot === inlineSlot && host !== null) {
