@@ -22,15 +22,7 @@ export class CotBuffer {
   append(text: string): void {
     const room = MAX_COT_BYTES - this.len;
     if (this.full || text.length === 0) return;
-    let buf = this.buf;
-    const need = this.len + Math.min(3 * text.length, room);
-    if (buf === null || buf.length < need) {
-      let size = buf === null ? 64 : buf.length;
-      while (size < need) size *= 2;
-      const grown = Buffer.allocUnsafe(Math.min(size, MAX_COT_BYTES));
-      if (buf !== null) buf.copy(grown, 0, 0, this.len);
-      this.buf = buf = grown;
-    }
+    const buf = this.room(this.len + Math.min(3 * text.length, room));
     let at = this.len;
     const n = text.length;
     let i = 0;
@@ -62,17 +54,22 @@ export class CotBuffer {
       while (n > 0 && (bytes[start + n]! & 0xc0) === 0x80) n--;
       this.full = true;
     }
-    let buf = this.buf;
-    if (buf === null || buf.length < this.len + n) {
-      let size = buf === null ? 64 : buf.length;
-      while (size < this.len + n) size *= 2;
-      const grown = Buffer.allocUnsafe(Math.min(size, MAX_COT_BYTES));
-      if (buf !== null) buf.copy(grown, 0, 0, this.len);
-      this.buf = buf = grown;
-    }
+    const buf = this.room(this.len + n);
     let at = this.len;
     for (let i = start; i < start + n; i++) buf[at++] = bytes[i]!;
     this.len = at;
+  }
+
+  /** The buffer, grown (doubling, up to the limit) to hold at least `need` bytes. */
+  private room(need: number): Buffer {
+    const buf = this.buf;
+    if (buf !== null && buf.length >= need) return buf;
+    let size = buf === null ? 64 : buf.length;
+    while (size < need) size *= 2;
+    const grown = Buffer.allocUnsafe(Math.min(size, MAX_COT_BYTES));
+    if (buf !== null) buf.copy(grown, 0, 0, this.len);
+    this.buf = grown;
+    return grown;
   }
 
   /** End of an analysis message: a blank line before the next one. */
