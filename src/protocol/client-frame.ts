@@ -314,6 +314,12 @@ class IdSink {
   }
 }
 
+/** A stream handle read from the wire; one past uint32 makes the frame undecodable. */
+function fitHandle(v: number): number {
+  if (v > 0xffffffff) throw new WireError("a handle does not fit uint32");
+  return v;
+}
+
 /** Open, Close and Render ops: rare, decoded by protobufjs. */
 function decodeRare(kind: number, payload: Uint8Array, s: Schema): OpenOp | CloseOp | RenderOp {
   if (kind === OP_OPEN) {
@@ -436,9 +442,8 @@ function readBinary(
           r.at(ps, pe);
           while (r.pos < r.end) {
             const t = r.varint();
-            if (t >>> 3 === handleField && (t & 7) === 0) {
-              if (r.varint() > 0xffffffff) throw new WireError("a handle does not fit uint32");
-            } else r.skip(t & 7);
+            if (t >>> 3 === handleField && (t & 7) === 0) fitHandle(r.varint());
+            else r.skip(t & 7);
           }
         }
         const payload = buf.subarray(ps, pe);
@@ -466,11 +471,10 @@ function readBinary(
             }
             r.pos = readPacked(buf, r.pos, ie, sink);
           } else if (f === 2 && w === 0) sink.push(r.varint());
-          else if (f === 3 && w === 0) handle = r.varint();
+          else if (f === 3 && w === 0) handle = fitHandle(r.varint());
           else r.skip(w);
           if (sink.n > maxIds) return refused("too_many_ids", `the frame carries more than ${maxIds} token ids`);
         }
-        if (handle > 0xffffffff) throw new WireError("a handle does not fit uint32");
         ops.tokens(stream, handle, start, sink.n);
       }
     }
