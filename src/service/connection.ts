@@ -107,6 +107,12 @@ function opRef(name: string, handle: number): StreamRef {
   return name !== "" || handle === 0 ? { stream: name } : { handle };
 }
 
+/** Add `v` to a bounded set of recently closed names or handles, dropping the oldest past 1024. */
+function remember<T>(recent: Set<T>, v: T): void {
+  recent.add(v);
+  if (recent.size > 1024) recent.delete(recent.values().next().value as T);
+}
+
 /** How a stream's events name it. */
 function refOf(st: StreamState): StreamRef {
   return st.handle !== 0 ? { handle: st.handle } : { stream: st.name };
@@ -204,29 +210,28 @@ export class Connection {
       let reason = "";
       if (kind === OP_OPEN) {
         // an open always has a name: its errors name the stream by it (its handle may be another stream's)
-        const ref = name;
         if (this.draining) {
-          immediate.push(this.errorEvent(ref, "shutting_down", "the server is draining; no new streams"));
+          immediate.push(this.errorEvent(name, "shutting_down", "the server is draining; no new streams"));
           continue;
         }
         if (this.streams.has(name)) {
-          immediate.push(this.errorEvent(ref, "duplicate_stream", `stream ${JSON.stringify(name)} is already open`));
+          immediate.push(this.errorEvent(name, "duplicate_stream", `stream ${JSON.stringify(name)} is already open`));
           continue;
         }
         const holder = handle !== 0 ? this.handles.get(handle) : undefined;
         if (holder) {
-          immediate.push(this.errorEvent(ref, "duplicate_stream", `handle ${handle} is already in use by stream ${JSON.stringify(holder.name)}`));
+          immediate.push(this.errorEvent(name, "duplicate_stream", `handle ${handle} is already in use by stream ${JSON.stringify(holder.name)}`));
           continue;
         }
         if (this.streams.size >= svc.limits.maxStreamsPerConnection) {
           immediate.push(
-            this.errorEvent(ref, "too_many_streams", `at most ${svc.limits.maxStreamsPerConnection} open streams per connection`),
+            this.errorEvent(name, "too_many_streams", `at most ${svc.limits.maxStreamsPerConnection} open streams per connection`),
           );
           continue;
         }
         const spec = this.openSpec(ops.rare[i] as OpenOp);
         if (typeof spec === "string") {
-          immediate.push(this.errorEvent(ref, "bad_option", spec));
+          immediate.push(this.errorEvent(name, "bad_option", spec));
           continue;
         }
         // keyed the way the streams' events are: by handle when there is one, else by name
@@ -266,10 +271,10 @@ export class Connection {
           inlineUsed = true;
         }
         try {
-          if (kind === OP_TOKENS) {
-            if (st.session !== null) host.tokensOf(st.session, read.ids, ops.starts[i]!, ops.ends[i]!);
-            else host.tokens(st.sid, read.ids, ops.starts[i]!, ops.ends[i]!);
-          } else if (open) st.session = host.openStream(st.sid, open);
+          // a main-thread stream got its session when its open was applied (if that
+          // threw, the crash handler forgot the stream, so no later op finds it)
+          if (kind === OP_TOKENS) host.tokensOf(st.session!, read.ids, ops.starts[i]!, ops.ends[i]!);
+          else if (open) st.session = host.openStream(st.sid, open);
           else host.closeStream(st.sid, reason as "eos" | "length" | "abort");
         } catch (e) {
           // a bug, not bad input: the inline sessions are lost as in a worker
@@ -440,28 +445,22 @@ export class Connection {
     this.streams.delete(st.name);
     this.service.pool.release(st.slot);
     this.service.metrics.openStreams.dec();
-    this.closed.add(st.name);
-    if (this.closed.size > 1024) this.closed.delete(this.closed.values().next().value as string);
+    remember(this.closed, st.name);
     if (st.handle !== 0) {
       this.handles.delete(st.handle);
-      this.closedHandles.add(st.handle);
-      if (this.closedHandles.size > 1024) this.closedHandles.delete(this.closedHandles.values().next().value as number);
+      remember(this.closedHandles, st.handle);
     }
   }
 
   /** The error for tokens or close naming a stream that is not open here (or a handle and a name that disagree). */
   private lateOp(name: string, handle: number, st: StreamState | undefined): WireEvent {
-    if (handle === 0) {
-      const closed = this.closed.has(name);
-      return closed
-        ? this.errorEvent(name, "stream_closed", `stream ${JSON.stringify(name)} is closed`)
-        : this.errorEvent(name, "unknown_stream", `no open stream ${JSON.stringify(name)}`);
-    }
     const ref = opRef(name, handle);
     if (st) return this.errorEvent(ref, "unknown_stream", `handle ${handle} is stream ${JSON.stringify(st.name)}, not ${JSON.stringify(name)}`);
-    return this.closedHandles.has(handle)
-      ? this.errorEvent(ref, "stream_closed", `the stream with handle ${handle} is closed`)
-      : this.errorEvent(ref, "unknown_stream", `no open stream with handle ${handle}`);
+    const byName = handle === 0;
+    if (byName ? this.closed.has(name) : this.closedHandles.has(handle)) {
+      return this.errorEvent(ref, "stream_closed", byName ? `stream ${JSON.stringify(name)} is closed` : `the stream with handle ${handle} is closed`);
+    }
+    return this.errorEvent(ref, "unknown_stream", byName ? `no open stream ${JSON.stringify(name)}` : `no open stream with handle ${handle}`);
   }
 
   /** An error event for a stream name, or for how an op or a stream is named. */
