@@ -13,7 +13,7 @@
 import * as grpc from "@grpc/grpc-js";
 import WebSocket from "ws";
 import type { HarmonyEvent } from "../core/events.js";
-import { decodeServerFrame, fromWire } from "../protocol/events.js";
+import { decodeServerFrame, fromWire, type StreamRef } from "../protocol/events.js";
 import { schema, type Schema } from "../protocol/schema.js";
 import { HARMONY_SERVICE } from "../transport/grpc.js";
 
@@ -69,7 +69,7 @@ export class StreamHandle implements AsyncIterable<HarmonyEvent> {
   ) {}
 
   /** How ops name this stream on the wire. */
-  get ref(): { stream: string } | { handle: number } {
+  get ref(): StreamRef {
     return this.wire !== 0 ? { handle: this.wire } : { stream: this.name };
   }
 
@@ -187,7 +187,7 @@ export abstract class HarmonyClient {
   }
 
   /** @internal How ops name a stream: by its numeric handle when it has one. */
-  refOf(name: string): { stream: string } | { handle: number } {
+  refOf(name: string): StreamRef {
     return this.handles.get(name)?.ref ?? { stream: name };
   }
 

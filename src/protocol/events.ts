@@ -14,7 +14,7 @@ import { fromStruct } from "./struct.js";
  */
 export type StreamRef = { stream: string } | { handle: number };
 
-export type WireEvent = ({ stream: string; handle?: number } | { stream?: undefined; handle: number }) & Record<string, unknown>;
+export type WireEvent = StreamRef & Record<string, unknown>;
 
 /** The fields of `o` that are set (not null or undefined), but `skip`, in a fresh object. */
 function present(o: object, skip: string): Record<string, unknown> {

@@ -5,6 +5,7 @@
  * event (a test checks that); other event types go through protobufjs.
  */
 import type { DeltaEvent } from "../core/events.js";
+import type { StreamRef } from "./events.js";
 
 const KINDS = ["reasoning", "content", "commentary", "tool_args", "other"];
 /** Delta.kind (field 2) with its tag and length, per kind. */
@@ -67,7 +68,7 @@ export function handleField(handle: number): string {
 }
 
 /** How a stream's JSON events name it: `"stream":"…"`, or `"handle":N` for streams with a handle. */
-export function jsonRef(ref: { stream: string } | { handle: number }): string {
+export function jsonRef(ref: StreamRef): string {
   return "handle" in ref ? `"handle":${ref.handle}` : `"stream":${JSON.stringify(ref.stream)}`;
 }
 
