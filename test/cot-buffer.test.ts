@@ -35,6 +35,22 @@ describe("CotBuffer", () => {
     );
   });
 
+  it("a memo is the text trimmed as String.prototype.trim trims it, in UTF-8", () => {
+    const space = fc.constantFrom(" ", "\t", "\n", "\r", "\v", "\f", "\u00a0", "\u3000", "\u2028", "\ufeff", "\u1680");
+    const part = fc.oneof(text, space, fc.constantFrom("家", "é", "x"));
+    fc.assert(
+      fc.property(fc.array(part, { maxLength: 12 }), (parts) => {
+        const b = new CotBuffer();
+        for (const t of parts) b.append(t);
+        const want = b.text().trim();
+        const memo = b.memo();
+        if (want === "") expect(memo).toBeNull();
+        else expect(new TextDecoder().decode(memo!)).toBe(want);
+      }),
+      { numRuns: 300 },
+    );
+  });
+
   it("separates messages by one blank line, clears for the next turn", () => {
     const b = new CotBuffer();
     b.separate();

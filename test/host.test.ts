@@ -160,7 +160,7 @@ describe("SessionHost", () => {
       for (let at = 0; at < ids.length; at += step) {
         host.begin(1, json);
         host.tokens(1, ids, at, Math.min(ids.length, at + step));
-        memos = memos.concat(host.finish().memos);
+        memos = memos.concat(host.finish().memos.map((m) => ({ id: m.id, text: new TextDecoder().decode(m.bytes) })));
       }
       return memos;
     };

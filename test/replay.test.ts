@@ -152,18 +152,20 @@ describe("chain-of-thought restoration", () => {
   });
 });
 
+const utf8 = (s: string) => new TextEncoder().encode(s);
+
 describe("CotStore", () => {
   it("evicts the least recently used beyond its byte or entry budget", () => {
     const store = new CotStore({ maxBytes: 10_000, maxEntries: 2, ttlMs: 60_000 });
-    store.remember("a", "alpha");
-    store.remember("b", "beta");
+    store.remember("a", utf8("alpha"));
+    store.remember("b", utf8("beta"));
     expect(store.recall("a")).toBe("alpha"); // a is now the most recent
-    store.remember("c", "gamma");
+    store.remember("c", utf8("gamma"));
     expect(store.recall("b")).toBeUndefined();
     expect(store.recall("a")).toBe("alpha");
     expect(store.stats).toMatchObject({ entries: 2, evictions: 1 });
     const small = new CotStore({ maxBytes: 300, maxEntries: 100, ttlMs: 60_000 });
-    for (let i = 0; i < 10; i++) small.remember(`id${i}`, "x".repeat(40));
+    for (let i = 0; i < 10; i++) small.remember(`id${i}`, utf8("x".repeat(40)));
     expect(small.stats.bytes).toBeLessThanOrEqual(300);
     expect(small.recall("id9")).toBe("x".repeat(40));
     expect(small.recall("id0")).toBeUndefined();
@@ -172,12 +174,22 @@ describe("CotStore", () => {
   it("forgets entries older than the TTL", () => {
     let now = 0;
     const store = new CotStore({ maxBytes: 10_000, maxEntries: 10, ttlMs: 1000, now: () => now });
-    store.remember("a", "alpha");
+    store.remember("a", utf8("alpha"));
     now = 999;
     expect(store.recall("a")).toBe("alpha");
     now = 2000;
     expect(store.recall("a")).toBeUndefined();
     expect(store.stats.entries).toBe(0);
+  });
+
+  it("keeps UTF-8 bytes and gives back the same text, whatever its characters", () => {
+    const store = new CotStore({ maxBytes: 1_000_000, maxEntries: 100, ttlMs: 60_000 });
+    const texts = ["plain", "é😀家 — “quoted”", "\u3000inner\u00a0space"];
+    texts.forEach((t, i) => store.remember(`c${i}`, utf8(t)));
+    texts.forEach((t, i) => expect(store.recall(`c${i}`)).toBe(t));
+    store.remember("empty", new Uint8Array(0));
+    expect(store.recall("empty")).toBeUndefined();
+    expect(store.stats.entries).toBe(3);
   });
 });
 

@@ -3,6 +3,12 @@
 export const MAX_COT_BYTES = 32 * 1024;
 
 const utf8 = new TextDecoder();
+const utf8Encoder = new TextEncoder();
+
+/** The white space String.prototype.trim removes that is one ASCII byte (tab, LF, VT, FF, CR, space). */
+function asciiSpace(b: number): boolean {
+  return b === 0x20 || (b >= 0x09 && b <= 0x0d);
+}
 
 /**
  * A stream's reasoning as UTF-8 bytes. Kept off the JS heap: appending a
@@ -82,6 +88,29 @@ export class CotBuffer {
 
   text(): string {
     return this.len === 0 ? "" : utf8.decode(this.buf!.subarray(0, this.len));
+  }
+
+  /**
+   * What a tool call remembers: the reasoning trimmed as `text().trim()`
+   * would be, as a copy of its UTF-8 bytes; null when nothing but white
+   * space is kept. Bytes, not a string: a remembered chain of thought lives
+   * long, and a string of it would be copied by every young-generation GC
+   * until promoted, where the bytes of a typed array stay off the JS heap.
+   */
+  memo(): Uint8Array | null {
+    const b = this.buf;
+    let s = 0;
+    let e = this.len;
+    if (b === null) return null;
+    while (s < e && asciiSpace(b[s]!)) s++;
+    while (e > s && asciiSpace(b[e - 1]!)) e--;
+    if (s === e) return null;
+    if (b[s]! >= 0x80 || b[e - 1]! >= 0x80) {
+      // it may begin or end with non-ASCII white space (U+3000, U+00A0, …): trimmed as text
+      const t = utf8.decode(b.subarray(s, e)).trim();
+      return t === "" ? null : utf8Encoder.encode(t);
+    }
+    return new Uint8Array(b.subarray(s, e));
   }
 
   clear(): void {

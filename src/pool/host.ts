@@ -223,8 +223,8 @@ export class SessionHost {
           // separate analysis messages of one turn by a blank line
           cot.separate();
         } else if (ev.type === "tool_call_start") {
-          const reasoning = cot.text().trim();
-          if (reasoning !== "") memos.push({ id: ev.id, text: reasoning });
+          const bytes = cot.memo();
+          if (bytes !== null) memos.push({ id: ev.id, bytes });
         } else if (ev.type === "message_start" && ev.channel === "final" && ev.recipient === null) cot.clear();
       }
       c.events[ev.type] = (c.events[ev.type] ?? 0) + 1;

@@ -28,7 +28,8 @@ export type OpenWith = OpenSpec & { name: string; handle: number };
 /** The reasoning that preceded a tool call the parser emitted. */
 export interface ReasoningMemo {
   id: string;
-  text: string;
+  /** The reasoning, trimmed, in UTF-8 (see CotBuffer.memo). */
+  bytes: Uint8Array;
 }
 
 /** The ops of one frame that belong to one worker, in frame order. */

@@ -3,6 +3,11 @@
  * Bounded by bytes and entries (least recently used goes first) and by age.
  * Stateless clients that drop the reasoning when they send history back get
  * it restored from here when the conversation is rendered.
+ *
+ * Entries are kept as UTF-8 bytes and decoded when recalled: a service that
+ * remembers thousands of tool calls a second would otherwise have the
+ * young-generation GC copy each string once or twice before promoting it
+ * (a typed array's bytes live off the JS heap).
  */
 export interface CotStoreOptions {
   maxBytes: number;
@@ -20,10 +25,16 @@ export interface CotStoreStats {
 }
 
 interface Entry {
-  text: string;
+  utf8: Uint8Array;
+  /** What the entry counts against maxBytes. */
   bytes: number;
   expires: number;
 }
+
+/** Counted per entry beside its text and id: the entry, its map slot and the typed array's objects. */
+const ENTRY_OVERHEAD = 160;
+
+const decoder = new TextDecoder();
 
 export class CotStore {
   private readonly map = new Map<string, Entry>();
@@ -39,12 +50,13 @@ export class CotStore {
     return this.options.maxBytes > 0 && this.options.maxEntries > 0;
   }
 
-  remember(id: string, text: string): void {
-    if (!this.enabled || text === "") return;
-    const bytes = 2 * (text.length + id.length) + 64;
+  /** Remember `utf8` (the reasoning's UTF-8 bytes; the store keeps this array) under `id`. */
+  remember(id: string, utf8: Uint8Array): void {
+    if (!this.enabled || utf8.length === 0) return;
+    const bytes = utf8.length + 2 * id.length + ENTRY_OVERHEAD;
     if (bytes > this.options.maxBytes) return;
     this.delete(id);
-    this.map.set(id, { text, bytes, expires: this.now() + this.options.ttlMs });
+    this.map.set(id, { utf8, bytes, expires: this.now() + this.options.ttlMs });
     this.bytes += bytes;
     this.evict();
   }
@@ -61,7 +73,7 @@ export class CotStore {
     this.map.delete(id);
     this.map.set(id, e);
     this.stats.hits++;
-    return e.text;
+    return decoder.decode(e.utf8);
   }
 
   private delete(id: string): void {

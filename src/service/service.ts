@@ -177,7 +177,7 @@ export class Service {
     for (const kind in c.recoveries) m.recoveries.inc({ kind }, c.recoveries[kind]);
     for (const code in c.errors) m.errors.inc({ code }, c.errors[code]);
     for (const note of r.notes) this.logger.warn({ conn, ...note }, "recovered malformed model output");
-    for (const memo of r.memos) this.cot.remember(memo.id, memo.text);
+    for (const memo of r.memos) this.cot.remember(memo.id, memo.bytes);
   }
 
   /** Render a chat request (JSON text) into a Harmony prompt, restoring dropped reasoning. */
