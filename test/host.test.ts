@@ -137,6 +137,54 @@ describe("SessionHost", () => {
     );
   });
 
+  it("a closed stream's session serves a later open, whose answers are those of a new host", () => {
+    const wire = schema();
+    const cases = [...loadJsonl("wellformed.jsonl"), ...loadJsonl("malformed.jsonl")].filter((_, i) => i % 5 === 0);
+    const formats: OpenWith["format"][] = [
+      { kind: "events" },
+      { kind: "openai.chat", id: "chatcmpl-t", model: "m", created: 1, reasoningField: "reasoning_content" },
+      { kind: "openai.responses", id: "resp_t", model: "m", created: 1 },
+    ];
+    const open = fc.record({
+      byHandle: fc.boolean(),
+      remember: fc.boolean(),
+      json: fc.boolean(),
+      mode: fc.constantFrom<"resilient" | "strict">("resilient", "strict"),
+      format: fc.constantFrom(...formats),
+    });
+    fc.assert(
+      fc.property(
+        fc.integer({ min: 0, max: cases.length - 1 }),
+        fc.integer({ min: 0, max: cases.length - 1 }),
+        open,
+        open,
+        fc.integer({ min: 1, max: 7 }),
+        (first, second, a, b, step) => {
+          const openOf = (c: (typeof cases)[number], o: (typeof a), name: string) => ({ ...spec(name, o.byHandle ? 7 : 0), role: c.role, mode: o.mode, rememberReasoning: o.remember, format: o.format });
+          /** Each batch's answer for stream `sid`, fed `c` `step` ids at a time, then closed. */
+          const play = (host: SessionHost, sid: number, c: (typeof cases)[number], o: typeof a, name: string) => {
+            const ids = Uint32Array.from(c.tokens);
+            const out: unknown[] = [];
+            const batch = (op: () => void) => {
+              host.begin(1, o.json);
+              op();
+              const r = host.finish();
+              out.push({ bin: r.bin ? Buffer.from(r.bin) : null, json: r.json, memos: r.memos, counts: r.counts, sessions: r.sessions });
+            };
+            batch(() => host.openStream(sid, openOf(c, o, name)));
+            for (let at = 0; at < ids.length; at += step) batch(() => host.tokens(sid, ids, at, Math.min(ids.length, at + step)));
+            batch(() => host.closeStream(sid, "eos"));
+            return out;
+          };
+          const used = new SessionHost(vocab, wire);
+          play(used, 1, cases[first]!, a, "first");
+          expect(play(used, 2, cases[second]!, b, "second")).toEqual(play(new SessionHost(vocab, wire), 2, cases[second]!, b, "second"));
+        },
+      ),
+      { numRuns: 120 },
+    );
+  });
+
   it("reasoning kept from token bytes stops at the limit on a character boundary, as from text", () => {
     const wire = schema();
     // a token of one 3-byte character, repeated past the limit (32 KiB is not a multiple of 3: the limit falls inside one)

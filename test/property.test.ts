@@ -394,6 +394,55 @@ describe("property: any id sequence, any chunking", () => {
 
 // ---------------------------------------------------------------- 2. memory
 
+describe("property: a restarted parser is a new parser", () => {
+  it("after any stream, finished or not, restart(options) gives exactly the events of new HarmonyParser(options)", () => {
+    fc.assert(
+      fc.property(idStream(80), options, fc.boolean(), idStream(60), options, chunking, (before, optsBefore, ended, ids, opts, sizes) => {
+        const reused = new HarmonyParser(vocab, optsBefore);
+        for (const c of chunks(before, sizes)) reused.write(c);
+        if (ended) reused.end("eos");
+        reused.restart(opts);
+        const fresh = new HarmonyParser(vocab, opts);
+        // every field but the kept buffers is as new
+        const state = (p: HarmonyParser) => {
+          // (the vocabulary's tables and the preset are shared: the same objects)
+          // (a kept window may be larger than a new one: its mask then is too)
+          const { window, mask, hdr, pend, vocab: v, flags, scratch, preset, ...rest } = p as unknown as Record<string, unknown>;
+          const shared = [v, flags, scratch, preset].every((x, i) => x === [vocab, vocab.flags, vocab.scratch, (fresh as unknown as Record<string, unknown>).preset][i]);
+          return { ...rest, shared, windowFits: (window as Uint8Array).length / 3 - 1 === mask };
+        };
+        expect(state(reused)).toEqual(state(fresh));
+        for (const c of chunks(ids, sizes)) expect(reused.write(c)).toEqual(fresh.write(c));
+        expect(reused.end("eos")).toEqual(fresh.end("eos"));
+      }),
+      params(300),
+    );
+  });
+
+  it("keeps its grown window across restarts, and what that window still holds from before is never read", () => {
+    // an abandoned header whose restart comes hundreds of ids later: the splice
+    // reads the window, which a long earlier stream filled with other ids
+    const junk = enc.encodeOrdinary("lorem ipsum dolor ".repeat(120));
+    const call = [
+      ...enc.encode("<|start|>assistant to=functions.lookup<|channel|>commentary"),
+      ...enc.encodeOrdinary(" filler".repeat(100)),
+      ...enc.encode("<|start|>assistant<|channel|>commentary json<|message|>{}<|call|>"),
+    ];
+    const reused = new HarmonyParser(vocab);
+    reused.write([...enc.encode("<|channel|>analysis<|message|>"), ...junk]);
+    expect(reused.heldBytes()).toBeGreaterThanOrEqual(3 * 512);
+    reused.restart();
+    expect(reused.heldBytes()).toBeGreaterThanOrEqual(3 * 512);
+    const fresh = new HarmonyParser(vocab);
+    const a = [...reused.write(call), ...reused.end("eos")];
+    expect(a).toEqual([...fresh.write(call), ...fresh.end("eos")]);
+    expect(a.find((e) => e.type === "tool_call_start")).toMatchObject({ name: "lookup" });
+    // a smaller window size than the one held: a new window of that size
+    reused.restart({ windowSize: 16 });
+    expect(reused.heldBytes()).toBeLessThan(3 * 512);
+  });
+});
+
 describe("property: bounded memory (resilient)", () => {
   const LIMIT = 16 * 1024;
   /** Runs with no <|message|>: text, partial UTF-8, header markers, junk specials. */

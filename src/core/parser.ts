@@ -118,32 +118,33 @@ function describeId(id: unknown): string {
 const INITIAL_WINDOW = 32;
 
 export class HarmonyParser {
+  // configuration (set by the options; see restart)
   private readonly vocab: Vocabulary;
-  private readonly preset: HarmonyPreset;
-  private readonly strict: boolean;
-  private readonly nonStrict: boolean;
-  private readonly whole: boolean;
-  private readonly callIdPrefix: string;
-  private readonly maxHeaderBytes: number;
+  private preset!: HarmonyPreset;
+  private strict!: boolean;
+  private nonStrict!: boolean;
+  private whole!: boolean;
+  private callIdPrefix!: string;
+  private maxHeaderBytes!: number;
   private readonly flags: Uint8Array;
-  private readonly firstSpecial: number;
-  private readonly vocabLimit: number;
-  private readonly tStart: number;
-  private readonly tMessage: number;
-  private readonly tChannel: number;
-  private readonly tConstrain: number;
-  private readonly tEnd: number;
-  private readonly tReturn: number;
-  private readonly tCall: number;
+  private firstSpecial!: number;
+  private vocabLimit!: number;
+  private tStart!: number;
+  private tMessage!: number;
+  private tChannel!: number;
+  private tConstrain!: number;
+  private tEnd!: number;
+  private tReturn!: number;
+  private tCall!: number;
 
   /** The last `windowSize` ids, 3 bytes each (ids < 2^24; others are stored as NOT_A_TOKEN). */
-  private window: Uint8Array;
-  private mask: number;
+  private window: Uint8Array = NO_BYTES;
+  private mask = 0;
   /** The mask of the full-size window. */
-  private readonly maxMask: number;
+  private maxMask = 0;
   private pos = 0;
-  private state: number;
-  private nextRole: string | null;
+  private state = S_EXPECT;
+  private nextRole: string | null = null;
 
   // header being read
   private hdr: Uint8Array = NO_BYTES;
@@ -180,16 +181,27 @@ export class HarmonyParser {
   private readonly scratch: Int32Array;
 
   constructor(vocab: Vocabulary, options: ParserOptions = {}) {
-    const preset = options.preset ?? HARMONY;
     this.vocab = vocab;
     this.scratch = vocab.scratch;
+    this.flags = vocab.flags;
+    this.restart(options);
+  }
+
+  /**
+   * Begin a new stream with this parser, as `new HarmonyParser(vocab,
+   * options)` would, keeping only its buffers (the window, the header and
+   * pending-byte buffers): a service that opens thousands of streams a second
+   * reuses parsers rather than have the garbage collector copy new ones.
+   */
+  restart(options: ParserOptions = {}): void {
+    const preset = options.preset ?? HARMONY;
+    const vocab = this.vocab;
     this.preset = preset;
     this.strict = options.mode === "strict";
     this.nonStrict = this.strict && options.nonStrict === true;
     this.whole = options.wholeMessages === true;
     this.callIdPrefix = options.callIdPrefix ?? "call_";
     this.maxHeaderBytes = options.maxHeaderBytes ?? 256;
-    this.flags = vocab.flags;
     this.firstSpecial = preset.firstSpecial;
     this.vocabLimit = Math.min(preset.vocabLimit, vocab.size);
     const t = preset.tokens;
@@ -203,12 +215,40 @@ export class HarmonyParser {
     let size = 1;
     while (size < (options.windowSize ?? 512)) size <<= 1;
     this.maxMask = size - 1;
-    const first = Math.min(size, INITIAL_WINDOW);
-    this.window = new Uint8Array(3 * first);
+    // a window grown by an earlier stream is kept if it fits this one's size
+    // (what it still holds is never read: reads stay within [pos - size, pos))
+    const held = this.window.length / 3;
+    const first = held >= Math.min(size, INITIAL_WINDOW) && held <= size ? held : Math.min(size, INITIAL_WINDOW);
+    if (first !== held) this.window = new Uint8Array(3 * first);
     this.mask = first - 1;
+    this.pos = 0;
     const role = options.role === undefined ? preset.implicitRole : options.role;
     this.nextRole = role;
     this.state = role === null ? S_EXPECT : S_HEADER;
+
+    this.hdrLen = 0;
+    this.hdrText = "";
+    this.hdrClean = true;
+    this.hdrCount = 0;
+    this.hdrStart = 0;
+    this.hdrInvalid = undefined;
+    this.hdrKind = H_EXPLICIT;
+    this.carryFrom = -1;
+    this.carryTo = -1;
+    this.msgIndex = -1;
+    this.started = 0;
+    this.completed = 0;
+    this.header = null;
+    this.kind = "content";
+    this.pendLen = 0;
+    this.swallowed = false;
+    this.dtext = "";
+    this.mtext = "";
+    this.calls = 0;
+    this.lastWasCall = false;
+    this.errors = 0;
+    this.recoveries = 0;
+    this.out = NO_EVENTS;
   }
 
   /** Tokens consumed so far. */

@@ -36,6 +36,16 @@ export interface Session {
 /** Outside a batch: no connection's streams (never written to). */
 const NO_STREAMS: Map<number, Session> = new Map();
 
+/**
+ * Sessions of closed streams kept for the next opens. A service at full
+ * load opens and closes thousands of streams a second; new parsers, windows
+ * and buffers would be young objects still alive at each young-generation
+ * GC, which copies them (each pause grows with them), while reused ones
+ * are long promoted. Bounded: what a spare holds is at most its window
+ * (1.5 KiB) and a small reasoning buffer.
+ */
+const MAX_SPARE_SESSIONS = 1024;
+
 /** Recovery notes returned per task (for warn-level logs). */
 const MAX_NOTES = 64;
 
@@ -56,6 +66,7 @@ export class SessionHost {
   private readonly conns = new Map<number, Map<number, Session>>();
   private readonly writer = new FrameWriter();
   private open = 0;
+  private readonly spare: Session[] = [];
 
   constructor(
     private readonly vocab: Vocabulary,
@@ -104,26 +115,41 @@ export class SessionHost {
   /**
    * Open a stream. The session returned may be passed to `tokensOf` in this
    * connection's later batches while the stream is open (the main thread
-   * keeps it on the stream's state).
+   * keeps it on the stream's state), and never after its close: the
+   * session is then reused for a later stream.
    */
   openStream(sid: number, spec: OpenWith): Session {
     if (!this.streams.has(sid)) this.open++;
     const ref: StreamRef = spec.handle > 0 ? { handle: spec.handle } : { stream: spec.name };
-    const session: Session = {
-      ref,
-      name: spec.name,
-      field: "handle" in ref ? handleField(ref.handle) : streamField(spec.name),
-      jsonRef: jsonRef(ref),
-      parser: new HarmonyParser(this.vocab, {
-        mode: spec.mode,
-        role: spec.role,
-        wholeMessages: spec.wholeMessages,
-        nonStrict: spec.nonStrict,
-        callIdPrefix: spec.callIdPrefix,
-      }),
-      cot: spec.rememberReasoning ? new CotBuffer() : null,
-      adapter: adapterFor(spec),
+    const options = {
+      mode: spec.mode,
+      role: spec.role,
+      wholeMessages: spec.wholeMessages,
+      nonStrict: spec.nonStrict,
+      callIdPrefix: spec.callIdPrefix,
     };
+    const field = "handle" in ref ? handleField(ref.handle) : streamField(spec.name);
+    let session = this.spare.pop();
+    if (session === undefined) {
+      session = {
+        ref,
+        name: spec.name,
+        field,
+        jsonRef: jsonRef(ref),
+        parser: new HarmonyParser(this.vocab, options),
+        cot: spec.rememberReasoning ? new CotBuffer() : null,
+        adapter: adapterFor(spec),
+      };
+    } else {
+      session.ref = ref;
+      session.name = spec.name;
+      session.field = field;
+      session.jsonRef = jsonRef(ref);
+      session.parser.restart(options);
+      // a spare's buffer was cleared when it was put aside
+      session.cot = spec.rememberReasoning ? (session.cot ?? new CotBuffer()) : null;
+      session.adapter = adapterFor(spec);
+    }
     this.streams.set(sid, session);
     return session;
   }
@@ -166,6 +192,11 @@ export class SessionHost {
     this.open--;
     // a client's abort is not malformed model output: counted, not logged
     if (events.length > 0) this.count(session, events, reason === "abort" ? null : this.notes);
+    if (this.spare.length < MAX_SPARE_SESSIONS) {
+      session.adapter = null;
+      session.cot?.clear();
+      this.spare.push(session);
+    }
   }
 
   /** The batch's events, encoded, with what it counted. */
