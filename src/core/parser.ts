@@ -101,7 +101,9 @@ function appendBytes(buf: Uint8Array, len: number, vocab: Vocabulary, id: number
     out = new Uint8Array(Math.max(need, buf.length * 2, min));
     out.set(buf.subarray(0, len));
   }
-  out.set(vocab.bytes.subarray(b0, b1), len);
+  // a token is a few bytes: a loop, where a subarray would allocate a view per token
+  const bytes = vocab.bytes;
+  for (let i = b0; i < b1; i++) out[len++] = bytes[i]!;
   return out;
 }
 
