@@ -1,8 +1,8 @@
-/** The hand-written delta encoder against protobufjs and JSON.parse. */
+/** The hand-written event encoders against protobufjs and JSON.parse. */
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import type { DeltaEvent } from "../src/core/events.js";
-import { decodeServerFrame, toWire, type StreamRef } from "../src/protocol/events.js";
+import type { DeltaEvent, HarmonyEvent } from "../src/core/events.js";
+import { decodeServerFrame, fromWire, toWire, type StreamRef } from "../src/protocol/events.js";
 import { deltaJson, FrameWriter, handleField, jsonRef, streamField } from "../src/protocol/fast-events.js";
 import { schema } from "../src/protocol/schema.js";
 
@@ -21,6 +21,29 @@ const ref: fc.Arbitrary<StreamRef> = fc.oneof(
   fc.oneof(fc.integer({ min: 1, max: 127 }), fc.integer({ min: 1, max: 0xffffffff })).map((handle) => ({ handle })),
 );
 const fieldOf = (r: StreamRef) => ("handle" in r ? handleField(r.handle) : streamField(r.stream));
+
+const text = fc.oneof(fc.string({ maxLength: 60 }), fc.string({ unit: "grapheme", maxLength: 20 }), fc.constant(""), fc.constant("functions.get_weather"), fc.constant("x".repeat(200)));
+const maybe = fc.option(text, { nil: null });
+const u32 = fc.oneof(fc.nat({ max: 300 }), fc.integer({ min: 0, max: 0xffffffff }));
+/** The events FrameWriter.common writes itself (and a few it hands back). */
+const common: fc.Arbitrary<HarmonyEvent> = fc.oneof(
+  fc.record({ type: fc.constant("message_start" as const), index: u32, role: text, name: maybe, channel: maybe, recipient: maybe, content_type: maybe }),
+  fc.record({
+    type: fc.constant("tool_call_start" as const),
+    index: u32,
+    call_index: u32,
+    id: text,
+    recipient: text,
+    namespace: maybe,
+    name: text,
+    channel: maybe,
+    content_type: maybe,
+  }),
+  fc.record({ type: fc.constant("message_end" as const), index: u32, stop: fc.constantFrom("end", "call", "return", "eos") }) as fc.Arbitrary<HarmonyEvent>,
+  fc.record({ type: fc.constant("done" as const), finish_reason: fc.constantFrom("stop", "tool_calls", "length", "abort", "error"), tokens: u32, messages: u32, recoveries: u32 }) as fc.Arbitrary<HarmonyEvent>,
+  fc.record({ type: fc.constant("recovery" as const), at: u32, kind: fc.constant("header_restart"), detail: text }) as fc.Arbitrary<HarmonyEvent>,
+  fc.constant({ type: "message_end", index: 1, stop: "end", message: { role: "assistant", channel: "final", content: "hi" } } as HarmonyEvent),
+);
 
 describe("FrameWriter", () => {
   it("writes deltas that protobufjs decodes to the same wire events, and frames concatenate", () => {
@@ -47,6 +70,34 @@ describe("FrameWriter", () => {
         items.forEach(([r], i) => expect("handle" in r ? got[i]!.handle : got[i]!.stream).toBe("handle" in r ? r.handle : r.stream));
       }),
       { numRuns: 300 },
+    );
+  });
+
+  it("writes message_start, tool_call_start, message_end and done byte for byte as protobufjs, and hands back the rest", () => {
+    fc.assert(
+      fc.property(fc.array(fc.tuple(ref, common), { minLength: 1, maxLength: 8 }), (items) => {
+        const w = new FrameWriter();
+        const want = new FrameWriter();
+        for (const [r, ev] of items) {
+          const pb = s.Event.encode(toWire(r, ev)).finish();
+          want.event(pb);
+          if (!w.common(fieldOf(r), ev)) {
+            expect(ev.type === "recovery" || (ev.type === "message_end" && ev.message !== undefined)).toBe(true);
+            w.event(pb);
+          }
+        }
+        // the same bytes, but where protobufjs writes what the encoders may
+        // differ on and decoders read alike: an empty name field (proto3's
+        // default; the service never has one), lone surrogates (protobufjs
+        // writes them as themselves, Buffer as U+FFFD)
+        const got = w.take();
+        const exp = want.take();
+        const exact = items.every(([r, ev]) => !("stream" in r && r.stream === "") && !/\\ud[89a-f][0-9a-f]{2}/i.test(JSON.stringify(ev)));
+        if (exact) expect(Buffer.from(got)).toEqual(Buffer.from(exp));
+        else expect(decodeServerFrame(s, got).map((e) => fromWire(e)!.event)).toEqual(decodeServerFrame(s, exp).map((e) => fromWire(e)!.event));
+        expect(decodeServerFrame(s, got).length).toBe(items.length);
+      }),
+      { numRuns: 400 },
     );
   });
 

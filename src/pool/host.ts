@@ -273,9 +273,8 @@ export class SessionHost {
         }
         continue;
       }
-      const w = toWire(ref, ev);
-      if (json) text.push(JSON.stringify(w));
-      else writer.event(this.wire.Event.encode(w).finish());
+      if (json) text.push(JSON.stringify(toWire(ref, ev)));
+      else if (!writer.common(session.field, ev)) writer.event(this.wire.Event.encode(toWire(ref, ev)).finish());
     }
     if (deltas > 0) c.events.delta = (c.events.delta ?? 0) + deltas;
   }

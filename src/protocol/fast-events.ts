@@ -1,10 +1,12 @@
 /**
- * The hot path of event encoding: `delta` events written straight into
- * protobuf bytes (and JSON text) without building intermediate objects.
- * The bytes decode to the same event as protobufjs's encoding of the wire
- * event (a test checks that); other event types go through protobufjs.
+ * The hot path of event encoding: `delta` events, and the events every
+ * message and stream has (message_start, tool_call_start, message_end,
+ * done), written straight into protobuf bytes (and deltas into JSON text)
+ * without building intermediate objects. The bytes decode to the same event
+ * as protobufjs's encoding of the wire event (tests check that); other event
+ * types go through protobufjs.
  */
-import type { DeltaEvent } from "../core/events.js";
+import type { DeltaEvent, HarmonyEvent } from "../core/events.js";
 import type { StreamRef } from "./events.js";
 
 const KINDS = ["reasoning", "content", "commentary", "tool_args", "other"];
@@ -40,6 +42,19 @@ function utf8Length(s: string): number {
 
 /** Below this many UTF-16 units, ASCII text is copied by a JS loop (cheaper than a native call). */
 const SHORT = 48;
+
+/** UTF-8 length of `s`, with the usual all-ASCII case found by one pass. */
+function textBytes(s: string): number {
+  for (let i = 0; i < s.length; i++) if (s.charCodeAt(i) >= 0x80) return utf8Length(s);
+  return s.length;
+}
+
+/** What a string field takes: tag, length and bytes; 0 when absent (null). */
+function strSize(s: string | null): number {
+  if (s === null) return 0;
+  const n = textBytes(s);
+  return 1 + varintSize(n) + n;
+}
 
 /**
  * Event.stream (field 1) with its tag and length, as a string of byte
@@ -196,6 +211,108 @@ export class FrameWriter {
       }
     }
     this.len = at;
+  }
+
+  /**
+   * message_start, tool_call_start, message_end (without a whole message)
+   * and done, written with the stream's field from `streamField` or
+   * `handleField`, as protobufjs would write them (same fields, same
+   * order: the name before the event, a handle after it). Returns false,
+   * writing nothing, for any other event.
+   */
+  common(refField: string, ev: HarmonyEvent): boolean {
+    let tag: number;
+    let size: number;
+    switch (ev.type) {
+      case "message_start":
+        tag = 0x12;
+        size = 1 + varintSize(ev.index) + strSize(ev.role) + strSize(ev.name) + strSize(ev.channel) + strSize(ev.recipient) + strSize(ev.content_type);
+        break;
+      case "tool_call_start":
+        tag = 0x1a;
+        size =
+          2 + varintSize(ev.index) + varintSize(ev.call_index) + strSize(ev.id) + strSize(ev.recipient) + strSize(ev.namespace) + strSize(ev.name) + strSize(ev.channel) + strSize(ev.content_type);
+        break;
+      case "message_end":
+        if (ev.message !== undefined) return false;
+        tag = 0x2a;
+        size = 1 + varintSize(ev.index) + strSize(ev.stop);
+        break;
+      case "done":
+        tag = 0x42;
+        size = strSize(ev.finish_reason) + 3 + varintSize(ev.tokens) + varintSize(ev.messages) + varintSize(ev.recoveries);
+        break;
+      default:
+        return false;
+    }
+    const eventLen = refField.length + 1 + varintSize(size) + size;
+    this.ensure(1 + varintSize(eventLen) + eventLen);
+    this.buf[this.len++] = 0x0a; // ServerFrame.events
+    this.varint(eventLen);
+    const handleAfter = refField.charCodeAt(0) === 0x58; // Event.handle (11) follows the oneof
+    if (!handleAfter) this.latin1(refField);
+    this.buf[this.len++] = tag;
+    this.varint(size);
+    switch (ev.type) {
+      case "message_start":
+        this.uint(0x08, ev.index);
+        this.str(0x12, ev.role);
+        this.str(0x1a, ev.name);
+        this.str(0x22, ev.channel);
+        this.str(0x2a, ev.recipient);
+        this.str(0x32, ev.content_type);
+        break;
+      case "tool_call_start":
+        this.uint(0x08, ev.index);
+        this.uint(0x10, ev.call_index);
+        this.str(0x1a, ev.id);
+        this.str(0x22, ev.recipient);
+        this.str(0x2a, ev.namespace);
+        this.str(0x32, ev.name);
+        this.str(0x3a, ev.channel);
+        this.str(0x42, ev.content_type);
+        break;
+      case "message_end":
+        this.uint(0x08, ev.index);
+        this.str(0x12, ev.stop);
+        break;
+      case "done":
+        this.str(0x0a, ev.finish_reason);
+        this.uint(0x10, ev.tokens);
+        this.uint(0x18, ev.messages);
+        this.uint(0x20, ev.recoveries);
+        break;
+    }
+    if (handleAfter) this.latin1(refField);
+    return true;
+  }
+
+  /** A string of byte values (a stream field), copied. */
+  private latin1(field: string): void {
+    const buf = this.buf;
+    let at = this.len;
+    for (let i = 0; i < field.length; i++) buf[at++] = field.charCodeAt(i);
+    this.len = at;
+  }
+
+  /** A varint field (written even when 0, as protobufjs writes a set field). */
+  private uint(tag: number, v: number): void {
+    this.buf[this.len++] = tag;
+    this.varint(v);
+  }
+
+  /** A string field; nothing when null (an absent optional field). */
+  private str(tag: number, s: string | null): void {
+    if (s === null) return;
+    const n = textBytes(s);
+    const buf = this.buf;
+    buf[this.len++] = tag;
+    this.varint(n);
+    if (n === s.length && n < SHORT) {
+      let at = this.len;
+      for (let i = 0; i < n; i++) buf[at++] = s.charCodeAt(i);
+      this.len = at;
+    } else this.len += buf.write(s, this.len, "utf8");
   }
 
   /** Any other event, already encoded as an Event message by protobufjs. */
