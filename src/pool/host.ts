@@ -92,6 +92,9 @@ export class SessionHost {
   private streams: Map<number, Session> = NO_STREAMS;
   private json = false;
   private counts: Counts = emptyCounts();
+  /** Tokens and text-step deltas of the batch, folded into `counts` by finish() (a field is cheaper to bump per op). */
+  private stepTokens = 0;
+  private stepDeltas = 0;
   private notes: RecoveryNote[] = [];
   private memos: ReasoningMemo[] = [];
   private text: string[] = [];
@@ -107,6 +110,8 @@ export class SessionHost {
     this.json = json;
     this.writer.clear();
     this.counts = emptyCounts();
+    this.stepTokens = 0;
+    this.stepDeltas = 0;
     this.notes = [];
     this.memos = [];
     this.text = [];
@@ -162,7 +167,7 @@ export class SessionHost {
 
   /** The same, for a session `openStream` returned (no lookup). */
   tokensOf(session: Session, ids: Uint32Array, start: number, end: number): void {
-    this.counts.tokens += end - start;
+    this.stepTokens += end - start;
     const parser = session.parser;
     // most steps are text inside a message: its delta is written from the
     // vocabulary's bytes, with no event objects and no strings
@@ -171,8 +176,7 @@ export class SessionHost {
       const index = parser.messageIndex;
       const kind = parser.textKind;
       this.writer.deltaTokens(session.field, index, kind, v.bytes, v.offsets, ids, start, end);
-      const c = this.counts.events;
-      c.delta = (c.delta ?? 0) + 1;
+      this.stepDeltas++;
       const cot = session.cot;
       if (cot !== null && kind === "reasoning") {
         const offsets = v.offsets;
@@ -202,6 +206,9 @@ export class SessionHost {
   /** The batch's events, encoded, with what it counted. */
   finish(): OpsResult {
     const json = this.json;
+    const c = this.counts;
+    c.tokens += this.stepTokens;
+    if (this.stepDeltas > 0) c.events.delta = (c.events.delta ?? 0) + this.stepDeltas;
     const r: OpsResult = {
       bin: json ? null : this.writer.take(),
       json: json ? this.text : null,

@@ -12,6 +12,12 @@ import type { StreamRef } from "./events.js";
 const KINDS = ["reasoning", "content", "commentary", "tool_args", "other"];
 /** Delta.kind (field 2) with its tag and length, per kind. */
 const KIND_FIELDS = new Map(KINDS.map((k) => [k, Uint8Array.from([0x12, k.length, ...Buffer.from(k, "utf8")])]));
+const [REASONING, CONTENT, COMMENTARY, TOOL_ARGS, OTHER] = KINDS.map((k) => KIND_FIELDS.get(k)!) as [Uint8Array, Uint8Array, Uint8Array, Uint8Array, Uint8Array];
+
+/** A kind's field (kinds are interned constants: compared by identity first, no hashing). */
+function kindField(kind: string): Uint8Array {
+  return kind === "reasoning" ? REASONING : kind === "content" ? CONTENT : kind === "tool_args" ? TOOL_ARGS : kind === "commentary" ? COMMENTARY : kind === "other" ? OTHER : KIND_FIELDS.get(kind)!;
+}
 
 function varintSize(v: number): number {
   let n = 1;
@@ -120,7 +126,7 @@ export class FrameWriter {
 
   /** The same, with the stream's field from `streamField` (the hot path). */
   deltaOf(nameField: string, ev: DeltaEvent): void {
-    const kind = KIND_FIELDS.get(ev.kind)!;
+    const kind = kindField(ev.kind);
     const text = ev.text;
     const units = text.length;
     // ASCII text (the usual case) is as many bytes as UTF-16 units
@@ -176,13 +182,13 @@ export class FrameWriter {
     start: number,
     end: number,
   ): void {
-    const kindField = KIND_FIELDS.get(kind)!;
+    const kindBytes = kindField(kind);
     let textLen = 0;
     for (let i = start; i < end; i++) {
       const id = ids[i]!;
       textLen += offsets[id + 1]! - offsets[id]!;
     }
-    const deltaLen = (index !== 0 ? 1 + varintSize(index) : 0) + kindField.length + (textLen > 0 ? 1 + varintSize(textLen) + textLen : 0);
+    const deltaLen = (index !== 0 ? 1 + varintSize(index) : 0) + kindBytes.length + (textLen > 0 ? 1 + varintSize(textLen) + textLen : 0);
     const eventLen = nameField.length + 1 + varintSize(deltaLen) + deltaLen;
     this.ensure(1 + varintSize(eventLen) + eventLen);
     const buf = this.buf;
@@ -198,7 +204,7 @@ export class FrameWriter {
       this.varint(index);
     }
     at = this.len;
-    for (let i = 0; i < kindField.length; i++) buf[at++] = kindField[i]!;
+    for (let i = 0; i < kindBytes.length; i++) buf[at++] = kindBytes[i]!;
     if (textLen > 0) {
       buf[at++] = 0x1a; // Delta.text
       this.len = at;
