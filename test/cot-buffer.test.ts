@@ -45,7 +45,12 @@ describe("CotBuffer", () => {
         const want = b.text().trim();
         const memo = b.memo();
         if (want === "") expect(memo).toBeNull();
-        else expect(new TextDecoder().decode(memo!)).toBe(want);
+        else expect(memo).toEqual(new TextEncoder().encode(want));
+        // a copy: what the buffer does next does not change it
+        const copy = memo === null ? null : Uint8Array.from(memo);
+        b.clear();
+        b.append("overwritten ".repeat(8));
+        expect(memo).toEqual(copy);
       }),
       { numRuns: 300 },
     );

@@ -150,6 +150,9 @@ describe("SessionHost", () => {
       remember: fc.boolean(),
       json: fc.boolean(),
       mode: fc.constantFrom<"resilient" | "strict">("resilient", "strict"),
+      nonStrict: fc.boolean(),
+      wholeMessages: fc.boolean(),
+      prefix: fc.constantFrom("call_t_", "call_u_"),
       format: fc.constantFrom(...formats),
     });
     fc.assert(
@@ -160,7 +163,16 @@ describe("SessionHost", () => {
         open,
         fc.integer({ min: 1, max: 7 }),
         (first, second, a, b, step) => {
-          const openOf = (c: (typeof cases)[number], o: (typeof a), name: string) => ({ ...spec(name, o.byHandle ? 7 : 0), role: c.role, mode: o.mode, rememberReasoning: o.remember, format: o.format });
+          const openOf = (c: (typeof cases)[number], o: (typeof a), name: string) => ({
+            ...spec(name, o.byHandle ? 7 : 0),
+            role: c.role,
+            mode: o.mode,
+            nonStrict: o.nonStrict,
+            wholeMessages: o.wholeMessages,
+            callIdPrefix: o.prefix,
+            rememberReasoning: o.remember,
+            format: o.format,
+          });
           /** Each batch's answer for stream `sid`, fed `c` `step` ids at a time, then closed. */
           const play = (host: SessionHost, sid: number, c: (typeof cases)[number], o: typeof a, name: string) => {
             const ids = Uint32Array.from(c.tokens);
@@ -183,6 +195,25 @@ describe("SessionHost", () => {
       ),
       { numRuns: 120 },
     );
+  });
+
+  it("keeps at most 1024 closed sessions, and none holds what its stream held beyond small buffers", () => {
+    const host = new SessionHost(vocab, schema());
+    const text = Uint32Array.from(enc.encodeOrdinary("a strict header that never ends ".repeat(500)));
+    const sessions = [];
+    host.begin(1, false);
+    for (let sid = 1; sid <= 1100; sid++) sessions.push(host.openStream(sid, { ...spec(`s${sid}`), mode: "strict" }));
+    // one huge strict header (no size limit in strict mode)
+    host.tokens(1, text, 0, text.length);
+    expect(sessions[0]!.parser.heldBytes()).toBeGreaterThan(10_000);
+    for (let sid = 1; sid <= 1100; sid++) host.closeStream(sid, "abort");
+    host.finish();
+    expect((host as unknown as { spare: unknown[] }).spare).toHaveLength(1024);
+    expect(sessions[0]!.parser.heldBytes()).toBeLessThan(4096);
+    // the spares serve the next opens, the last closed first
+    host.begin(2, false);
+    expect(host.openStream(1, spec("again"))).toBe(sessions[1023]);
+    host.finish();
   });
 
   it("reasoning kept from token bytes stops at the limit on a character boundary, as from text", () => {

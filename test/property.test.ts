@@ -397,8 +397,9 @@ describe("property: any id sequence, any chunking", () => {
 describe("property: a restarted parser is a new parser", () => {
   it("after any stream, finished or not, restart(options) gives exactly the events of new HarmonyParser(options)", () => {
     fc.assert(
-      fc.property(idStream(80), options, fc.boolean(), idStream(60), options, chunking, (before, optsBefore, ended, ids, opts, sizes) => {
-        const reused = new HarmonyParser(vocab, optsBefore);
+      fc.property(idStream(80), options, fc.boolean(), idStream(60), options, fc.constantFrom(undefined, "call_", "x_"), chunking, (before, optsBefore, ended, ids, optsAfter, prefix, sizes) => {
+        const opts = prefix === undefined ? optsAfter : { ...optsAfter, callIdPrefix: prefix };
+        const reused = new HarmonyParser(vocab, { ...optsBefore, callIdPrefix: "before_" });
         for (const c of chunks(before, sizes)) reused.write(c);
         if (ended) reused.end("eos");
         reused.restart(opts);
@@ -419,9 +420,10 @@ describe("property: a restarted parser is a new parser", () => {
     );
   });
 
-  it("keeps its grown window across restarts, and what that window still holds from before is never read", () => {
-    // an abandoned header whose restart comes hundreds of ids later: the splice
-    // reads the window, which a long earlier stream filled with other ids
+  it("keeps its grown window across restarts; a splice that reads far back in it gives what a new parser gives", () => {
+    // an abandoned header whose restart comes a hundred ids later (past a new
+    // parser's first window): the splice reads the window that a long earlier
+    // stream grew to full size and filled with its own ids
     const junk = enc.encodeOrdinary("lorem ipsum dolor ".repeat(120));
     const call = [
       ...enc.encode("<|start|>assistant to=functions.lookup<|channel|>commentary"),
@@ -440,6 +442,12 @@ describe("property: a restarted parser is a new parser", () => {
     // a smaller window size than the one held: a new window of that size
     reused.restart({ windowSize: 16 });
     expect(reused.heldBytes()).toBeLessThan(3 * 512);
+    // a strict stream's header has no size limit: restart does not keep a huge one
+    const strict = new HarmonyParser(vocab, { mode: "strict" });
+    strict.write(enc.encodeOrdinary("header text without end ".repeat(2000)));
+    expect(strict.heldBytes()).toBeGreaterThan(40_000);
+    strict.restart({ mode: "strict" });
+    expect(strict.heldBytes()).toBeLessThan(3 * 512 + 2 * 1024);
   });
 });
 

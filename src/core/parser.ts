@@ -116,6 +116,9 @@ function describeId(id: unknown): string {
   }
 }
 
+/** Header and pending-byte buffers up to this size are kept by restart(). */
+const KEPT_BUFFER_BYTES = 1024;
+
 /** Ids the window holds at first; it doubles up to `windowSize` as a stream grows. */
 const INITIAL_WINDOW = 32;
 
@@ -192,8 +195,10 @@ export class HarmonyParser {
   /**
    * Begin a new stream with this parser, as `new HarmonyParser(vocab,
    * options)` would, keeping only its buffers (the window, the header and
-   * pending-byte buffers): a service that opens thousands of streams a second
-   * reuses parsers rather than have the garbage collector copy new ones.
+   * pending-byte buffers, the latter two only while small): a service that
+   * opens thousands of streams a second reuses parsers rather than have the
+   * garbage collector copy new ones. Everything else the last stream held
+   * (its strings, its header) is let go.
    */
   restart(options: ParserOptions = {}): void {
     const preset = options.preset ?? HARMONY;
@@ -228,6 +233,9 @@ export class HarmonyParser {
     this.nextRole = role;
     this.state = role === null ? S_EXPECT : S_HEADER;
 
+    // a strict stream's header has no size limit: a huge one is not kept
+    if (this.hdr.length > KEPT_BUFFER_BYTES) this.hdr = NO_BYTES;
+    if (this.pend.length > KEPT_BUFFER_BYTES) this.pend = NO_BYTES;
     this.hdrLen = 0;
     this.hdrText = "";
     this.hdrClean = true;

@@ -41,8 +41,9 @@ const NO_STREAMS: Map<number, Session> = new Map();
  * load opens and closes thousands of streams a second; new parsers, windows
  * and buffers would be young objects still alive at each young-generation
  * GC, which copies them (each pause grows with them), while reused ones
- * are long promoted. Bounded: what a spare holds is at most its window
- * (1.5 KiB) and a small reasoning buffer.
+ * are long promoted. Bounded: a spare holds at most its window (1.5 KiB),
+ * header and partial-character buffers of at most 1 KiB each, and a
+ * reasoning buffer of at most 4 KiB; nothing else of its last stream.
  */
 const MAX_SPARE_SESSIONS = 1024;
 
@@ -197,6 +198,8 @@ export class SessionHost {
     // a client's abort is not malformed model output: counted, not logged
     if (events.length > 0) this.count(session, events, reason === "abort" ? null : this.notes);
     if (this.spare.length < MAX_SPARE_SESSIONS) {
+      // let go of what the closed stream held until the session is reused
+      session.parser.restart();
       session.adapter = null;
       session.cot?.clear();
       this.spare.push(session);

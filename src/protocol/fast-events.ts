@@ -14,7 +14,7 @@ const KINDS = ["reasoning", "content", "commentary", "tool_args", "other"];
 const KIND_FIELDS = new Map(KINDS.map((k) => [k, Uint8Array.from([0x12, k.length, ...Buffer.from(k, "utf8")])]));
 const [REASONING, CONTENT, COMMENTARY, TOOL_ARGS, OTHER] = KINDS.map((k) => KIND_FIELDS.get(k)!) as [Uint8Array, Uint8Array, Uint8Array, Uint8Array, Uint8Array];
 
-/** A kind's field (kinds are interned constants: compared by identity first, no hashing). */
+/** A kind's field: a few string compares on the five kinds cost less than hashing for a Map. */
 function kindField(kind: string): Uint8Array {
   return kind === "reasoning" ? REASONING : kind === "content" ? CONTENT : kind === "tool_args" ? TOOL_ARGS : kind === "commentary" ? COMMENTARY : kind === "other" ? OTHER : KIND_FIELDS.get(kind)!;
 }
