@@ -70,6 +70,14 @@ describe("BinaryFrameReader", () => {
     ]);
   });
 
+  it("an Open or Close op is let go at the next frame, not kept until its slot is reused", () => {
+    const reader = new BinaryFrameReader();
+    const first = reader.read(s.ClientFrame.encode({ ops: [{ tokens: { handle: 1, ids: [1] } }, { open: { stream: "a" } }, { close: { stream: "b" } }] }).finish(), s, 1e6);
+    expect(first.ops.rare.filter((x) => x !== undefined)).toHaveLength(2);
+    const next = reader.read(s.ClientFrame.encode({ ops: [{ tokens: { handle: 1, ids: [2] } }] }).finish(), s, 1e6);
+    expect(next.ops.rare.filter((x) => x !== undefined)).toHaveLength(0);
+  });
+
   it("stream names that recur come back equal, even when two names share a hash", () => {
     // two ASCII names with the same 32-bit FNV-1a hash, found by brute force
     const fnv = (t: string) => {

@@ -83,9 +83,14 @@ export class OpList {
   names: string[] = [];
   /** Open, Close and Render ops as decoded (read only for those kinds). */
   rare: (OpenOp | CloseOp | RenderOp | undefined)[] = [];
+  /** The entries of `rare` set since the last clear: let go then, so that no op outlives its frame by long. */
+  private rareAt: number[] = [];
 
   clear(): void {
     this.n = 0;
+    const rare = this.rare;
+    for (const i of this.rareAt) rare[i] = undefined;
+    this.rareAt.length = 0;
     // a frame far larger than usual does not keep its arrays (and names) alive
     if (this.kinds.length > 4096) {
       this.kinds = new Uint8Array(64);
@@ -128,6 +133,7 @@ export class OpList {
     this.handles[i] = op.handle;
     this.names[i] = op.stream;
     this.rare[i] = op;
+    this.rareAt.push(i);
   }
 
   /** The ops as objects (tests and tools; the service reads the arrays). */
