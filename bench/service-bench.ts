@@ -5,7 +5,9 @@
  *
  *   node dist/bench/service-bench.js [--seconds 2] [--runs 5] [--json]
  *       [--only abcde] [--windows 2,4,8] [--rate N] [--cpu-prof DIR]
- *       [--trace FILE] [--server-flags "--trace-gc"] [--handles]
+ *       [--trace FILE] [--server-flags "--trace-gc-nvp"] [--handles]
+ *   With --server-flags "--trace-gc-nvp" the report sums up the service's
+ *   GCs while (d) ran: scavenges, their pauses, what each copied and promoted.
  *
  * Setup: the service runs in a child process (`node dist/src/cli.js serve
  * --port 0 --grpc-port -1 --workers N`), the echo server in another child
@@ -266,6 +268,43 @@ async function fetchMetrics(port: number): Promise<Record<string, number>> {
     out[key] = Number(line.slice(i + 1));
   }
   return out;
+}
+
+/** The service's GCs while (d) ran, from its `--trace-gc-nvp` lines (none without that flag). */
+interface GcSummary {
+  scavenges: number;
+  scavenge_pause_ms: { p50: number; max: number };
+  /** Mean bytes alive (copied) and promoted per scavenge. */
+  survived_kb: number;
+  promoted_kb: number;
+  mark_compacts: number;
+  mark_compact_pause_ms: { p50: number; max: number };
+}
+
+function summariseGc(lines: { at: number; line: string }[], from: number, to: number): GcSummary | undefined {
+  const field = (line: string, name: string) => {
+    const m = new RegExp(`(?:^|\\s)${name}=([0-9.]+)`).exec(line);
+    return m ? Number(m[1]) : NaN;
+  };
+  const sc: { pause: number; survived: number; promoted: number }[] = [];
+  const mc: number[] = [];
+  for (const { at, line } of lines) {
+    if (at < from || at > to) continue;
+    if (/(?:^|\s)gc=s(?:\s|$)/.test(line)) sc.push({ pause: field(line, "pause"), survived: field(line, "new_space_survived"), promoted: field(line, "promoted") });
+    else if (/(?:^|\s)gc=mc(?:\s|$)/.test(line)) mc.push(field(line, "pause"));
+  }
+  if (sc.length === 0 && mc.length === 0) return undefined;
+  const p50 = (xs: number[]) => (xs.length === 0 ? 0 : [...xs].sort((x, y) => x - y)[xs.length >> 1]!);
+  const max = (xs: number[]) => (xs.length === 0 ? 0 : Math.max(...xs));
+  const mean = (xs: number[]) => (xs.length === 0 ? 0 : xs.reduce((x, y) => x + y, 0) / xs.length);
+  return {
+    scavenges: sc.length,
+    scavenge_pause_ms: { p50: p50(sc.map((x) => x.pause)), max: max(sc.map((x) => x.pause)) },
+    survived_kb: mean(sc.map((x) => x.survived)) / 1024,
+    promoted_kb: mean(sc.map((x) => x.promoted)) / 1024,
+    mark_compacts: mc.length,
+    mark_compact_pause_ms: { p50: p50(mc), max: max(mc) },
+  };
 }
 
 /** Mean of the service's frame latency histogram (read to answer handed to the socket), µs. */
@@ -911,10 +950,13 @@ async function main(): Promise<void> {
     if (only.has("d")) {
       dRate = opts.rate ?? opts.load * aBest!.fig.frames_per_s;
       const ws = await connect(srv.port);
+      const dFrom = performance.now();
       const fig = await measure({ ws, src: srcA, cursor: { t: 0 }, rate: dRate, serverPid: srv.pid }, false, "service");
+      await sleep(100); // the service's last GC lines are on their way through the pipe
+      const serviceGc = summariseGc(srv.other, dFrom, performance.now());
       await closeWs(ws);
       log(`(d) paced at ${dRate.toFixed(0)} frames/s: p50 ${fig.latency.p50_ms.toFixed(3)} ms, p99 ${fig.latency.p99_ms.toFixed(3)} ms`);
-      results.d_paced = { load: opts.rate === undefined ? opts.load : NaN, frames_per_s_target: dRate, tokens_per_s_target: dRate * opts.streams, ...strip(fig) };
+      results.d_paced = { load: opts.rate === undefined ? opts.load : NaN, frames_per_s_target: dRate, tokens_per_s_target: dRate * opts.streams, ...strip(fig), service_gc: serviceGc };
     }
 
     await sleep(300);
@@ -1182,7 +1224,7 @@ interface Report {
   a_step_frames?: { streams: number; frames: ReturnType<LaneSource["stats"]> & { compose_us_per_frame: number }; best_window: number; windows: Record<string, SFig> };
   b_single_stream?: { ring: ReturnType<Ring["stats"]>; sequential: SFig; pipelined: SFig };
   c_echo?: { step_frames?: SFig; single_sequential?: SFig; single_pipelined?: SFig; step_frames_paced?: SFig };
-  d_paced?: SFig & { load: number; frames_per_s_target: number; tokens_per_s_target: number };
+  d_paced?: SFig & { load: number; frames_per_s_target: number; tokens_per_s_target: number; service_gc?: GcSummary };
   e_memory?: {
     streams: number;
     tokens_per_stream: number;
@@ -1249,6 +1291,12 @@ function markdown(r: Report): string {
     const best = a.windows[String(a.best_window)]!;
     const per = (f: SFig, x: number) => ((1000 * x) / f.frames_per_s).toFixed(2);
     L.push(`(d) service CPU per frame: ${per(d, d.server_cpu)} ms (main thread ${per(d, d.server_main_cpu)} ms) paced, against ${per(best, best.server_cpu)} ms (${per(best, best.server_main_cpu)} ms) at the max of (a); client GC pauses during (d): ${d.client_gc.count} (${d.client_gc.major} major), longest ${d.client_gc.max_ms.toFixed(1)} ms.`);
+  }
+  const gc = d?.service_gc;
+  if (gc) {
+    L.push(
+      `(d) service GCs (--trace-gc-nvp, warm-ups included): ${gc.scavenges} scavenges, pause p50 ${gc.scavenge_pause_ms.p50.toFixed(1)} ms, max ${gc.scavenge_pause_ms.max.toFixed(1)} ms, ${gc.survived_kb.toFixed(0)} KiB alive and ${gc.promoted_kb.toFixed(0)} KiB promoted per scavenge on average; ${gc.mark_compacts} mark-compacts${gc.mark_compacts === 0 ? "" : `, pause p50 ${gc.mark_compact_pause_ms.p50.toFixed(1)} ms, max ${gc.mark_compact_pause_ms.max.toFixed(1)} ms`}.`,
+    );
   }
   if (d?.latency_sched) L.push(`(d) latency from each frame's scheduled send time (coordinated omission corrected): p50 ${ms(d.latency_sched.p50_ms)} ms, p99 ${ms(d.latency_sched.p99_ms)} ms, max ${ms(d.latency_sched.max_ms)} ms; most frames in flight ${d.max_inflight}.`);
   const e = r.e_memory;
