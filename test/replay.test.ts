@@ -3,6 +3,7 @@
  * Render op and RPC) and chain-of-thought restoration for clients that drop it.
  */
 import * as grpc from "@grpc/grpc-js";
+import fc from "fast-check";
 import { PassThrough, Readable } from "node:stream";
 import { pino } from "pino";
 import { afterEach, describe, expect, it } from "vitest";
@@ -180,6 +181,61 @@ describe("CotStore", () => {
     now = 2000;
     expect(store.recall("a")).toBeUndefined();
     expect(store.stats.entries).toBe(0);
+  });
+
+  it("behaves as a plain least-recently-used map bounded by bytes, entries and age", () => {
+    type Step = { op: "remember"; id: number; text: string } | { op: "recall"; id: number } | { op: "wait"; ms: number };
+    const step: fc.Arbitrary<Step> = fc.oneof(
+      fc.record({ op: fc.constant("remember" as const), id: fc.nat({ max: 4 }), text: fc.string({ unit: "grapheme", maxLength: 30 }) }),
+      fc.record({ op: fc.constant("recall" as const), id: fc.nat({ max: 4 }) }),
+      fc.record({ op: fc.constant("wait" as const), ms: fc.nat({ max: 700 }) }),
+    );
+    fc.assert(
+      fc.property(fc.array(step, { maxLength: 60 }), fc.integer({ min: 170, max: 1500 }), fc.integer({ min: 1, max: 4 }), (steps, maxBytes, maxEntries) => {
+        let now = 0;
+        const store = new CotStore({ maxBytes, maxEntries, ttlMs: 1000, now: () => now });
+        // the model: insertion order is recency order
+        const model = new Map<string, { text: string; size: number; expires: number }>();
+        let bytes = 0;
+        const drop = (id: string) => {
+          const e = model.get(id);
+          if (e) {
+            model.delete(id);
+            bytes -= e.size;
+          }
+        };
+        for (const st of steps) {
+          if (st.op === "wait") now += st.ms;
+          else if (st.op === "remember") {
+            const id = `call_${st.id}`;
+            const utf8Bytes = utf8(st.text);
+            store.remember(id, utf8Bytes);
+            const size = utf8Bytes.length + 2 * id.length + 160;
+            if (utf8Bytes.length === 0 || size > maxBytes) continue;
+            drop(id);
+            model.set(id, { text: st.text, size, expires: now + 1000 });
+            bytes += size;
+            for (const [k, e] of model) {
+              if (bytes <= maxBytes && model.size <= maxEntries && e.expires > now) break;
+              drop(k);
+            }
+          } else {
+            const id = `call_${st.id}`;
+            const e = model.get(id);
+            const want = e && e.expires > now ? e.text : undefined;
+            if (e && want === undefined) drop(id);
+            if (e && want !== undefined) {
+              model.delete(id);
+              model.set(id, e);
+            }
+            expect(store.recall(id)).toBe(want);
+          }
+          expect(store.stats.entries).toBe(model.size);
+          expect(store.stats.bytes).toBe(bytes);
+        }
+      }),
+      { numRuns: 300 },
+    );
   });
 
   it("keeps UTF-8 bytes and gives back the same text, whatever its characters", () => {
