@@ -134,28 +134,18 @@ export class SessionHost {
       nonStrict: spec.nonStrict,
       callIdPrefix: spec.callIdPrefix,
     };
-    const field = "handle" in ref ? handleField(ref.handle) : streamField(spec.name);
+    // a spare session (its reasoning buffer was cleared when it was put
+    // aside), or a new one; either way the stream's own fields are set below
     let session = this.spare.pop();
     if (session === undefined) {
-      session = {
-        ref,
-        name: spec.name,
-        field,
-        jsonRef: jsonRef(ref),
-        parser: new HarmonyParser(this.vocab, options),
-        cot: spec.rememberReasoning ? new CotBuffer() : null,
-        adapter: adapterFor(spec),
-      };
-    } else {
-      session.ref = ref;
-      session.name = spec.name;
-      session.field = field;
-      session.jsonRef = jsonRef(ref);
-      session.parser.restart(options);
-      // a spare's buffer was cleared when it was put aside
-      session.cot = spec.rememberReasoning ? (session.cot ?? new CotBuffer()) : null;
-      session.adapter = adapterFor(spec);
-    }
+      session = { parser: new HarmonyParser(this.vocab, options), ref, name: "", field: "", jsonRef: "", cot: null, adapter: null };
+    } else session.parser.restart(options);
+    session.ref = ref;
+    session.name = spec.name;
+    session.field = "handle" in ref ? handleField(ref.handle) : streamField(spec.name);
+    session.jsonRef = jsonRef(ref);
+    session.cot = spec.rememberReasoning ? (session.cot ?? new CotBuffer()) : null;
+    session.adapter = adapterFor(spec);
     this.streams.set(sid, session);
     return session;
   }
