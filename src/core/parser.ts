@@ -224,8 +224,9 @@ export class HarmonyParser {
     this.maxMask = size - 1;
     // a window grown by an earlier stream is kept if it fits this one's size
     // (what it still holds is never read: reads stay within [pos - size, pos))
+    const initial = Math.min(size, INITIAL_WINDOW);
     const held = this.window.length / 3;
-    const first = held >= Math.min(size, INITIAL_WINDOW) && held <= size ? held : Math.min(size, INITIAL_WINDOW);
+    const first = held >= initial && held <= size ? held : initial;
     if (first !== held) this.window = new Uint8Array(3 * first);
     this.mask = first - 1;
     this.pos = 0;
