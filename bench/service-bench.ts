@@ -6,8 +6,12 @@
  *   node dist/bench/service-bench.js [--seconds 2] [--runs 5] [--json]
  *       [--only abcde] [--windows 2,4,8] [--rate N] [--cpu-prof DIR]
  *       [--trace FILE] [--server-flags "--trace-gc-nvp"] [--handles]
+ *       [--child-cpus LIST]
  *   With --server-flags "--trace-gc-nvp" the report sums up the service's
  *   GCs while (d) ran: scavenges, their pauses, what each copied and promoted.
+ *   `taskset -c 0 node dist/bench/service-bench.js --child-cpus 1` keeps the
+ *   client on one CPU and the servers on the other, so that neither's GC or
+ *   bursts take the other's core (on a 2-core machine they otherwise do).
  *
  * Setup: the service runs in a child process (`node dist/src/cli.js serve
  * --port 0 --grpc-port -1 --workers N`), the echo server in another child
@@ -72,7 +76,8 @@ const opts = new Command()
   .option("--only <letters>", "run a subset of a,b,c,d,e (d needs a, unless --rate)", "abcde")
   .option("--cpu-prof <dir>", "run the service child under node --cpu-prof, write profiles to DIR and summarise them")
   .option("--server-flags <flags>", "extra node flags for the service child, space-separated (e.g. --trace-gc)", "")
-  .option("--trace <file>", "write every paced (d) frame's send time and latency to FILE (CSV)")
+  .option("--child-cpus <list>", "run the service and echo children on these CPUs only (taskset -c LIST); run the bench itself under taskset to keep the client off them")
+  .option("--trace <file>", "write every paced (d) frame's send time and latency to FILE (CSV), with the client's GC pauses and, under --trace-gc-nvp, the service's")
   .option("--json", "print JSON instead of Markdown", false)
   .option("--json-file <file>", "also write the JSON report to FILE")
   .option("--child <kind>", "(internal) run as the echo server child")
@@ -97,6 +102,7 @@ const opts = new Command()
     json: boolean;
     jsonFile?: string;
     trace?: string;
+    childCpus?: string;
     serverFlags: string;
     serveFlags: string;
     child?: string;
@@ -187,7 +193,9 @@ interface Child {
 }
 
 async function spawnChild(args: string[], nodeFlags: string[], readyMsg: string): Promise<Child> {
-  const proc = spawn(process.execPath, [...nodeFlags, ...args], { stdio: ["ignore", "pipe", "pipe"] });
+  // taskset execs node in place, so the pid stays the service's own
+  const cmd = opts.childCpus ? ["taskset", "-c", opts.childCpus, process.execPath] : [process.execPath];
+  const proc = spawn(cmd[0]!, [...cmd.slice(1), ...nodeFlags, ...args], { stdio: ["ignore", "pipe", "pipe"] });
   const child: Child = { proc, pid: proc.pid!, port: 0, warnLines: [], stderr: [], other: [], serving: {} };
   createInterface({ input: proc.stderr! }).on("line", (l) => child.stderr.push(l));
   const lines = createInterface({ input: proc.stdout! });
@@ -270,6 +278,15 @@ async function fetchMetrics(port: number): Promise<Record<string, number>> {
   return out;
 }
 
+/** The CPUs this process may run on (Linux: Cpus_allowed_list), or "all". */
+function cpusAllowed(): string {
+  try {
+    return /Cpus_allowed_list:\s*(\S+)/.exec(readFileSync("/proc/self/status", "utf8"))?.[1] ?? "all";
+  } catch {
+    return "all";
+  }
+}
+
 /** The service's GCs while (d) ran, from its `--trace-gc-nvp` lines (none without that flag). */
 interface GcSummary {
   scavenges: number;
@@ -305,6 +322,19 @@ function summariseGc(lines: { at: number; line: string }[], from: number, to: nu
     mark_compacts: mc.length,
     mark_compact_pause_ms: { p50: p50(mc), max: max(mc) },
   };
+}
+
+/**
+ * Trace rows for the service's GCs (its `--trace-gc-nvp` lines): kind s or mc,
+ * the client's clock when the line arrived (just after the pause ended), pause ms.
+ */
+function traceGcLines(phase: string, lines: { at: number; line: string }[], from: number, to: number): void {
+  for (const { at, line } of lines) {
+    if (at < from || at > to) continue;
+    const kind = /(?:^|\s)gc=(s|mc)(?:\s|$)/.exec(line)?.[1];
+    const pause = /(?:^|\s)pause=([0-9.]+)/.exec(line)?.[1];
+    if (kind && pause) traceLines.push(`${phase},${kind},${at.toFixed(3)},${pause}`);
+  }
 }
 
 /** Mean of the service's frame latency histogram (read to answer handed to the socket), µs. */
@@ -954,6 +984,7 @@ async function main(): Promise<void> {
       const fig = await measure({ ws, src: srcA, cursor: { t: 0 }, rate: dRate, serverPid: srv.pid }, false, "service");
       await sleep(100); // the service's last GC lines are on their way through the pipe
       const serviceGc = summariseGc(srv.other, dFrom, performance.now());
+      if (opts.trace) traceGcLines("service_gc", srv.other, dFrom, performance.now());
       await closeWs(ws);
       log(`(d) paced at ${dRate.toFixed(0)} frames/s: p50 ${fig.latency.p50_ms.toFixed(3)} ms, p99 ${fig.latency.p99_ms.toFixed(3)} ms`);
       results.d_paced = { load: opts.rate === undefined ? opts.load : NaN, frames_per_s_target: dRate, tokens_per_s_target: dRate * opts.streams, ...strip(fig), service_gc: serviceGc };
@@ -1166,7 +1197,11 @@ async function main(): Promise<void> {
     };
   }
 
-  if (opts.trace) writeFileSync(opts.trace, traceLines.join("\n") + "\n");
+  if (opts.trace) {
+    // the client's own GC pauses, on the same clock as the frames' send times
+    for (const g of clientGc) traceLines.push(`client_gc,${g.kind},${g.at.toFixed(3)},${g.ms.toFixed(3)}`);
+    writeFileSync(opts.trace, traceLines.join("\n") + "\n");
+  }
 
   // ------------------------------------------------------------ report
   const machine = {
@@ -1183,6 +1218,8 @@ async function main(): Promise<void> {
     client: `this process: one raw ws client per run, pre-encoded frames; (a), (b), (d) streams named by ${opts.handles ? "numeric handle (Open.handle)" : "name"}`,
     handles: opts.handles,
     commit: gitState(),
+    /** CPUs the children and this client may run on (Cpus_allowed_list), when the children are pinned */
+    cpus: opts.childCpus ? { children: opts.childCpus, client: cpusAllowed() } : null,
     runs: opts.runs,
     seconds: opts.seconds,
     warmup_seconds: opts.warmup,
@@ -1219,7 +1256,7 @@ function strip(f: Figure | Record<string, Figure>): SFig | Record<string, SFig> 
 type SFig = Omit<Figure, "runs"> & { runs_tokens_per_s: number[]; runs_frames_per_s: number[]; window?: number; warmup_mismatches?: string[] };
 interface Report {
   machine: { cpu: string; cores: number; memory_gib: number; node: string; platform: string; loadavg_at_end: number[] };
-  setup: { service: string; commit: string; handles: boolean; runs: number; seconds: number; warmup_seconds: number; total_seconds: number };
+  setup: { service: string; commit: string; handles: boolean; cpus: { children: string; client: string } | null; runs: number; seconds: number; warmup_seconds: number; total_seconds: number };
   data: { completions: number; completion_tokens: number };
   a_step_frames?: { streams: number; frames: ReturnType<LaneSource["stats"]> & { compose_us_per_frame: number }; best_window: number; windows: Record<string, SFig> };
   b_single_stream?: { ring: ReturnType<Ring["stats"]>; sequential: SFig; pipelined: SFig };
@@ -1256,7 +1293,10 @@ function markdown(r: Report): string {
   const L: string[] = [];
   const m = r.machine;
   L.push(`Machine: ${m.cpu}, ${m.cores} cores, ${m.memory_gib} GiB; Node ${m.node}; ${m.platform}; load average at end ${m.loadavg_at_end.join(" ")}`);
-  L.push(`Setup: ${r.setup.service}, built from ${r.setup.commit}; echo server and client in their own processes, all on the same ${m.cores} cores, loopback. Streams in (a), (b), (d) named by ${r.setup.handles ? "numeric handle" : "name"}.`);
+  const where = r.setup.cpus
+    ? `the service and the echo server pinned to CPU ${r.setup.cpus.children}, the client to CPU ${r.setup.cpus.client} (taskset)`
+    : `all on the same ${m.cores} cores`;
+  L.push(`Setup: ${r.setup.service}, built from ${r.setup.commit}; echo server and client in their own processes, ${where}, loopback. Streams in (a), (b), (d) named by ${r.setup.handles ? "numeric handle" : "name"}.`);
   L.push(`Medians of ${r.setup.runs} timed runs of ${r.setup.seconds} s after ${r.setup.warmup_seconds} s of warm-up; latency percentiles over all timed runs. Total ${r.setup.total_seconds} s.`);
   L.push(`Data: ${r.data.completions} completions, ${r.data.completion_tokens} tokens (primed).`);
   L.push("");
