@@ -46,6 +46,14 @@ describe("CotBuffer", () => {
         const memo = b.memo();
         if (want === "") expect(memo).toBeNull();
         else expect(memo).toEqual(new TextEncoder().encode(want));
+        // the same bytes handed to a sink without a copy, or no call at all
+        const handed: Uint8Array[] = [];
+        const kept = b.memoTo("call_1", (id, bytes, start, end) => {
+          expect(id).toBe("call_1");
+          handed.push(Uint8Array.from(bytes.subarray(start, end)));
+        });
+        expect(kept).toBe(want !== "");
+        expect(handed).toEqual(memo === null ? [] : [memo]);
         // a copy: what the buffer does next does not change it
         const copy = memo === null ? null : Uint8Array.from(memo);
         b.clear();

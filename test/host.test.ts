@@ -230,16 +230,20 @@ describe("SessionHost", () => {
       ...new Array<number>(Math.ceil(MAX_COT_BYTES / 3) + 50).fill(cjk),
       ...enc.encode("<|end|><|start|>assistant to=functions.f<|channel|>commentary json<|message|>{}<|call|>"),
     ]);
-    const memoOf = (json: boolean, step: number) => {
-      const host = new SessionHost(vocab, wire);
+    const memoOf = (json: boolean, step: number, sink = false) => {
+      let memos: { id: string; text: string }[] = [];
+      // with a sink (the main thread's host) memos go there as found, and none come back in results
+      const remember = sink ? (id: string, bytes: Uint8Array, s: number, e: number) => memos.push({ id, text: new TextDecoder().decode(bytes.subarray(s, e)) }) : null;
+      const host = new SessionHost(vocab, wire, remember);
       host.begin(1, json);
       host.openStream(1, spec("s"));
       host.finish();
-      let memos: { id: string; text: string }[] = [];
       for (let at = 0; at < ids.length; at += step) {
         host.begin(1, json);
         host.tokens(1, ids, at, Math.min(ids.length, at + step));
-        memos = memos.concat(host.finish().memos.map((m) => ({ id: m.id, text: new TextDecoder().decode(m.bytes) })));
+        const r = host.finish();
+        if (sink) expect(r.memos).toEqual([]);
+        memos = memos.concat(r.memos.map((m) => ({ id: m.id, text: new TextDecoder().decode(m.bytes) })));
       }
       return memos;
     };
@@ -249,5 +253,7 @@ describe("SessionHost", () => {
     expect(fromBytes[0]!.text).toBe(vocab.text(cjk).repeat(Math.floor(MAX_COT_BYTES / 3)));
     expect(fromBytes).toEqual(memoOf(true, 1));
     expect(fromBytes).toEqual(memoOf(false, 7));
+    expect(fromBytes).toEqual(memoOf(false, 1, true));
+    expect(fromBytes).toEqual(memoOf(true, 7, true));
   });
 });

@@ -22,12 +22,13 @@ afterEach(async () => {
   await Promise.all(services.splice(0).map((s) => s.stop()));
 });
 
-async function start(cotStore?: { maxBytes: number; maxEntries: number; ttlMs: number }) {
+/** A service; with `workers: 0` streams are parsed on the main thread, whose memos go straight into the store. */
+async function start(cotStore?: { maxBytes: number; maxEntries: number; ttlMs: number }, workers = 1) {
   const svc = new Service({
     host: "127.0.0.1",
     port: 0,
     grpcPort: 0,
-    workers: 1,
+    workers,
     drainTimeoutMs: 2000,
     limits: DEFAULT_LIMITS,
     logger: pino({ level: "silent" }),
@@ -75,8 +76,11 @@ function history(callId: string, withReasoning: boolean) {
 }
 
 describe("chain-of-thought restoration", () => {
-  it("puts back the reasoning a stateless client dropped: same prompt as a client that kept it", async () => {
-    const s = await start();
+  it.each([
+    ["a worker thread", 1],
+    ["the main thread", 0],
+  ])("puts back the reasoning a stateless client dropped: same prompt as a client that kept it (parsed on %s)", async (_where, workers) => {
+    const s = await start(undefined, workers);
     const client = await HarmonyClient.connect(s.ws);
     clients.push(client);
     const id = await callThroughService(client);
@@ -191,12 +195,15 @@ describe("CotStore", () => {
       fc.record({ op: fc.constant("wait" as const), ms: fc.nat({ max: 700 }) }),
     );
     fc.assert(
-      fc.property(fc.array(step, { maxLength: 60 }), fc.integer({ min: 170, max: 1500 }), fc.integer({ min: 1, max: 4 }), (steps, maxBytes, maxEntries) => {
+      fc.property(fc.array(step, { maxLength: 60 }), fc.integer({ min: 170, max: 1500 }), fc.integer({ min: 1, max: 4 }), fc.constantFrom(1, 16, 100), (steps, maxBytes, maxEntries, arenaBytes) => {
         let now = 0;
-        const store = new CotStore({ maxBytes, maxEntries, ttlMs: 1000, now: () => now });
+        // a tiny first arena: the ring wraps, and repacks, within a few steps
+        const store = new CotStore({ maxBytes, maxEntries, ttlMs: 1000, now: () => now, arenaBytes });
         // the model: insertion order is recency order
         const model = new Map<string, { text: string; size: number; expires: number }>();
         let bytes = 0;
+        let peak = 0;
+        let largest = 0;
         const drop = (id: string) => {
           const e = model.get(id);
           if (e) {
@@ -211,6 +218,7 @@ describe("CotStore", () => {
             const utf8Bytes = utf8(st.text);
             store.remember(id, utf8Bytes);
             const size = utf8Bytes.length + 2 * id.length + 160;
+            largest = Math.max(largest, utf8Bytes.length);
             if (utf8Bytes.length === 0 || size > maxBytes) continue;
             drop(id);
             model.set(id, { text: st.text, size, expires: now + 1000 });
@@ -232,6 +240,11 @@ describe("CotStore", () => {
           }
           expect(store.stats.entries).toBe(model.size);
           expect(store.stats.bytes).toBe(bytes);
+          let live = 0;
+          for (const e of model.values()) live += utf8(e.text).length;
+          peak = Math.max(peak, live);
+          // the arena was sized at most at its last repack: < 4 × (live then + the entry placed)
+          expect(store.arenaBytes).toBeLessThanOrEqual(Math.max(arenaBytes, 4 * (peak + largest)));
         }
       }),
       { numRuns: 300 },
@@ -246,6 +259,43 @@ describe("CotStore", () => {
     store.remember("empty", new Uint8Array(0));
     expect(store.recall("empty")).toBeUndefined();
     expect(store.stats.entries).toBe(3);
+  });
+
+  it("holds its bytes in one arena that stops growing once full, with large entries and recalls between", () => {
+    const maxEntries = 200;
+    const store = new CotStore({ maxBytes: 64 * 1024 * 1024, maxEntries, ttlMs: 60_000 });
+    // entry i: 1 to 12,000 bytes of a pattern of its own (a mismatch shows which entry leaked into which)
+    const text = (i: number) => `<${i}>`.repeat(1 + ((i * 7919) % 3000)).slice(0, 1 + ((i * 7919) % 12000));
+    let seen = 0;
+    const sizes: number[] = [];
+    for (let i = 0; i < 5000; i++) {
+      store.remember(`call_${i}`, utf8(text(i)));
+      if (i % 7 === 0 && i >= 50) {
+        // a recall moves an entry's bytes to the ring's head
+        const j = i - 50 + (i % 13);
+        expect(store.recall(`call_${j}`)).toBe(text(j));
+      }
+      if (i === 1000) seen = store.arenaBytes;
+      if (i >= 1000) sizes.push(store.arenaBytes);
+    }
+    expect(store.stats.entries).toBe(maxEntries);
+    // the last 100 remembered (the recalls since made only a few older ones more recent)
+    for (let i = 4900; i < 5000; i++) expect(store.recall(`call_${i}`)).toBe(text(i));
+    // at most 200 entries of at most 12,000 bytes are live: 2.4 MB, and the arena at most 4x that
+    expect(Math.max(...sizes)).toBeLessThanOrEqual(4 * maxEntries * 12_000);
+    expect(Math.max(...sizes)).toBeLessThanOrEqual(2 * seen);
+  });
+
+  it("lets go of a large arena when it is emptied", () => {
+    let now = 0;
+    const store = new CotStore({ maxBytes: 64 * 1024 * 1024, maxEntries: 1000, ttlMs: 1000, now: () => now });
+    for (let i = 0; i < 500; i++) store.remember(`call_${i}`, utf8("x".repeat(4000)));
+    expect(store.arenaBytes).toBeGreaterThanOrEqual(500 * 4000);
+    now = 5000;
+    store.remember("late", utf8("y")); // the expired entries go, the arena is rebuilt small
+    expect(store.stats.entries).toBe(1);
+    expect(store.recall("late")).toBe("y");
+    expect(store.arenaBytes).toBeLessThanOrEqual(64 * 1024);
   });
 });
 

@@ -5,6 +5,9 @@ export const MAX_COT_BYTES = 32 * 1024;
 const utf8 = new TextDecoder();
 const utf8Encoder = new TextEncoder();
 
+/** Where a tool call's reasoning goes: `bytes[start, end)`, UTF-8, valid only during the call. */
+export type MemoSink = (id: string, bytes: Uint8Array, start: number, end: number) => void;
+
 /** The white space String.prototype.trim removes that is one ASCII byte (tab, LF, VT, FF, CR, space). */
 function asciiSpace(b: number): boolean {
   return b === 0x20 || (b >= 0x09 && b <= 0x0d);
@@ -98,19 +101,37 @@ export class CotBuffer {
    * until promoted, where the bytes of a typed array stay off the JS heap.
    */
   memo(): Uint8Array | null {
+    let out: Uint8Array | null = null;
+    this.memoTo("", (_id, bytes, start, end) => {
+      out = new Uint8Array(bytes.subarray(start, end));
+    });
+    return out;
+  }
+
+  /**
+   * The same memo handed to `keep(id, bytes, start, end)` without a copy
+   * (the bytes are only valid during the call); false, and no call, when
+   * nothing but white space is kept. The main thread's streams remember
+   * their reasoning this way, straight into the store's arena.
+   */
+  memoTo(id: string, keep: MemoSink): boolean {
     const b = this.buf;
     let s = 0;
     let e = this.len;
-    if (b === null) return null;
+    if (b === null) return false;
     while (s < e && asciiSpace(b[s]!)) s++;
     while (e > s && asciiSpace(b[e - 1]!)) e--;
-    if (s === e) return null;
+    if (s === e) return false;
     if (b[s]! >= 0x80 || b[e - 1]! >= 0x80) {
       // it may begin or end with non-ASCII white space (U+3000, U+00A0, …): trimmed as text
       const t = utf8.decode(b.subarray(s, e)).trim();
-      return t === "" ? null : utf8Encoder.encode(t);
+      if (t === "") return false;
+      const bytes = utf8Encoder.encode(t);
+      keep(id, bytes, 0, bytes.length);
+      return true;
     }
-    return new Uint8Array(b.subarray(s, e));
+    keep(id, b, s, e);
+    return true;
   }
 
   clear(): void {

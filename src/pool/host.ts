@@ -13,7 +13,7 @@ import type { Schema } from "../protocol/schema.js";
 import { toStruct } from "../protocol/struct.js";
 import { ChatCompletionChunkAdapter } from "../adapters/openai-chat.js";
 import { ResponsesStreamAdapter } from "../adapters/openai-responses.js";
-import { CotBuffer } from "./cot-buffer.js";
+import { CotBuffer, type MemoSink } from "./cot-buffer.js";
 import { K_CLOSE, K_OPEN, K_TOKENS, type Counts, type OpenSpec, type OpenWith, type OpsResult, type OpsTask, type ReasoningMemo, type RecoveryNote } from "./task.js";
 
 /** A stream: its parser, and (when asked) the reasoning of the current turn. */
@@ -69,9 +69,15 @@ export class SessionHost {
   private open = 0;
   private readonly spare: Session[] = [];
 
+  /**
+   * @param remember where tool calls' reasoning goes as it is found (the
+   * main thread's host: straight into the service's store, no copy of its
+   * own); without it, memos come back in each batch's result (a worker's).
+   */
   constructor(
     private readonly vocab: Vocabulary,
     private readonly wire: Schema,
+    private readonly remember: MemoSink | null = null,
   ) {}
 
   /** Streams held, over all connections. */
@@ -254,8 +260,11 @@ export class SessionHost {
           // separate analysis messages of one turn by a blank line
           cot.separate();
         } else if (ev.type === "tool_call_start") {
-          const bytes = cot.memo();
-          if (bytes !== null) memos.push({ id: ev.id, bytes });
+          if (this.remember !== null) cot.memoTo(ev.id, this.remember);
+          else {
+            const bytes = cot.memo();
+            if (bytes !== null) memos.push({ id: ev.id, bytes });
+          }
         } else if (ev.type === "message_start" && ev.channel === "final" && ev.recipient === null) cot.clear();
       }
       c.events[ev.type] = (c.events[ev.type] ?? 0) + 1;

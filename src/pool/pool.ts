@@ -27,6 +27,7 @@ import { Piscina } from "piscina";
 import { Vocabulary, type VocabTable } from "../core/vocab.js";
 import type { Schema } from "../protocol/schema.js";
 import { SessionHost } from "./host.js";
+import type { MemoSink } from "./cot-buffer.js";
 import type { DropTask, OpsResult, OpsTask, WorkerData } from "./task.js";
 
 /** The built worker file (tests running from src/ use the build in dist/). */
@@ -51,6 +52,8 @@ export interface PoolOptions {
   inline: number;
   table: VocabTable;
   schema: Schema;
+  /** The inline slot's sink for tool calls' reasoning (workers return theirs in results). */
+  remember?: MemoSink;
 }
 
 interface Slot {
@@ -108,7 +111,7 @@ export class ParserPool extends EventEmitter<PoolEvents> {
     }
     this.inlineMax = workers === 0 ? Infinity : Math.max(0, opts.inline);
     let vocab: Vocabulary | null = null; // built only for an inline slot (its string cache is per thread)
-    this.newHost = () => new SessionHost((vocab ??= new Vocabulary(opts.table)), opts.schema);
+    this.newHost = () => new SessionHost((vocab ??= new Vocabulary(opts.table)), opts.schema, opts.remember ?? null);
     if (this.inlineMax > 0) {
       this.inlineSlot = this.slots.length;
       this.host = this.newHost();

@@ -4,16 +4,30 @@
  * Stateless clients that drop the reasoning when they send history back get
  * it restored from here when the conversation is rendered.
  *
- * Entries are kept as UTF-8 bytes and decoded when recalled: a service that
- * remembers thousands of tool calls a second would otherwise have the
- * young-generation GC copy each string once or twice before promoting it
- * (a typed array's bytes live off the JS heap).
+ * Layout, chosen for the garbage collector: a service remembers about a
+ * thousand tool calls a second under load, and every object an entry
+ * allocates is copied by the young-generation GC once or twice before it is
+ * promoted, then churns the old generation when it is evicted. So an entry
+ * is a slot in a few typed arrays (offset, length, cost, expiry, LRU links),
+ * the reasoning's UTF-8 bytes are copied into one shared byte arena, and the
+ * only per-entry objects are the id string and its map slot. Text is decoded
+ * when recalled.
+ *
+ * The arena is a ring kept in recency order: an entry is appended at `head`,
+ * and a recall moves its bytes to `head` too, so the least recently used
+ * entry is always the physically oldest and eviction frees the ring's tail.
+ * When the bytes do not fit (holes left by recalls, or a larger budget in
+ * use) the live entries are copied, in order, into an arena of at least
+ * twice their size; that copy happens once per arena's worth of holes, and
+ * never in the steady state of remember-and-evict.
  */
 export interface CotStoreOptions {
   maxBytes: number;
   maxEntries: number;
   ttlMs: number;
   now?: () => number;
+  /** First size of the byte arena (it grows by doubling); for tests. */
+  arenaBytes?: number;
 }
 
 export interface CotStoreStats {
@@ -24,73 +38,227 @@ export interface CotStoreStats {
   misses: number;
 }
 
-interface Entry {
-  utf8: Uint8Array;
-  /** What the entry counts against maxBytes. */
-  bytes: number;
-  expires: number;
-}
-
-/** Counted per entry beside its text and id: the entry, its map slot and the typed array's objects. */
+/** Counted per entry beside its text and id: its map slot, typed-array slot and the id string's header. */
 const ENTRY_OVERHEAD = 160;
+const NONE = -1;
+/** Below this many bytes an entry is copied by a loop (no subarray view). */
+const SHORT_COPY = 256;
+/** First arena size; an emptied store lets go of an arena larger than this. */
+const FIRST_ARENA = 64 * 1024;
 
 const decoder = new TextDecoder();
 
 export class CotStore {
-  private readonly map = new Map<string, Entry>();
+  private readonly map = new Map<string, number>();
   private bytes = 0;
   private readonly now: () => number;
   readonly stats: CotStoreStats = { entries: 0, bytes: 0, evictions: 0, hits: 0, misses: 0 };
 
+  // slots: parallel arrays, grown by doubling; free slots on a stack
+  private ids: (string | null)[] = [];
+  private off = new Float64Array(0);
+  private len = new Int32Array(0);
+  private cost = new Float64Array(0);
+  private expires = new Float64Array(0);
+  private prev = new Int32Array(0);
+  private next = new Int32Array(0);
+  private free: number[] = [];
+  /** Least and most recently used slot (NONE when empty). */
+  private first = NONE;
+  private last = NONE;
+
+  /** The byte arena (a ring in recency order) and where the next entry goes. */
+  private data: Uint8Array;
+  private head = 0;
+  /** Bytes of live entries in the arena. */
+  private live = 0;
+
   constructor(readonly options: CotStoreOptions) {
     this.now = options.now ?? Date.now;
+    this.data = new Uint8Array(0);
   }
 
   get enabled(): boolean {
     return this.options.maxBytes > 0 && this.options.maxEntries > 0;
   }
 
-  /** Remember `utf8` (the reasoning's UTF-8 bytes; the store keeps this array) under `id`. */
+  /** Bytes the arena takes: at most about twice the live bytes and the largest entry, and at least 64 KiB once used. */
+  get arenaBytes(): number {
+    return this.data.length;
+  }
+
+  /** Remember `utf8` (the reasoning's UTF-8 bytes, copied) under `id`. */
   remember(id: string, utf8: Uint8Array): void {
-    if (!this.enabled || utf8.length === 0) return;
-    const bytes = utf8.length + 2 * id.length + ENTRY_OVERHEAD;
-    if (bytes > this.options.maxBytes) return;
-    this.delete(id);
-    this.map.set(id, { utf8, bytes, expires: this.now() + this.options.ttlMs });
-    this.bytes += bytes;
+    this.rememberRange(id, utf8, 0, utf8.length);
+  }
+
+  /** Remember `src[start, end)` (UTF-8, copied; `src` is not kept) under `id`. */
+  rememberRange(id: string, src: Uint8Array, start: number, end: number): void {
+    const n = end - start;
+    if (!this.enabled || n <= 0) return;
+    const cost = n + 2 * id.length + ENTRY_OVERHEAD;
+    if (cost > this.options.maxBytes) return;
+    const old = this.map.get(id);
+    if (old !== undefined) this.remove(old);
+    // what evict() would drop after the insert anyway, dropped first: its bytes make room
+    const now = this.now();
+    while (this.first !== NONE && this.expires[this.first]! <= now) {
+      this.remove(this.first);
+      this.stats.evictions++;
+    }
+    const at = this.place(n);
+    const data = this.data;
+    if (n < SHORT_COPY) for (let i = 0; i < n; i++) data[at + i] = src[start + i]!;
+    else data.set(src.subarray(start, end), at);
+    const slot = this.slot();
+    this.ids[slot] = id;
+    this.off[slot] = at;
+    this.len[slot] = n;
+    this.cost[slot] = cost;
+    this.expires[slot] = now + this.options.ttlMs;
+    this.link(slot);
+    this.map.set(id, slot);
+    this.bytes += cost;
+    this.head = at + n;
+    this.live += n;
     this.evict();
   }
 
   recall(id: string): string | undefined {
-    const e = this.map.get(id);
-    if (!e || e.expires <= this.now()) {
-      if (e) this.delete(id);
+    const slot = this.map.get(id);
+    if (slot === undefined || this.expires[slot]! <= this.now()) {
+      if (slot !== undefined) this.remove(slot);
       this.stats.misses++;
       this.sync();
       return undefined;
     }
-    // most recently used goes to the back
-    this.map.delete(id);
-    this.map.set(id, e);
+    const from = this.off[slot]!;
+    const n = this.len[slot]!;
+    const text = decoder.decode(this.data.subarray(from, from + n));
+    if (slot !== this.last) {
+      // most recently used goes to the back, and its bytes to the ring's head
+      this.unlink(slot);
+      this.live -= n;
+      const src = this.data;
+      const at = this.place(n);
+      if (this.data === src) this.data.copyWithin(at, from, from + n);
+      else this.data.set(src.subarray(from, from + n), at);
+      this.off[slot] = at;
+      this.link(slot);
+      this.head = at + n;
+      this.live += n;
+    }
     this.stats.hits++;
-    return decoder.decode(e.utf8);
+    return text;
   }
 
-  private delete(id: string): void {
-    const e = this.map.get(id);
-    if (e) {
-      this.map.delete(id);
-      this.bytes -= e.bytes;
+  /**
+   * Where `n` bytes go: at the ring's head, or at its start when the end is
+   * too short, as long as they stay clear of the oldest live entry; else the
+   * live entries are packed into a new arena first.
+   */
+  private place(n: number): number {
+    const cap = this.data.length;
+    if (this.first === NONE) {
+      this.head = 0;
+      if (n <= cap) return 0;
+    } else {
+      const head = this.head;
+      const tail = this.off[this.first]!;
+      if (head > tail) {
+        if (cap - head >= n) return head;
+        if (tail >= n) return 0;
+      } else if (head < tail && tail - head >= n) return head;
+    }
+    this.repack(n);
+    return this.head;
+  }
+
+  /**
+   * Copy the live entries, oldest first, to the start of a new arena with
+   * room for `n` more and as much again (smaller than the old one if most of
+   * that was holes).
+   */
+  private repack(n: number): void {
+    const target = this.live + n;
+    let cap = this.options.arenaBytes ?? FIRST_ARENA;
+    while (cap < 2 * target) cap *= 2;
+    const src = this.data;
+    const dst = new Uint8Array(cap);
+    let at = 0;
+    for (let s = this.first; s !== NONE; s = this.next[s]!) {
+      const from = this.off[s]!;
+      const len = this.len[s]!;
+      dst.set(src.subarray(from, from + len), at);
+      this.off[s] = at;
+      at += len;
+    }
+    this.data = dst;
+    this.head = at;
+  }
+
+  /** A free slot, growing the slot arrays when none is left. */
+  private slot(): number {
+    const s = this.free.pop();
+    if (s !== undefined) return s;
+    const used = this.ids.length;
+    if (used === this.len.length) {
+      const size = Math.max(64, used * 2);
+      const grow = <T extends Float64Array | Int32Array>(a: T, make: (n: number) => T): T => {
+        const b = make(size);
+        b.set(a);
+        return b;
+      };
+      this.off = grow(this.off, (k) => new Float64Array(k));
+      this.len = grow(this.len, (k) => new Int32Array(k));
+      this.cost = grow(this.cost, (k) => new Float64Array(k));
+      this.expires = grow(this.expires, (k) => new Float64Array(k));
+      this.prev = grow(this.prev, (k) => new Int32Array(k));
+      this.next = grow(this.next, (k) => new Int32Array(k));
+    }
+    this.ids.push(null);
+    return used;
+  }
+
+  /** Append `slot` as the most recently used. */
+  private link(slot: number): void {
+    this.prev[slot] = this.last;
+    this.next[slot] = NONE;
+    if (this.last === NONE) this.first = slot;
+    else this.next[this.last] = slot;
+    this.last = slot;
+  }
+
+  private unlink(slot: number): void {
+    const p = this.prev[slot]!;
+    const q = this.next[slot]!;
+    if (p === NONE) this.first = q;
+    else this.next[p] = q;
+    if (q === NONE) this.last = p;
+    else this.prev[q] = p;
+  }
+
+  private remove(slot: number): void {
+    this.unlink(slot);
+    this.map.delete(this.ids[slot]!);
+    this.ids[slot] = null;
+    this.bytes -= this.cost[slot]!;
+    this.live -= this.len[slot]!;
+    this.free.push(slot);
+    if (this.first === NONE) {
+      this.head = 0;
+      // nothing left to keep: a large arena from a busy spell is let go
+      if (this.data.length > (this.options.arenaBytes ?? FIRST_ARENA)) this.data = new Uint8Array(0);
     }
   }
 
   private evict(): void {
     const now = this.now();
-    for (const [id, e] of this.map) {
-      const over = this.bytes > this.options.maxBytes || this.map.size > this.options.maxEntries;
-      if (!over && e.expires > now) break;
-      this.map.delete(id);
-      this.bytes -= e.bytes;
+    const { maxBytes, maxEntries } = this.options;
+    while (this.first !== NONE) {
+      const over = this.bytes > maxBytes || this.map.size > maxEntries;
+      if (!over && this.expires[this.first]! > now) break;
+      this.remove(this.first);
       this.stats.evictions++;
     }
     this.sync();

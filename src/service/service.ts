@@ -121,6 +121,8 @@ export class Service {
       inline: this.options.inline ?? 0,
       table: enc.table,
       schema: this.schema,
+      // main-thread streams remember straight into the store (workers' memos come back in their results)
+      remember: this.cot.enabled ? (id, bytes, start, end) => this.cot.rememberRange(id, bytes, start, end) : undefined,
     });
     this.pool.on("crash", (slot, generation) => {
       this.metrics.workerRestarts.inc();
