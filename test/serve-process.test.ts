@@ -1,5 +1,6 @@
 /** The real binary: `serve` starts with flags, drains on SIGTERM and exits. */
 import { spawn } from "node:child_process";
+import { existsSync } from "node:fs";
 import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
@@ -57,6 +58,10 @@ describe("harmony-sidecar serve", () => {
     expect(rest.at(-1)).toMatchObject({ type: "done", finish_reason: "abort" });
     expect(await exited).toBe(0);
     expect(logs.some((l) => l.msg === "stopped")).toBe(true);
+    // the optional native unmasking is installed with the package on this platform (linux x64 prebuilds)
+    const serving = logs.find((l) => l.msg === "harmony-sidecar serving")!;
+    const native = existsSync(fileURLToPath(new URL("../node_modules/bufferutil/prebuilds/", import.meta.url)));
+    expect(serving.ws_masking).toBe(native && !process.env.WS_NO_BUFFER_UTIL ? "bufferutil" : "js");
     await client.close();
   });
 });

@@ -2,6 +2,7 @@
  * The service: one worker pool, one schema, one set of limits and metrics,
  * shared by the WebSocket/HTTP edge and the gRPC edge.
  */
+import { createRequire } from "node:module";
 import os from "node:os";
 import { pino, type Logger } from "pino";
 import { ParserPool } from "../pool/pool.js";
@@ -143,6 +144,7 @@ export class Service {
         startup_ms: Math.round(performance.now() - t0),
         auth: !!this.token,
         upstream: this.options.upstream?.url ?? null,
+        ws_masking: wsMasking(),
       },
       "harmony-sidecar serving",
     );
@@ -232,5 +234,20 @@ export class Service {
       this.logger.info({ outcome }, "stopped");
     })();
     return this.stopping;
+  }
+}
+
+/**
+ * How `ws` unmasks client frames: with the optional native `bufferutil`
+ * (about 25x faster on a 2.7 KB step frame, ~5 µs saved per frame) or its
+ * own JS loop, when the addon is missing or WS_NO_BUFFER_UTIL is set.
+ */
+function wsMasking(): "bufferutil" | "js" {
+  if (process.env.WS_NO_BUFFER_UTIL) return "js";
+  try {
+    createRequire(import.meta.url)("bufferutil");
+    return "bufferutil";
+  } catch {
+    return "js";
   }
 }
