@@ -193,6 +193,13 @@ interface Child {
 }
 
 async function spawnChild(args: string[], nodeFlags: string[], readyMsg: string): Promise<Child> {
+  if (opts.childCpus) {
+    try {
+      execSync("taskset -V", { stdio: "ignore" });
+    } catch {
+      throw new Error("--child-cpus needs taskset (util-linux) on the PATH");
+    }
+  }
   // taskset execs node in place, so the pid stays the service's own
   const cmd = opts.childCpus ? ["taskset", "-c", opts.childCpus, process.execPath] : [process.execPath];
   const proc = spawn(cmd[0]!, [...cmd.slice(1), ...nodeFlags, ...args], { stdio: ["ignore", "pipe", "pipe"] });
@@ -619,7 +626,15 @@ function run(spec: RunSpec): Promise<RunResult> {
   });
 }
 
-const traceLines: string[] = ["phase,run,sent_at_ms,latency_ms"];
+/**
+ * --trace rows. Frames: phase (service, echo), timed run, send time, round
+ * trip. GC pauses: client_gc (kind as perf_hooks numbers it: 1 minor, 4
+ * major, 8 incremental, 16 weak callbacks; at = the pause's start; over the
+ * whole bench) and service_gc (s or mc; at = when its --trace-gc-nvp line
+ * arrived, just after the pause; during (d) only). Times are this process's
+ * performance.now(), ms.
+ */
+const traceLines: string[] = ["phase,run_or_kind,at_ms,ms"];
 
 /** GC pauses of this (the client) process, ms, for the report. */
 const clientGc: { at: number; ms: number; kind: number }[] = [];
@@ -1294,7 +1309,7 @@ function markdown(r: Report): string {
   const m = r.machine;
   L.push(`Machine: ${m.cpu}, ${m.cores} cores, ${m.memory_gib} GiB; Node ${m.node}; ${m.platform}; load average at end ${m.loadavg_at_end.join(" ")}`);
   const where = r.setup.cpus
-    ? `the service and the echo server pinned to CPU ${r.setup.cpus.children}, the client to CPU ${r.setup.cpus.client} (taskset)`
+    ? `the service and the echo server pinned to CPU ${r.setup.cpus.children} (taskset), the client allowed CPU ${r.setup.cpus.client}`
     : `all on the same ${m.cores} cores`;
   L.push(`Setup: ${r.setup.service}, built from ${r.setup.commit}; echo server and client in their own processes, ${where}, loopback. Streams in (a), (b), (d) named by ${r.setup.handles ? "numeric handle" : "name"}.`);
   L.push(`Medians of ${r.setup.runs} timed runs of ${r.setup.seconds} s after ${r.setup.warmup_seconds} s of warm-up; latency percentiles over all timed runs. Total ${r.setup.total_seconds} s.`);

@@ -50,7 +50,7 @@ const help: Record<string, [string, string]> = {
   upstream: ["--upstream <url>", "sidecar mode: the vLLM (OpenAI-compatible) server to drive by token ids"],
   upstreamTimeoutMs: ["--upstream-timeout-ms <n>", "sidecar mode: end a request when the upstream is silent this long"],
   reasoningField: ["--reasoning-field <name>", "sidecar mode: reasoning or reasoning_content in chat deltas"],
-  cotStoreBytes: ["--cot-store-bytes <n>", "reasoning remembered per tool call id, for restoring it into prompts (0: off, and streams keep no reasoning)"],
+  cotStoreBytes: ["--cot-store-bytes <n>", "reasoning remembered per tool call id, for restoring it into prompts (0: off, and streams keep no reasoning; at most 1 GiB)"],
   cotStoreTtlMs: ["--cot-store-ttl-ms <n>", "how long remembered reasoning is kept"],
 };
 for (const [key, env, def] of SETTINGS) {

@@ -7,7 +7,7 @@ import { describe, expect, it } from "vitest";
 import { HarmonyClient } from "../src/client/index.js";
 import os from "node:os";
 import { resolveOptions } from "../src/commands/serve.js";
-import { defaultWorkers } from "../src/service/service.js";
+import { defaultWorkers, wsMasking } from "../src/service/service.js";
 import { harmony } from "./helpers.js";
 
 const CLI = fileURLToPath(new URL("../dist/src/cli.js", import.meta.url));
@@ -24,6 +24,22 @@ describe("harmony-sidecar serve", () => {
     expect(() => resolveOptions({ inline: "-1" }, {})).toThrow(/inline/);
     expect(resolveOptions({}, { HARMONY_COT_STORE_BYTES: "0" }).cotStore).toMatchObject({ maxBytes: 0 });
     expect(resolveOptions({ cotStoreTtlMs: "60000" }, {}).cotStore).toMatchObject({ ttlMs: 60000, maxBytes: 64 * 1024 * 1024 });
+  });
+
+  it("says whether ws unmasks natively: bufferutil's binary where it has one for this platform, else a JS loop", () => {
+    const prebuilt = existsSync(fileURLToPath(new URL(`../node_modules/bufferutil/prebuilds/${process.platform}-${process.arch}/`, import.meta.url)));
+    const saved = process.env.WS_NO_BUFFER_UTIL;
+    try {
+      delete process.env.WS_NO_BUFFER_UTIL;
+      expect(wsMasking()).toBe(prebuilt ? "native" : "js");
+      process.env.WS_NO_BUFFER_UTIL = "1";
+      expect(wsMasking()).toBe("js");
+    } finally {
+      if (saved === undefined) delete process.env.WS_NO_BUFFER_UTIL;
+      else process.env.WS_NO_BUFFER_UTIL = saved;
+    }
+    expect(resolveOptions({ cotStoreBytes: String(2 ** 30) }, {}).cotStore.maxBytes).toBe(2 ** 30);
+    expect(() => resolveOptions({ cotStoreBytes: String(2 ** 30 + 1) }, {})).toThrow(/cotStoreBytes.*at most/);
   });
 
   it("defaults to no worker threads on 1 or 2 cores, CPU count − 1 (at most 8) beyond", () => {
@@ -58,10 +74,8 @@ describe("harmony-sidecar serve", () => {
     expect(rest.at(-1)).toMatchObject({ type: "done", finish_reason: "abort" });
     expect(await exited).toBe(0);
     expect(logs.some((l) => l.msg === "stopped")).toBe(true);
-    // the optional native unmasking is installed with the package on this platform (linux x64 prebuilds)
     const serving = logs.find((l) => l.msg === "harmony-sidecar serving")!;
-    const native = existsSync(fileURLToPath(new URL("../node_modules/bufferutil/prebuilds/", import.meta.url)));
-    expect(serving.ws_masking).toBe(native && !process.env.WS_NO_BUFFER_UTIL ? "bufferutil" : "js");
+    expect(serving.ws_masking).toBe(wsMasking());
     await client.close();
   });
 });

@@ -3,6 +3,7 @@
  * variables, then defaults that work with no configuration.
  */
 import { Service, DEFAULTS, DEFAULT_COT_STORE, DEFAULT_LIMITS, type Limits, type ServiceOptions } from "../service/service.js";
+import { MAX_STORE_BYTES } from "../service/cot-store.js";
 
 export interface ServeFlags {
   host?: string;
@@ -56,6 +57,10 @@ export function resolveOptions(flags: ServeFlags, env: NodeJS.ProcessEnv): Servi
     if (!Number.isInteger(n) || n < min) throw new Error(`${key} (${envName}) must be an integer ≥ ${min}, got ${JSON.stringify(raw)}`);
     return n;
   };
+  const atMost = (n: number, max: number, what: string): number => {
+    if (n > max) throw new Error(`${what} must be at most ${max}, got ${n}`);
+    return n;
+  };
   const limits: Limits = {
     ...DEFAULT_LIMITS,
     maxFrameBytes: int("maxFrameBytes", "HARMONY_MAX_FRAME_BYTES", DEFAULT_LIMITS.maxFrameBytes, 1024),
@@ -89,7 +94,7 @@ export function resolveOptions(flags: ServeFlags, env: NodeJS.ProcessEnv): Servi
     drainTimeoutMs: int("drainTimeoutMs", "HARMONY_DRAIN_TIMEOUT_MS", DEFAULTS.drainTimeoutMs, 0),
     cotStore: {
       ...DEFAULT_COT_STORE,
-      maxBytes: int("cotStoreBytes", "HARMONY_COT_STORE_BYTES", DEFAULT_COT_STORE.maxBytes, 0),
+      maxBytes: atMost(int("cotStoreBytes", "HARMONY_COT_STORE_BYTES", DEFAULT_COT_STORE.maxBytes, 0), MAX_STORE_BYTES, "cotStoreBytes (HARMONY_COT_STORE_BYTES)"),
       ttlMs: int("cotStoreTtlMs", "HARMONY_COT_STORE_TTL_MS", DEFAULT_COT_STORE.ttlMs, 1000),
     },
     limits,

@@ -16,17 +16,19 @@
  * The arena is a ring kept in recency order: an entry is appended at `head`,
  * and a recall moves its bytes to `head` too, so the least recently used
  * entry is always the physically oldest and eviction frees the ring's tail.
- * When the bytes do not fit (holes left by recalls, or a larger budget in
- * use) the live entries are copied, in order, into an arena of at least
- * twice their size; that copy happens once per arena's worth of holes, and
- * never in the steady state of remember-and-evict.
+ * The ring is allocated once at twice the byte budget; its pages are only
+ * committed as they are written, and the head wraps to the start as soon as
+ * it passes 1.5 times the live bytes (and the start is free), so what is
+ * touched follows what is held. Nothing is copied as the store grows; only when
+ * recalls have left the ring without a gap are the live entries packed, in
+ * order, into a new ring.
  */
 export interface CotStoreOptions {
   maxBytes: number;
   maxEntries: number;
   ttlMs: number;
   now?: () => number;
-  /** First size of the byte arena (it grows by doubling); for tests. */
+  /** Size of the byte ring (default: twice maxBytes, and 64 KiB); for tests. */
   arenaBytes?: number;
 }
 
@@ -43,8 +45,13 @@ const ENTRY_OVERHEAD = 160;
 const NONE = -1;
 /** Below this many bytes an entry is copied by a loop (no subarray view). */
 const SHORT_COPY = 256;
-/** First arena size; an emptied store lets go of an arena larger than this. */
-const FIRST_ARENA = 64 * 1024;
+/** The ring wraps early once past 1.5 times the live bytes, but not below this. */
+const MIN_EXTENT = 64 * 1024;
+/**
+ * The largest byte budget: the ring is sized at twice the budget, and a
+ * typed array cannot pass 4 GiB on Node 20.
+ */
+export const MAX_STORE_BYTES = 1024 * 1024 * 1024;
 
 const decoder = new TextDecoder();
 
@@ -72,9 +79,17 @@ export class CotStore {
   private head = 0;
   /** Bytes of live entries in the arena. */
   private live = 0;
+  /** The ring's size (allocated on first use). */
+  private readonly ringBytes: number;
+  /** The furthest the head has gone since the ring was allocated. */
+  private reach = 0;
 
   constructor(readonly options: CotStoreOptions) {
+    if (!(options.maxBytes <= MAX_STORE_BYTES)) {
+      throw new RangeError(`the reasoning store takes at most ${MAX_STORE_BYTES} bytes (1 GiB), not ${options.maxBytes}`);
+    }
     this.now = options.now ?? Date.now;
+    this.ringBytes = Math.max(1, Math.floor(options.arenaBytes ?? 2 * options.maxBytes + MIN_EXTENT));
     this.data = new Uint8Array(0);
   }
 
@@ -82,9 +97,14 @@ export class CotStore {
     return this.options.maxBytes > 0 && this.options.maxEntries > 0;
   }
 
-  /** Bytes the arena takes: at most about twice the live bytes and the largest entry, and at least 64 KiB once used. */
+  /** The ring's size (virtual: its pages are committed as they are written). */
   get arenaBytes(): number {
     return this.data.length;
+  }
+
+  /** How far into the ring bytes have been written since it was allocated (what it can hold resident). */
+  get arenaReach(): number {
+    return this.reach;
   }
 
   /** Remember `utf8` (the reasoning's UTF-8 bytes, copied) under `id`. */
@@ -153,36 +173,42 @@ export class CotStore {
   }
 
   /**
-   * Where `n` bytes go: at the ring's head, or at its start when the end is
-   * too short, as long as they stay clear of the oldest live entry; else the
-   * live entries are packed into a new arena first.
+   * Where `n` bytes go, clear of every live entry: at the head, or at the
+   * ring's start once the head has passed 1.5 times the live bytes (or the end)
+   * and the start is free; else the live entries are packed into a new ring.
    */
   private place(n: number): number {
+    if (this.data.length === 0) this.data = new Uint8Array(this.ringBytes);
     const cap = this.data.length;
     if (this.first === NONE) {
       this.head = 0;
-      if (n <= cap) return 0;
+      if (n <= cap) return this.reached(0, n);
     } else {
       const head = this.head;
       const tail = this.off[this.first]!;
       if (head > tail) {
-        if (cap - head >= n) return head;
-        if (tail >= n) return 0;
-      } else if (head < tail && tail - head >= n) return head;
+        // live bytes lie in [tail, head): free at the end and at the start
+        const extent = Math.max(MIN_EXTENT, 1.5 * (this.live + n));
+        if (tail >= n && (head + n > extent || cap - head < n)) return this.reached(0, n);
+        if (cap - head >= n) return this.reached(head, n);
+      } else if (head < tail && tail - head >= n) return this.reached(head, n);
     }
     this.repack(n);
-    return this.head;
+    return this.reached(this.head, n);
+  }
+
+  private reached(at: number, n: number): number {
+    if (at + n > this.reach) this.reach = at + n;
+    return at;
   }
 
   /**
-   * Copy the live entries, oldest first, to the start of a new arena with
-   * room for `n` more and as much again (smaller than the old one if most of
-   * that was holes).
+   * Copy the live entries, oldest first, to the start of a new ring (larger
+   * if they and `n` more do not fit twice over). A synchronous copy of the
+   * live bytes, needed only when recalls have left no gap.
    */
   private repack(n: number): void {
-    const target = this.live + n;
-    let cap = this.options.arenaBytes ?? FIRST_ARENA;
-    while (cap < 2 * target) cap *= 2;
+    const cap = Math.max(this.ringBytes, 2 * (this.live + n));
     const src = this.data;
     const dst = new Uint8Array(cap);
     let at = 0;
@@ -195,6 +221,7 @@ export class CotStore {
     }
     this.data = dst;
     this.head = at;
+    this.reach = at;
   }
 
   /** A free slot, growing the slot arrays when none is left. */
@@ -247,8 +274,11 @@ export class CotStore {
     this.free.push(slot);
     if (this.first === NONE) {
       this.head = 0;
-      // nothing left to keep: a large arena from a busy spell is let go
-      if (this.data.length > (this.options.arenaBytes ?? FIRST_ARENA)) this.data = new Uint8Array(0);
+      // nothing left to keep: the ring and the pages a busy spell committed are let go
+      if (this.reach > MIN_EXTENT) {
+        this.data = new Uint8Array(0);
+        this.reach = 0;
+      }
     }
   }
 
