@@ -94,6 +94,8 @@ describe("chain-of-thought restoration", () => {
     const metrics = await (await fetch(`${s.http}/metrics`)).text();
     expect(metrics).toMatch(/harmony_cot_restored_total 1/);
     expect(metrics).toMatch(/harmony_cot_store_entries 1/);
+    // one entry of the reasoning's UTF-8 bytes, trimmed, at the ring's start
+    expect(metrics).toMatch(new RegExp(`harmony_cot_store_ring_bytes ${Buffer.byteLength(COT)}\\b`));
   });
 
   it("restores nothing when asked not to, or when the store is off", async () => {

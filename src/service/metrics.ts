@@ -91,6 +91,14 @@ export function createMetrics(): Metrics {
       new Gauge({ name: "harmony_cot_store_entries", help: "Remembered chains of thought", registers: [registry], collect() { this.set(stats.entries); } });
       new Gauge({ name: "harmony_cot_store_bytes", help: "Approximate bytes held by remembered chains of thought", registers: [registry], collect() { this.set(stats.bytes); } });
       new Gauge({ name: "harmony_cot_store_evictions", help: "Remembered chains of thought evicted (size or age) since start", registers: [registry], collect() { this.set(stats.evictions); } });
+      new Gauge({
+        name: "harmony_cot_store_ring_bytes",
+        help: "Bytes of the remembered reasoning's ring written so far (what it can hold resident; its address space is twice the budget)",
+        registers: [registry],
+        collect() {
+          this.set(store.arenaReach);
+        },
+      });
     },
   };
   return m;
