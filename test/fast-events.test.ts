@@ -101,6 +101,37 @@ describe("FrameWriter", () => {
     );
   });
 
+  it("slabbed, hands out views batch after batch with the same bytes as copies, earlier views untouched", () => {
+    // batches of up to 40 deltas of up to 3 KB: slabs of 64 KiB fill up, and a batch can outgrow one
+    const batch = fc.record({ items: fc.array(fc.tuple(ref, delta), { maxLength: 40 }), pad: fc.nat({ max: 3000 }), keep: fc.boolean() });
+    fc.assert(
+      fc.property(fc.array(batch, { minLength: 1, maxLength: 30 }), (batches) => {
+        const slabbed = new FrameWriter(true);
+        const plain = new FrameWriter();
+        const views: { view: Uint8Array; copy: Buffer }[] = [];
+        for (const b of batches) {
+          for (const [r, ev] of b.items) {
+            const d = { ...(ev as DeltaEvent), text: (ev as DeltaEvent).text + "x".repeat(b.pad) };
+            slabbed.deltaOf(fieldOf(r), d);
+            plain.deltaOf(fieldOf(r), d);
+          }
+          if (!b.keep) {
+            // a batch that did not finish leaves nothing behind
+            slabbed.clear();
+            plain.clear();
+            continue;
+          }
+          const view = slabbed.take();
+          const copy = Buffer.from(plain.take());
+          expect(Buffer.from(view)).toEqual(copy);
+          views.push({ view, copy });
+        }
+        for (const { view, copy } of views) expect(Buffer.from(view)).toEqual(copy);
+      }),
+      { numRuns: 200 },
+    );
+  });
+
   it("writes JSON that parses to the wire event", () => {
     fc.assert(
       fc.property(ref, delta, (r, ev) => {

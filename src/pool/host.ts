@@ -65,7 +65,7 @@ function adapterFor(spec: OpenSpec): Session["adapter"] {
 
 export class SessionHost {
   private readonly conns = new Map<number, Map<number, Session>>();
-  private readonly writer = new FrameWriter();
+  private readonly writer: FrameWriter;
   private open = 0;
   private readonly spare: Session[] = [];
 
@@ -78,7 +78,11 @@ export class SessionHost {
     private readonly vocab: Vocabulary,
     private readonly wire: Schema,
     private readonly remember: MemoSink | null = null,
-  ) {}
+    /** Results are used on this thread (the main thread's host): encoded events come as slab views (see FrameWriter). */
+    local = false,
+  ) {
+    this.writer = new FrameWriter(local);
+  }
 
   /** Streams held, over all connections. */
   get sessions(): number {

@@ -111,7 +111,7 @@ export class ParserPool extends EventEmitter<PoolEvents> {
     }
     this.inlineMax = workers === 0 ? Infinity : Math.max(0, opts.inline);
     let vocab: Vocabulary | null = null; // built only for an inline slot (its string cache is per thread)
-    this.newHost = () => new SessionHost((vocab ??= new Vocabulary(opts.table)), opts.schema, opts.remember ?? null);
+    this.newHost = () => new SessionHost((vocab ??= new Vocabulary(opts.table)), opts.schema, opts.remember ?? null, true);
     if (this.inlineMax > 0) {
       this.inlineSlot = this.slots.length;
       this.host = this.newHost();
