@@ -122,10 +122,7 @@ export class CotStore {
     if (old !== undefined) this.remove(old);
     // what evict() would drop after the insert anyway, dropped first: its bytes make room
     const now = this.now();
-    while (this.first !== NONE && this.expires[this.first]! <= now) {
-      this.remove(this.first);
-      this.stats.evictions++;
-    }
+    this.evict(now, false);
     const at = this.place(n);
     const data = this.data;
     if (n < SHORT_COPY) for (let i = 0; i < n; i++) data[at + i] = src[start + i]!;
@@ -141,7 +138,7 @@ export class CotStore {
     this.bytes += cost;
     this.head = at + n;
     this.live += n;
-    this.evict();
+    this.evict(now, true);
   }
 
   recall(id: string): string | undefined {
@@ -282,11 +279,11 @@ export class CotStore {
     }
   }
 
-  private evict(): void {
-    const now = this.now();
+  /** Drop the least recently used while expired at `now`, or (with `budget`) while over the byte or entry budget. */
+  private evict(now: number, budget: boolean): void {
     const { maxBytes, maxEntries } = this.options;
     while (this.first !== NONE) {
-      const over = this.bytes > maxBytes || this.map.size > maxEntries;
+      const over = budget && (this.bytes > maxBytes || this.map.size > maxEntries);
       if (!over && this.expires[this.first]! > now) break;
       this.remove(this.first);
       this.stats.evictions++;
