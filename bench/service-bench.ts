@@ -193,13 +193,6 @@ interface Child {
 }
 
 async function spawnChild(args: string[], nodeFlags: string[], readyMsg: string): Promise<Child> {
-  if (opts.childCpus) {
-    try {
-      execSync("taskset -V", { stdio: "ignore" });
-    } catch {
-      throw new Error("--child-cpus needs taskset (util-linux) on the PATH");
-    }
-  }
   // taskset execs node in place, so the pid stays the service's own
   const cmd = opts.childCpus ? ["taskset", "-c", opts.childCpus, process.execPath] : [process.execPath];
   const proc = spawn(cmd[0]!, [...cmd.slice(1), ...nodeFlags, ...args], { stdio: ["ignore", "pipe", "pipe"] });
@@ -294,7 +287,31 @@ function cpusAllowed(): string {
   }
 }
 
-/** The service's GCs while (d) ran, from its `--trace-gc-nvp` lines (none without that flag). */
+/** One GC of the service, from a `--trace-gc-nvp` line; `at` is when the line arrived (just after the pause). */
+interface GcEvent {
+  at: number;
+  kind: "s" | "mc";
+  pause: number;
+  survived: number;
+  promoted: number;
+}
+
+/** The service's scavenges and mark-compacts whose lines arrived in [from, to]. */
+function gcEvents(lines: { at: number; line: string }[], from: number, to: number): GcEvent[] {
+  const field = (line: string, name: string) => {
+    const m = new RegExp(`(?:^|\\s)${name}=([0-9.]+)`).exec(line);
+    return m ? Number(m[1]) : NaN;
+  };
+  const out: GcEvent[] = [];
+  for (const { at, line } of lines) {
+    if (at < from || at > to) continue;
+    const kind = /(?:^|\s)gc=(s|mc)(?:\s|$)/.exec(line)?.[1] as GcEvent["kind"] | undefined;
+    if (kind) out.push({ at, kind, pause: field(line, "pause"), survived: field(line, "new_space_survived"), promoted: field(line, "promoted") });
+  }
+  return out;
+}
+
+/** The service's GCs while (d) ran (none without --trace-gc-nvp). */
 interface GcSummary {
   scavenges: number;
   scavenge_pause_ms: { p50: number; max: number };
@@ -305,19 +322,10 @@ interface GcSummary {
   mark_compact_pause_ms: { p50: number; max: number };
 }
 
-function summariseGc(lines: { at: number; line: string }[], from: number, to: number): GcSummary | undefined {
-  const field = (line: string, name: string) => {
-    const m = new RegExp(`(?:^|\\s)${name}=([0-9.]+)`).exec(line);
-    return m ? Number(m[1]) : NaN;
-  };
-  const sc: { pause: number; survived: number; promoted: number }[] = [];
-  const mc: number[] = [];
-  for (const { at, line } of lines) {
-    if (at < from || at > to) continue;
-    if (/(?:^|\s)gc=s(?:\s|$)/.test(line)) sc.push({ pause: field(line, "pause"), survived: field(line, "new_space_survived"), promoted: field(line, "promoted") });
-    else if (/(?:^|\s)gc=mc(?:\s|$)/.test(line)) mc.push(field(line, "pause"));
-  }
-  if (sc.length === 0 && mc.length === 0) return undefined;
+function summariseGc(events: GcEvent[]): GcSummary | undefined {
+  const sc = events.filter((e) => e.kind === "s");
+  const mc = events.filter((e) => e.kind === "mc").map((e) => e.pause);
+  if (events.length === 0) return undefined;
   const p50 = (xs: number[]) => (xs.length === 0 ? 0 : [...xs].sort((x, y) => x - y)[xs.length >> 1]!);
   const max = (xs: number[]) => (xs.length === 0 ? 0 : Math.max(...xs));
   const mean = (xs: number[]) => (xs.length === 0 ? 0 : xs.reduce((x, y) => x + y, 0) / xs.length);
@@ -329,19 +337,6 @@ function summariseGc(lines: { at: number; line: string }[], from: number, to: nu
     mark_compacts: mc.length,
     mark_compact_pause_ms: { p50: p50(mc), max: max(mc) },
   };
-}
-
-/**
- * Trace rows for the service's GCs (its `--trace-gc-nvp` lines): kind s or mc,
- * the client's clock when the line arrived (just after the pause ended), pause ms.
- */
-function traceGcLines(phase: string, lines: { at: number; line: string }[], from: number, to: number): void {
-  for (const { at, line } of lines) {
-    if (at < from || at > to) continue;
-    const kind = /(?:^|\s)gc=(s|mc)(?:\s|$)/.exec(line)?.[1];
-    const pause = /(?:^|\s)pause=([0-9.]+)/.exec(line)?.[1];
-    if (kind && pause) traceLines.push(`${phase},${kind},${at.toFixed(3)},${pause}`);
-  }
 }
 
 /** Mean of the service's frame latency histogram (read to answer handed to the socket), µs. */
@@ -797,6 +792,13 @@ async function main(): Promise<void> {
   const { loadHarmonyEncoding } = await import("../src/vocab/index.js");
   type Parser = InstanceType<typeof HarmonyParser>;
 
+  if (opts.childCpus) {
+    try {
+      execSync("taskset -V", { stdio: "ignore" });
+    } catch {
+      throw new Error("--child-cpus needs taskset (util-linux) on the PATH");
+    }
+  }
   const only = new Set(opts.only.split(""));
   if (only.has("d") && opts.rate === undefined) only.add("a");
   const log = (s: string) => process.stderr.write(`[service-bench] ${s}\n`);
@@ -998,8 +1000,10 @@ async function main(): Promise<void> {
       const dFrom = performance.now();
       const fig = await measure({ ws, src: srcA, cursor: { t: 0 }, rate: dRate, serverPid: srv.pid }, false, "service");
       await sleep(100); // the service's last GC lines are on their way through the pipe
-      const serviceGc = summariseGc(srv.other, dFrom, performance.now());
-      if (opts.trace) traceGcLines("service_gc", srv.other, dFrom, performance.now());
+      const gcs = gcEvents(srv.other, dFrom, performance.now());
+      const serviceGc = summariseGc(gcs);
+      // trace rows: kind s or mc, when the line arrived (just after the pause), pause ms
+      if (opts.trace) for (const g of gcs) traceLines.push(`service_gc,${g.kind},${g.at.toFixed(3)},${g.pause}`);
       await closeWs(ws);
       log(`(d) paced at ${dRate.toFixed(0)} frames/s: p50 ${fig.latency.p50_ms.toFixed(3)} ms, p99 ${fig.latency.p99_ms.toFixed(3)} ms`);
       results.d_paced = { load: opts.rate === undefined ? opts.load : NaN, frames_per_s_target: dRate, tokens_per_s_target: dRate * opts.streams, ...strip(fig), service_gc: serviceGc };
