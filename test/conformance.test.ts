@@ -8,7 +8,9 @@
 import { describe, expect, it } from "vitest";
 import { parseCase, type CaseResult, type Chunker } from "../src/batch/reference.js";
 import type { HarmonyEvent } from "../src/core/events.js";
+import { HeaderMemo } from "../src/core/header.js";
 import { HarmonyParser } from "../src/core/parser.js";
+import { HARMONY } from "../src/core/preset.js";
 import { harmony, loadJsonl, loadReferenceCases, rng, type ConformanceCase } from "./helpers.js";
 
 const { vocab } = harmony();
@@ -129,6 +131,25 @@ for (const file of ["wellformed.jsonl", "malformed.jsonl"]) {
           if (clean) expect(got.recoveries, c.id).toEqual([]);
           else expect(got.recoveries.length, `${c.id} ${c.fault}`).toBeGreaterThan(0);
         }
+      });
+      it("a header memo shared by all cases changes no event, in either mode, whole or per token", () => {
+        // one memo for the whole corpus (and a tiny one that keeps clearing), as a host shares one
+        const memo = new HeaderMemo(HARMONY);
+        const tiny = new HeaderMemo(HARMONY, 3);
+        const feed = (p: HarmonyParser, chunks: ArrayLike<number>[]) => [...chunks.flatMap((ch) => p.write(ch)), ...p.end()];
+        for (const c of [...cases, ...loadJsonl("wellformed.jsonl")]) {
+          for (const opts of [{ role: c.role }, { role: c.role, mode: "strict" as const }]) {
+            const whole = feed(new HarmonyParser(vocab, opts), [c.tokens]);
+            const each = feed(new HarmonyParser(vocab, opts), perToken(c.tokens));
+            expect(feed(new HarmonyParser(vocab, { ...opts, headers: memo }), [c.tokens]), c.id).toEqual(whole);
+            expect(feed(new HarmonyParser(vocab, { ...opts, headers: memo }), perToken(c.tokens)), c.id).toEqual(each);
+            expect(feed(new HarmonyParser(vocab, { ...opts, headers: tiny }), perToken(c.tokens)), c.id).toEqual(each);
+          }
+        }
+        // the common headers were read once and are shared since
+        const r = memo.reference("<|channel|>analysis", "assistant");
+        expect(r.ok).toBe(true);
+        expect(memo.reference("<|channel|>analysis", "assistant")).toBe(r);
       });
       it("chunkings give identical recoveries", () => {
         for (const c of cases) {

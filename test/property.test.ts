@@ -9,7 +9,9 @@
 import fc from "fast-check";
 import { beforeAll, describe, expect, it } from "vitest";
 import type { DeltaKind, HarmonyEvent, MessageStartEvent, ReferenceMessage } from "../src/core/events.js";
+import { HeaderMemo } from "../src/core/header.js";
 import { HarmonyParser, type ParserOptions } from "../src/core/parser.js";
+import { HARMONY } from "../src/core/preset.js";
 import { FLAG_WHOLE, type Vocabulary } from "../src/core/vocab.js";
 import type { HarmonyEncoding } from "../src/vocab/index.js";
 import { harmony } from "./helpers.js";
@@ -418,6 +420,35 @@ describe("property: a restarted parser is a new parser", () => {
       }),
       params(300),
     );
+  });
+
+  it("a header memo shared across streams (and one small enough to keep clearing) changes no event", () => {
+    const shared = new HeaderMemo(HARMONY);
+    const tiny = new HeaderMemo(HARMONY, 2, 24);
+    fc.assert(
+      fc.property(fc.array(fc.tuple(idStream(60), options), { minLength: 1, maxLength: 4 }), chunking, (streams, sizes) => {
+        for (const [ids, opts] of streams) {
+          const plain = new HarmonyParser(vocab, opts);
+          const memoised = [shared, tiny].map((headers) => new HarmonyParser(vocab, { ...opts, headers }));
+          for (const c of chunks(ids, sizes)) {
+            const want = plain.write(c);
+            for (const p of memoised) expect(p.write(c)).toEqual(want);
+          }
+          const end = plain.end("eos");
+          for (const p of memoised) expect(p.end("eos")).toEqual(end);
+        }
+      }),
+      params(300),
+    );
+  });
+
+  it("a header memo of another preset is not used", () => {
+    const other = new HeaderMemo({ ...HARMONY });
+    const ids = [T.channel, ...enc.encodeOrdinary("analysis"), T.message];
+    const p = new HarmonyParser(vocab, { headers: other });
+    p.write(ids);
+    expect((p as unknown as { memo: unknown }).memo).toBeNull();
+    expect(other.staysHeader(0, "<|channel|>analysis", "assistant")).toBe(false);
   });
 
   it("keeps its grown window across restarts; a splice that reads far back in it gives what a new parser gives", () => {

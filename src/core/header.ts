@@ -373,3 +373,58 @@ export function parseHeaderTolerant(
     junk,
   };
 }
+
+/**
+ * Header readings remembered for the many parsers of one thread. A model
+ * writes the same few headers over and over (`<|channel|>analysis`, the
+ * same tool calls), and reading one builds strings, arrays and objects
+ * that live as long as its message. Both readings memoised are pure
+ * functions of the header text and the role it is read with, so a parser
+ * given a memo emits exactly what it would without one; tests check that.
+ *
+ * Bounded: each table holds at most `maxEntries` texts of at most
+ * `maxTextLength` UTF-16 units, and is cleared when full (the common
+ * headers come back at once). Only for one preset: a parser whose preset
+ * differs does not use it.
+ */
+export class HeaderMemo {
+  /** role → header text → the reference's successful reading (immutable, shared). */
+  private readonly readings = new Map<string | null, Map<string, Extract<ReferenceResult, { ok: true }>>>();
+  /** [explicit, implicit] header → role → text seen to stay a header while it grows. */
+  private readonly growing = [new Map<string | null, Set<string>>(), new Map<string | null, Set<string>>()] as const;
+
+  constructor(
+    readonly preset: HarmonyPreset,
+    readonly maxEntries = 2048,
+    readonly maxTextLength = 192,
+  ) {}
+
+  /** `parseHeaderReference(text, role, preset, true)`, remembered when it succeeds. */
+  reference(text: string, role: string | null): ReferenceResult {
+    let byText = this.readings.get(role);
+    const known = byText?.get(text);
+    if (known !== undefined) return known;
+    const r = parseHeaderReference(text, role, this.preset, true);
+    if (r.ok && text.length <= this.maxTextLength) {
+      if (byText === undefined) this.readings.set(role, (byText = new Map()));
+      else if (byText.size >= this.maxEntries) byText.clear();
+      byText.set(text, r);
+    }
+    return r;
+  }
+
+  /** Whether `text`, read with `role`, was found to still be a header (kind 0 explicit, 1 implicit). */
+  staysHeader(kind: 0 | 1, text: string, role: string | null): boolean {
+    return this.growing[kind].get(role)?.has(text) === true;
+  }
+
+  /** Remember that `text` stays a header. */
+  noteStaysHeader(kind: 0 | 1, text: string, role: string | null): void {
+    if (text.length > this.maxTextLength) return;
+    const byRole = this.growing[kind];
+    let texts = byRole.get(role);
+    if (texts === undefined) byRole.set(role, (texts = new Set()));
+    else if (texts.size >= this.maxEntries) texts.clear();
+    texts.add(text);
+  }
+}

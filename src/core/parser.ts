@@ -31,6 +31,7 @@ import type { ParseErrorCode } from "./errors.js";
 import {
   isRustWhitespace,
   parseHeaderReference,
+  type HeaderMemo,
   parseHeaderTolerant,
   type ParsedHeader,
   type TolerantHeader,
@@ -57,6 +58,12 @@ export interface ParserOptions {
   /** Resilient mode: header text longer than this is taken as content. Default 256 bytes. */
   maxHeaderBytes?: number;
   preset?: HarmonyPreset;
+  /**
+   * Header readings shared by the parsers of one thread (see HeaderMemo):
+   * the same events, with less work and garbage per message. Used only
+   * when its preset is this parser's.
+   */
+  headers?: HeaderMemo;
 }
 
 const S_EXPECT = 0;
@@ -131,6 +138,7 @@ export class HarmonyParser {
   private whole!: boolean;
   private callIdPrefix!: string;
   private maxHeaderBytes!: number;
+  private memo!: HeaderMemo | null;
   private readonly flags: Uint8Array;
   private firstSpecial!: number;
   private vocabLimit!: number;
@@ -209,6 +217,7 @@ export class HarmonyParser {
     this.whole = options.wholeMessages === true;
     this.callIdPrefix = options.callIdPrefix ?? "call_";
     this.maxHeaderBytes = options.maxHeaderBytes ?? 256;
+    this.memo = options.headers !== undefined && options.headers.preset === preset ? options.headers : null;
     this.firstSpecial = preset.firstSpecial;
     this.vocabLimit = Math.min(preset.vocabLimit, vocab.size);
     const t = preset.tokens;
@@ -768,7 +777,7 @@ export class HarmonyParser {
         this.fail("header_decode_failed", "could not decode header", at, this.tMessage);
         return;
       }
-      const r = parseHeaderReference(this.headerText(false).text, role, this.preset, true);
+      const r = this.readHeader(this.headerText(false).text, role);
       if (!r.ok) {
         this.fail(r.code, r.message, at, this.tMessage);
         return;
@@ -781,7 +790,7 @@ export class HarmonyParser {
     const role = this.headerRole();
     let header: ParsedHeader | null = null;
     if (this.carryFrom < 0) {
-      const r = parseHeaderReference(text, role, this.preset, true);
+      const r = this.readHeader(text, role);
       if (r.ok && this.sane(r.header)) header = r.header;
     }
     if (header === null) {
@@ -796,6 +805,12 @@ export class HarmonyParser {
     if (this.hdrKind === H_IMPLICIT) this.recover("missing_start", at, "a header without <|start|>; assumed <|start|>assistant");
     this.nextRole = null;
     this.beginMessage(header);
+  }
+
+  /** The reference's reading of a complete header (remembered, with a memo; never mutated). */
+  private readHeader(text: string, role: string | null): ReturnType<typeof parseHeaderReference> {
+    const memo = this.memo;
+    return memo !== null ? memo.reference(text, role) : parseHeaderReference(text, role, this.preset, true);
   }
 
   /** Whether the reference's reading of a header can be trusted as is. */
@@ -863,15 +878,24 @@ export class HarmonyParser {
    * missing `<|message|>`, or no header at all) and if so stream it as content.
    */
   private checkHeaderIsText(at: number): void {
+    const role = this.headerRole();
+    const kind = this.hdrKind === H_IMPLICIT ? 1 : 0;
+    const within = this.hdrLen <= this.maxHeaderBytes;
+    // a clean header's text is hdrText, its tail hdrLen: the outcome below is a function of the text and role
+    const memo = within && this.hdrClean ? this.memo : null;
+    if (memo !== null && memo.staysHeader(kind, this.hdrText, role)) return;
     const { text, tail } = this.headerText(true);
-    const th = parseHeaderTolerant(text, this.headerRole(), this.preset, { atMessage: false, carrying: false });
-    if (this.hdrLen <= this.maxHeaderBytes) {
+    const th = parseHeaderTolerant(text, role, this.preset, { atMessage: false, carrying: false });
+    if (within) {
       // the last word may still be growing (" to" before "=functions…"): count complete words
       const n = text.length;
       const complete = n > 0 && isRustWhitespace(text.charCodeAt(n - 1)) ? th.restWords : th.restWords - 1;
       const rest = text.slice(th.restStart);
       const prose = WORDLIKE.test(rest) && NOT_HEADER_CHAR.test(rest);
-      if (complete < (this.hdrKind === H_IMPLICIT ? 4 : 2) && !prose) return;
+      if (complete < (kind === 1 ? 4 : 2) && !prose) {
+        memo?.noteStaysHeader(kind, text, role);
+        return;
+      }
     }
     this.headerBecomesMessage(th, text, tail, at);
   }
