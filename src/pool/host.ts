@@ -5,7 +5,9 @@
  * same code answers wherever a stream is pinned.
  */
 import type { HarmonyEvent } from "../core/events.js";
-import { HarmonyParser } from "../core/parser.js";
+import { HeaderMemo } from "../core/header.js";
+import { HarmonyParser, type ParserOptions } from "../core/parser.js";
+import { HARMONY } from "../core/preset.js";
 import type { Vocabulary } from "../core/vocab.js";
 import { toWire, type StreamRef } from "../protocol/events.js";
 import { deltaJson, FrameWriter, handleField, jsonRef, streamField } from "../protocol/fast-events.js";
@@ -25,7 +27,7 @@ export interface Session {
   name: string;
   /** `ref` as an encoded Event.stream or Event.handle field (one char per byte), written into each of its events. */
   field: string;
-  /** `ref` as JSON members, for text-frame clients. */
+  /** `ref` as JSON members, for text-frame clients ("" until first needed). */
   jsonRef: string;
   /** Turns events into OpenAI objects, for streams opened with an openai.* format. */
   adapter: { push(ev: HarmonyEvent): object[] } | null;
@@ -68,6 +70,9 @@ export class SessionHost {
   private readonly writer: FrameWriter;
   private open = 0;
   private readonly spare: Session[] = [];
+  /** Header readings shared by this host's parsers (a model repeats a few headers). */
+  private readonly headers = new HeaderMemo(HARMONY);
+  private readonly options: ParserOptions = { headers: this.headers };
 
   /**
    * @param remember where tool calls' reasoning goes as it is found (the
@@ -137,13 +142,13 @@ export class SessionHost {
   openStream(sid: number, spec: OpenWith): Session {
     if (!this.streams.has(sid)) this.open++;
     const ref: StreamRef = spec.handle > 0 ? { handle: spec.handle } : { stream: spec.name };
-    const options = {
-      mode: spec.mode,
-      role: spec.role,
-      wholeMessages: spec.wholeMessages,
-      nonStrict: spec.nonStrict,
-      callIdPrefix: spec.callIdPrefix,
-    };
+    // one options object for every open: a parser reads it and keeps none of it
+    const options = this.options;
+    options.mode = spec.mode;
+    options.role = spec.role;
+    options.wholeMessages = spec.wholeMessages;
+    options.nonStrict = spec.nonStrict;
+    options.callIdPrefix = spec.callIdPrefix;
     // a spare session (its reasoning buffer was cleared when it was put
     // aside), or a new one; either way the stream's own fields are set below
     let session = this.spare.pop();
@@ -153,7 +158,7 @@ export class SessionHost {
     session.ref = ref;
     session.name = spec.name;
     session.field = "handle" in ref ? handleField(ref.handle) : streamField(spec.name);
-    session.jsonRef = jsonRef(ref);
+    session.jsonRef = ""; // made on first use (text-frame clients only)
     session.cot = spec.rememberReasoning ? (session.cot ?? new CotBuffer()) : null;
     session.adapter = adapterFor(spec);
     this.streams.set(sid, session);
@@ -255,7 +260,7 @@ export class SessionHost {
         if (session.adapter === null) {
           // the common case, written without intermediate objects
           deltas++;
-          if (json) text.push(deltaJson(session.jsonRef, ev));
+          if (json) text.push(deltaJson(session.jsonRef || (session.jsonRef = jsonRef(ref)), ev));
           else writer.deltaOf(session.field, ev);
           continue;
         }
