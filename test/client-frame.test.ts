@@ -19,8 +19,23 @@ const name = fc.oneof(fc.string({ maxLength: 40 }), fc.constantFrom("lane-1", "�
 const handle = fc.oneof(fc.constant(0), fc.integer({ min: 1, max: 300 }), fc.integer({ min: 1, max: 0xffffffff }));
 const op = fc.oneof(
   fc.record({ tokens: fc.record({ stream: name, handle, ids: fc.array(fc.nat({ max: 300_000 }), { maxLength: 3000 }) }) }),
-  fc.record({ open: fc.record({ stream: name, handle, role: fc.constantFrom("", "assistant") }) }),
-  fc.record({ close: fc.record({ stream: name, handle, reason: fc.constantFrom("", "eos", "abort") }) }),
+  fc.record({
+    open: fc.record(
+      {
+        stream: name,
+        handle,
+        role: fc.constantFrom("", "assistant", "none"),
+        mode: fc.constantFrom("", "strict", "resilient"),
+        whole_messages: fc.boolean(),
+        non_strict: fc.boolean(),
+        format: fc.constantFrom("", "events", "openai.chat"),
+        reasoning_field: fc.oneof(fc.constant(""), name),
+        model: fc.oneof(fc.constant(""), name),
+      },
+      { requiredKeys: ["stream"] },
+    ),
+  }),
+  fc.record({ close: fc.record({ stream: name, handle, reason: fc.constantFrom("", "eos", "abort", "длина") }) }),
 );
 const frame = fc.oneof(
   { weight: 5, arbitrary: fc.array(op, { maxLength: 12 }).map((ops) => s.ClientFrame.encode({ ops }).finish()) },
@@ -54,6 +69,28 @@ describe("BinaryFrameReader", () => {
       }),
       { numRuns: 100 },
     );
+  });
+
+  it("Open and Close: the last of a repeated field wins; a known field of another wire type and unknown fields are skipped", () => {
+    const str = (f: number, t: string) => [(f << 3) | 2, Buffer.byteLength(t), ...Buffer.from(t)];
+    const open = [...str(1, "a"), ...str(1, "b"), 0x10, 0x05, ...str(2, "none"), 0x20, 0x01, 0x20, 0x00, ...str(9, "x"), 0x48, 0x07, 0xa0, 0x01, 0x09, ...str(8, "m")];
+    const close = [0x1a, 0x00, ...str(2, "abort"), 0x18, 0x04, ...str(1, "b"), 0x12, 0x01, 0x41];
+    const frame = Uint8Array.from([0x0a, open.length + 2, 0x0a, open.length, ...open, 0x0a, close.length + 2, 0x1a, close.length, ...close]);
+    for (const r of [readBinaryFrame(frame, s, 10), new BinaryFrameReader().read(frame, s, 10)]) {
+      expect(meaning(r)).toEqual({
+        fatal: null,
+        errors: [],
+        ops: [
+          { kind: 1, stream: "b", handle: 7, role: "none", mode: "", whole_messages: false, non_strict: false, format: "", reasoning_field: "", model: "m" },
+          { kind: 3, stream: "b", handle: 4, reason: "A" },
+        ],
+      });
+    }
+    // a handle past uint32 and a name that is not UTF-8 refuse the frame
+    const big = Uint8Array.from([0x0a, 0x0a, 0x1a, 0x08, 0x18, 0x80, 0x80, 0x80, 0x80, 0x80, 0x01, 0x00].slice(0, 12));
+    expect(readBinaryFrame(big, s, 10).fatal?.code).toBe("bad_frame");
+    const bad = Uint8Array.from([0x0a, 0x05, 0x0a, 0x03, 0x0a, 0x01, 0xff]);
+    expect(new BinaryFrameReader().read(bad, s, 10).fatal).toMatchObject({ code: "bad_frame", message: "a string field is not valid UTF-8" });
   });
 
   it("a frame of many ops, then small ones: the reused op arrays grow and start over", () => {

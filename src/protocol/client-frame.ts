@@ -326,16 +326,75 @@ function fitHandle(v: number): number {
   return v;
 }
 
-/** Open, Close and Render ops: rare, decoded by protobufjs. */
-function decodeRare(kind: number, payload: Uint8Array, s: Schema): OpenOp | CloseOp | RenderOp {
-  if (kind === OP_OPEN) {
-    const m = s.Open.toObject(s.Open.decode(payload), { defaults: true }) as Omit<OpenOp, "kind">;
-    return { kind: OP_OPEN, ...m };
+/** A string field at `r.pos` (its tag read): interned when the reader keeps names. */
+function readStr(r: Reader, buf: Uint8Array, names: Map<number, string> | null): string {
+  const len = r.length();
+  const s = r.pos;
+  r.pos = s + len;
+  return names ? internName(buf, s, s + len, names) : decodeString(buf, s, s + len);
+}
+
+/*
+ * Open and Close are read here rather than by protobufjs: a step frame
+ * closes and opens streams as sequences finish, and protobufjs built three
+ * objects per op (message, plain object, op). Field values that recur (the
+ * name, "assistant", "eos") come back as the same strings. As protobuf
+ * does, the last of a repeated field wins, and a known field with another
+ * wire type is skipped like an unknown one. Tests compare with protobufjs.
+ */
+
+function readOpen(r: Reader, buf: Uint8Array, names: Map<number, string> | null): OpenOp {
+  let stream = "";
+  let role = "";
+  let mode = "";
+  let format = "";
+  let reasoningField = "";
+  let model = "";
+  let whole = false;
+  let nonStrict = false;
+  let handle = 0;
+  while (r.pos < r.end) {
+    const t = r.varint();
+    const f = t >>> 3;
+    const w = t & 7;
+    if (w === 2 && ((f >= 1 && f <= 3) || (f >= 6 && f <= 8))) {
+      const v = readStr(r, buf, names);
+      if (f === 1) stream = v;
+      else if (f === 2) role = v;
+      else if (f === 3) mode = v;
+      else if (f === 6) format = v;
+      else if (f === 7) reasoningField = v;
+      else model = v;
+    } else if (w === 0 && (f === 4 || f === 5 || f === 9)) {
+      const v = r.varint();
+      if (f === 4) whole = v !== 0;
+      else if (f === 5) nonStrict = v !== 0;
+      else handle = fitHandle(v);
+    } else r.skip(w);
   }
-  if (kind === OP_CLOSE) {
-    const m = s.Close.toObject(s.Close.decode(payload), { defaults: true }) as Omit<CloseOp, "kind">;
-    return { kind: OP_CLOSE, ...m };
+  return { kind: OP_OPEN, stream, handle, role, mode, whole_messages: whole, non_strict: nonStrict, format, reasoning_field: reasoningField, model };
+}
+
+function readClose(r: Reader, buf: Uint8Array, names: Map<number, string> | null): CloseOp {
+  let stream = "";
+  let reason = "";
+  let handle = 0;
+  while (r.pos < r.end) {
+    const t = r.varint();
+    const f = t >>> 3;
+    const w = t & 7;
+    if (w === 2 && (f === 1 || f === 2)) {
+      const v = readStr(r, buf, names);
+      if (f === 1) stream = v;
+      else reason = v;
+    } else if (w === 0 && f === 3) handle = fitHandle(r.varint());
+    else r.skip(w);
   }
+  return { kind: OP_CLOSE, stream, handle, reason };
+}
+
+/** Render ops: rare, decoded by protobufjs. */
+function decodeRender(payload: Uint8Array, s: Schema): RenderOp {
   const m = s.Render.toObject(s.Render.decode(payload), { defaults: true }) as { request_id: string; request_json: string };
   return { kind: OP_RENDER, stream: m.request_id, handle: 0, json: m.request_json };
 }
@@ -351,7 +410,7 @@ export class BinaryFrameReader {
   private readonly r = new Reader(EMPTY, 0, 0);
   private readonly sink = new IdSink(64);
   private readonly ops = new OpList();
-  /** Stream names seen in Tokens ops, by a hash of their bytes. */
+  /** Stream names and the short string fields of Open and Close seen, by a hash of their bytes. */
   private readonly names = new Map<number, string>();
 
   /** Read a binary ClientFrame. `maxIds` bounds the ids of the whole frame. */
@@ -441,20 +500,10 @@ function readBinary(
         errors.push({ code: "unknown_op", message: "an op with no open, tokens, close or render", stream: "" });
         continue;
       }
-      if (kind !== OP_TOKENS) {
-        // protobufjs would cut a handle past uint32 to its low bits: refuse it, as for Tokens
-        const handleField = kind === OP_OPEN ? 9 : kind === OP_CLOSE ? 3 : 0;
-        if (handleField !== 0) {
-          r.at(ps, pe);
-          while (r.pos < r.end) {
-            const t = r.varint();
-            if (t >>> 3 === handleField && (t & 7) === 0) fitHandle(r.varint());
-            else r.skip(t & 7);
-          }
-        }
-        const payload = buf.subarray(ps, pe);
-        ops.other(decodeRare(kind, payload, s));
-      } else {
+      if (kind === OP_OPEN) ops.other(readOpen(r.at(ps, pe), buf, names));
+      else if (kind === OP_CLOSE) ops.other(readClose(r.at(ps, pe), buf, names));
+      else if (kind === OP_RENDER) ops.other(decodeRender(buf.subarray(ps, pe), s));
+      else {
         r.at(ps, pe);
         let stream = "";
         let handle = 0;
