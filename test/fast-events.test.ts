@@ -59,6 +59,13 @@ describe("FrameWriter", () => {
     );
   });
 
+  it("a handle's field is its tag and varint, at every varint length", () => {
+    for (const h of [1, 127, 128, 16383, 16384, 2097151, 2097152, 268435455, 268435456, 0xffffffff]) {
+      const bytes = s.Event.encode({ handle: h }).finish();
+      expect(Buffer.from(handleField(h), "latin1"), String(h)).toEqual(Buffer.from(bytes));
+    }
+  });
+
   it("writes deltas of streams named by name or by handle as protobufjs encodes them", () => {
     fc.assert(
       fc.property(fc.array(fc.tuple(ref, delta), { minLength: 1, maxLength: 8 }), (items) => {

@@ -86,8 +86,12 @@ export function streamField(stream: string): string {
  * of the name); the same use as `streamField`.
  */
 export function handleField(handle: number): string {
+  // field 11, wire type 0; one string built per stream, with no buffer for handles below 2^21
+  if (handle < 0x80) return String.fromCharCode(0x58, handle);
+  if (handle < 0x4000) return String.fromCharCode(0x58, (handle & 0x7f) | 0x80, handle >>> 7);
+  if (handle < 0x200000) return String.fromCharCode(0x58, (handle & 0x7f) | 0x80, ((handle >>> 7) & 0x7f) | 0x80, handle >>> 14);
   const b = Buffer.allocUnsafe(6);
-  b[0] = 0x58; // field 11, wire type 0
+  b[0] = 0x58;
   return b.toString("latin1", 0, putVarint(b, 1, handle));
 }
 

@@ -29,7 +29,7 @@ import {
 } from "../protocol/client-frame.js";
 import { encodeServerFrame, jsonServerFrame, type StreamRef, type WireEvent } from "../protocol/events.js";
 import type { Session } from "../pool/host.js";
-import { K_CLOSE, K_OPEN, K_TOKENS, type OpenSpec, type OpenWith, type OpsResult, type OpsTask, type OutputFormat } from "../pool/task.js";
+import { K_CLOSE, K_OPEN, K_TOKENS, type OpenWith, type OpsResult, type OpsTask, type OutputFormat } from "../pool/task.js";
 import type { Service } from "./service.js";
 
 export interface Transport {
@@ -94,6 +94,9 @@ class HandleTable {
     else this.large.delete(h);
   }
 }
+
+/** The format of most streams (shared: nothing changes it). */
+const EVENTS: OutputFormat = Object.freeze({ kind: "events" });
 
 /** Handles below this live in the array (at most 8192 slots per connection). */
 const SMALL_HANDLES = 8192;
@@ -229,7 +232,7 @@ export class Connection {
           );
           continue;
         }
-        const spec = this.openSpec(ops.rare[i] as OpenOp);
+        const spec = this.openSpec(ops.rare[i] as OpenOp, name, handle);
         if (typeof spec === "string") {
           immediate.push(this.errorEvent(name, "bad_option", spec));
           continue;
@@ -246,7 +249,7 @@ export class Connection {
         }
         this.slotsUsed.add(slot);
         svc.metrics.openStreams.inc();
-        open = { ...spec, name, handle };
+        open = spec;
       } else {
         st = handle !== 0 ? this.handles.get(handle) : this.streams.get(name);
         if (!st || (handle !== 0 && name !== "" && st.name !== name)) {
@@ -470,7 +473,7 @@ export class Connection {
     return { ...(typeof ref === "string" ? { stream: ref } : ref), error: { code, message, at: 0 } } as WireEvent;
   }
 
-  private openSpec(op: OpenOp): OpenSpec | string {
+  private openSpec(op: OpenOp, name: string, handle: number): OpenWith | string {
     const { role, mode, whole_messages: whole, non_strict: nonStrict } = op;
     const r = role === "" || role === "assistant" ? "assistant" : role === "none" ? null : undefined;
     if (r === undefined) return `role must be assistant or none, not ${JSON.stringify(role)}`;
@@ -481,7 +484,7 @@ export class Connection {
     const model = op.model || "gpt-oss";
     const hex = `${this.idBase}${(++this.opened).toString(36)}`;
     let format: OutputFormat;
-    if (op.format === "" || op.format === "events") format = { kind: "events" };
+    if (op.format === "" || op.format === "events") format = EVENTS;
     else if (op.format === "openai.chat") {
       const field = op.reasoning_field || "reasoning";
       if (field !== "reasoning" && field !== "reasoning_content") {
@@ -498,6 +501,8 @@ export class Connection {
       callIdPrefix: `call_${hex}_`,
       rememberReasoning: this.service.cot.enabled,
       format,
+      name,
+      handle,
     };
   }
 
