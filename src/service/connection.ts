@@ -29,6 +29,7 @@ import {
 } from "../protocol/client-frame.js";
 import { encodeServerFrame, jsonServerFrame, type StreamRef, type WireEvent } from "../protocol/events.js";
 import type { Session } from "../pool/host.js";
+import { RecentSet } from "./recent.js";
 import { K_CLOSE, K_OPEN, K_TOKENS, type OpenWith, type OpsResult, type OpsTask, type OutputFormat } from "../pool/task.js";
 import type { Service } from "./service.js";
 
@@ -98,6 +99,9 @@ class HandleTable {
 /** The format of most streams (shared: nothing changes it). */
 const EVENTS: OutputFormat = Object.freeze({ kind: "events" });
 
+/** Closed stream names, and handles, remembered per connection for the `stream_closed` error. */
+const RECENTLY_CLOSED = 1024;
+
 /** Handles below this live in the array (at most 8192 slots per connection). */
 const SMALL_HANDLES = 8192;
 
@@ -108,12 +112,6 @@ const SMALL_HANDLES = 8192;
  */
 function opRef(name: string, handle: number): StreamRef {
   return name !== "" || handle === 0 ? { stream: name } : { handle };
-}
-
-/** Add `v` to a bounded set of recently closed names or handles, dropping the oldest past 1024. */
-function remember<T>(recent: Set<T>, v: T): void {
-  recent.add(v);
-  if (recent.size > 1024) recent.delete(recent.values().next().value as T);
 }
 
 /** How a stream's events name it. */
@@ -127,8 +125,8 @@ export class Connection {
   /** Open streams that have a handle, by handle. */
   private readonly handles = new HandleTable();
   /** Recently closed stream names and handles (bounded), for a precise error on late ops. */
-  private readonly closed = new Set<string>();
-  private readonly closedHandles = new Set<number>();
+  private readonly closed = new RecentSet<string>(RECENTLY_CLOSED);
+  private readonly closedHandles = new RecentSet<number>(RECENTLY_CLOSED);
   private tail: Promise<void> = Promise.resolve();
   /** Sends chained on `tail` that have not run yet; a frame may be answered at once only when 0. */
   private queued = 0;
@@ -448,10 +446,10 @@ export class Connection {
     this.streams.delete(st.name);
     this.service.pool.release(st.slot);
     this.service.metrics.openStreams.dec();
-    remember(this.closed, st.name);
+    this.closed.add(st.name);
     if (st.handle !== 0) {
       this.handles.delete(st.handle);
-      remember(this.closedHandles, st.handle);
+      this.closedHandles.add(st.handle);
     }
   }
 
