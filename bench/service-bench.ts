@@ -6,7 +6,7 @@
  *   node dist/bench/service-bench.js [--seconds 2] [--runs 5] [--json]
  *       [--only abcde] [--windows 2,4,8] [--rate N] [--cpu-prof DIR]
  *       [--trace FILE] [--server-flags "--trace-gc-nvp"] [--handles]
- *       [--child-cpus LIST]
+ *       [--child-cpus LIST] [--child-output DIR]
  *   With --server-flags "--trace-gc-nvp" the report sums up the service's
  *   GCs while (d) ran: scavenges, their pauses, what each copied and promoted.
  *   `taskset -c 0 node dist/bench/service-bench.js --child-cpus 1` keeps the
@@ -77,6 +77,7 @@ const opts = new Command()
   .option("--cpu-prof <dir>", "run the service child under node --cpu-prof, write profiles to DIR and summarise them")
   .option("--server-flags <flags>", "extra node flags for the service child, space-separated (e.g. --trace-gc)", "")
   .option("--child-cpus <list>", "run the service and echo children on these CPUs only (taskset -c LIST); run the bench itself under taskset to keep the client off them")
+  .option("--child-output <dir>", "write each child's output lines that are not JSON logs (such as --trace-gc lines under --server-flags), stamped with the client's clock, to DIR/<pid>.txt; the log says when (d) ran on that clock")
   .option("--trace <file>", "write every paced (d) frame's send time and latency to FILE (CSV), with the client's GC pauses and, under --trace-gc-nvp, the service's")
   .option("--json", "print JSON instead of Markdown", false)
   .option("--json-file <file>", "also write the JSON report to FILE")
@@ -102,6 +103,7 @@ const opts = new Command()
     json: boolean;
     jsonFile?: string;
     trace?: string;
+    childOutput?: string;
     childCpus?: string;
     serverFlags: string;
     serveFlags: string;
@@ -221,6 +223,10 @@ async function spawnChild(args: string[], nodeFlags: string[], readyMsg: string)
 }
 
 async function stopChild(c: Child): Promise<void> {
+  if (opts.childOutput) {
+    mkdirSync(opts.childOutput, { recursive: true });
+    writeFileSync(path.join(opts.childOutput, `${c.pid}.txt`), c.other.map((o) => `${o.at.toFixed(1)} ${o.line}\n`).join(""));
+  }
   if (c.proc.exitCode !== null) return;
   const exited = once(c.proc, "exit");
   c.proc.kill("SIGTERM");
@@ -1000,11 +1006,13 @@ async function main(): Promise<void> {
       const dFrom = performance.now();
       const fig = await measure({ ws, src: srcA, cursor: { t: 0 }, rate: dRate, serverPid: srv.pid }, false, "service");
       await sleep(100); // the service's last GC lines are on their way through the pipe
-      const gcs = gcEvents(srv.other, dFrom, performance.now());
+      const dTo = performance.now();
+      const gcs = gcEvents(srv.other, dFrom, dTo);
       const serviceGc = summariseGc(gcs);
       // trace rows: kind s or mc, when the line arrived (just after the pause), pause ms
       if (opts.trace) for (const g of gcs) traceLines.push(`service_gc,${g.kind},${g.at.toFixed(3)},${g.pause}`);
       await closeWs(ws);
+      if (opts.childOutput) log(`(d) ran from ${dFrom.toFixed(0)} to ${dTo.toFixed(0)} ms on the client's clock (service child ${srv.pid})`);
       log(`(d) paced at ${dRate.toFixed(0)} frames/s: p50 ${fig.latency.p50_ms.toFixed(3)} ms, p99 ${fig.latency.p99_ms.toFixed(3)} ms`);
       results.d_paced = { load: opts.rate === undefined ? opts.load : NaN, frames_per_s_target: dRate, tokens_per_s_target: dRate * opts.streams, ...strip(fig), service_gc: serviceGc };
     }
