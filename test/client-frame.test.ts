@@ -86,11 +86,43 @@ describe("BinaryFrameReader", () => {
         ],
       });
     }
-    // a handle past uint32 and a name that is not UTF-8 refuse the frame
+    // a handle past uint32 refuses the frame
     const big = Uint8Array.from([0x0a, 0x0a, 0x1a, 0x08, 0x18, 0x80, 0x80, 0x80, 0x80, 0x80, 0x01, 0x00].slice(0, 12));
     expect(readBinaryFrame(big, s, 10).fatal?.code).toBe("bad_frame");
-    const bad = Uint8Array.from([0x0a, 0x05, 0x0a, 0x03, 0x0a, 0x01, 0xff]);
-    expect(new BinaryFrameReader().read(bad, s, 10).fatal).toMatchObject({ code: "bad_frame", message: "a string field is not valid UTF-8" });
+  });
+
+  it("an op with a string that is not UTF-8 is dropped with its own error; the frame's other ops stand", () => {
+    const str = (f: number, b: number[]) => [(f << 3) | 2, b.length, ...b];
+    const op = (kind: number, body: number[]) => [0x0a, body.length + 2, (kind << 3) | 2, body.length, ...body];
+    const frame = Uint8Array.from([
+      ...op(2, [...str(1, [0x61]), ...str(2, [5, 6])]), // tokens "a" [5, 6]
+      ...op(1, [...str(1, [0x62]), ...str(2, [0xff]), 0x48, 0x02]), // open "b", role not UTF-8, handle 2
+      ...op(3, [...str(1, [0x61]), ...str(2, [0xed, 0xa0, 0x80])]), // close "a", reason a lone surrogate
+      ...op(2, [...str(1, [0xc3]), ...str(2, [7])]), // tokens with a cut name
+      ...op(2, [0x18, 0x03, ...str(2, [8])]), // tokens for handle 3
+    ]);
+    for (const r of [readBinaryFrame(frame, s, 10), new BinaryFrameReader().read(frame, s, 10)]) {
+      const m = meaning(r);
+      expect(m.fatal).toBeNull();
+      expect(m.ops).toEqual([
+        { kind: 2, stream: "a", handle: 0, ids: [5, 6] },
+        { kind: 2, stream: "", handle: 3, ids: [8] },
+      ]);
+      expect(m.errors).toEqual([
+        { code: "bad_frame", message: "an open has a string field that is not valid UTF-8", stream: "b", handle: 2 },
+        { code: "bad_frame", message: "a close has a string field that is not valid UTF-8", stream: "a", handle: 0 },
+        { code: "bad_frame", message: "a tokens op has a string field that is not valid UTF-8", stream: "", handle: 0 },
+      ]);
+    }
+  });
+
+  it("a leading byte order mark is part of a name, as protobufjs and JSON keep it", () => {
+    const name = "\uFEFFa-\u00e9";
+    const f = s.ClientFrame.encode({ ops: [{ open: { stream: name } }, { tokens: { stream: name, ids: [1] } }, { close: { stream: name, reason: "\uFEFFeos" } }] }).finish();
+    for (const r of [readBinaryFrame(f, s, 10), new BinaryFrameReader().read(f, s, 10)]) {
+      expect(r.ops.toArray().map((o) => o.stream)).toEqual([name, name, name]);
+      expect((r.ops.toArray()[2] as { reason: string }).reason).toBe("\uFEFFeos");
+    }
   });
 
   it("a frame of many ops, then small ones: the reused op arrays grow and start over", () => {

@@ -166,7 +166,8 @@ function refused(code: OpError["code"], message: string): ReadFrame {
 /** Ids that do not fit uint32 are kept as this (not a token) rather than wrapped. */
 export const OUT_OF_RANGE_ID = 0xffffffff;
 
-const utf8 = new TextDecoder("utf-8", { fatal: true });
+// ignoreBOM: a leading U+FEFF is part of the string, as protobuf and JSON keep it
+const utf8 = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true });
 
 class WireError extends Error {}
 
@@ -326,12 +327,25 @@ function fitHandle(v: number): number {
   return v;
 }
 
-/** A string field at `r.pos` (its tag read): interned when the reader keeps names. */
-function readStr(r: Reader, buf: Uint8Array, names: Map<number, string> | null): string {
+/** The message of an op dropped for a string field that is not UTF-8. */
+const NOT_UTF8 = "has a string field that is not valid UTF-8";
+
+/** A UTF-8 string field's bytes [s, e): interned when the reader keeps names; null when not valid UTF-8. */
+function strOrNull(buf: Uint8Array, s: number, e: number, names: Map<number, string> | null): string | null {
+  try {
+    return names ? internName(buf, s, e, names) : decodeString(buf, s, e);
+  } catch (err) {
+    if (err instanceof WireError) return null;
+    throw err;
+  }
+}
+
+/** A string field at `r.pos` (its tag read); null when it is not valid UTF-8. */
+function readStr(r: Reader, buf: Uint8Array, names: Map<number, string> | null): string | null {
   const len = r.length();
   const s = r.pos;
   r.pos = s + len;
-  return names ? internName(buf, s, s + len, names) : decodeString(buf, s, s + len);
+  return strOrNull(buf, s, s + len, names);
 }
 
 /*
@@ -340,10 +354,12 @@ function readStr(r: Reader, buf: Uint8Array, names: Map<number, string> | null):
  * objects per op (message, plain object, op). Field values that recur (the
  * name, "assistant", "eos") come back as the same strings. As protobuf
  * does, the last of a repeated field wins, and a known field with another
- * wire type is skipped like an unknown one. Tests compare with protobufjs.
+ * wire type is skipped like an unknown one. An op with a string that is not
+ * UTF-8 is dropped with an error of its own (the rest of the frame stands).
+ * Tests compare with protobufjs.
  */
 
-function readOpen(r: Reader, buf: Uint8Array, names: Map<number, string> | null): OpenOp {
+function readOpen(r: Reader, buf: Uint8Array, names: Map<number, string> | null): OpenOp | OpError {
   let stream = "";
   let role = "";
   let mode = "";
@@ -353,13 +369,15 @@ function readOpen(r: Reader, buf: Uint8Array, names: Map<number, string> | null)
   let whole = false;
   let nonStrict = false;
   let handle = 0;
+  let bad = false;
   while (r.pos < r.end) {
     const t = r.varint();
     const f = t >>> 3;
     const w = t & 7;
     if (w === 2 && ((f >= 1 && f <= 3) || (f >= 6 && f <= 8))) {
       const v = readStr(r, buf, names);
-      if (f === 1) stream = v;
+      if (v === null) bad = true;
+      else if (f === 1) stream = v;
       else if (f === 2) role = v;
       else if (f === 3) mode = v;
       else if (f === 6) format = v;
@@ -372,24 +390,28 @@ function readOpen(r: Reader, buf: Uint8Array, names: Map<number, string> | null)
       else handle = fitHandle(v);
     } else r.skip(w);
   }
+  if (bad) return { code: "bad_frame", message: `an open ${NOT_UTF8}`, stream, handle };
   return { kind: OP_OPEN, stream, handle, role, mode, whole_messages: whole, non_strict: nonStrict, format, reasoning_field: reasoningField, model };
 }
 
-function readClose(r: Reader, buf: Uint8Array, names: Map<number, string> | null): CloseOp {
+function readClose(r: Reader, buf: Uint8Array, names: Map<number, string> | null): CloseOp | OpError {
   let stream = "";
   let reason = "";
   let handle = 0;
+  let bad = false;
   while (r.pos < r.end) {
     const t = r.varint();
     const f = t >>> 3;
     const w = t & 7;
     if (w === 2 && (f === 1 || f === 2)) {
       const v = readStr(r, buf, names);
-      if (f === 1) stream = v;
+      if (v === null) bad = true;
+      else if (f === 1) stream = v;
       else reason = v;
     } else if (w === 0 && f === 3) handle = fitHandle(r.varint());
     else r.skip(w);
   }
+  if (bad) return { code: "bad_frame", message: `a close ${NOT_UTF8}`, stream, handle };
   return { kind: OP_CLOSE, stream, handle, reason };
 }
 
@@ -500,22 +522,25 @@ function readBinary(
         errors.push({ code: "unknown_op", message: "an op with no open, tokens, close or render", stream: "" });
         continue;
       }
-      if (kind === OP_OPEN) ops.other(readOpen(r.at(ps, pe), buf, names));
-      else if (kind === OP_CLOSE) ops.other(readClose(r.at(ps, pe), buf, names));
-      else if (kind === OP_RENDER) ops.other(decodeRender(buf.subarray(ps, pe), s));
+      if (kind === OP_OPEN || kind === OP_CLOSE) {
+        const o = kind === OP_OPEN ? readOpen(r.at(ps, pe), buf, names) : readClose(r.at(ps, pe), buf, names);
+        if ("kind" in o) ops.other(o);
+        else errors.push(o);
+      } else if (kind === OP_RENDER) ops.other(decodeRender(buf.subarray(ps, pe), s));
       else {
         r.at(ps, pe);
         let stream = "";
         let handle = 0;
+        let bad = false;
         const start = sink.n;
         while (r.pos < r.end) {
           const t = r.varint();
           const f = t >>> 3;
           const w = t & 7;
           if (f === 1 && w === 2) {
-            const len = r.length();
-            stream = names ? internName(buf, r.pos, r.pos + len, names) : decodeString(buf, r.pos, r.pos + len);
-            r.pos += len;
+            const v = readStr(r, buf, names);
+            if (v === null) bad = true;
+            else stream = v;
           }
           else if (f === 2 && w === 2) {
             const len = r.varint();
@@ -530,7 +555,11 @@ function readBinary(
           else r.skip(w);
           if (sink.n > maxIds) return refused("too_many_ids", `the frame carries more than ${maxIds} token ids`);
         }
-        ops.tokens(stream, handle, start, sink.n);
+        if (bad) {
+          // the op's ids are not used
+          sink.n = start;
+          errors.push({ code: "bad_frame", message: `a tokens op ${NOT_UTF8}`, stream, handle });
+        } else ops.tokens(stream, handle, start, sink.n);
       }
     }
   } catch (e) {
