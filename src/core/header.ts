@@ -408,7 +408,9 @@ export class HeaderMemo {
     if (r.ok && text.length <= this.maxTextLength) {
       if (byText === undefined) this.readings.set(role, (byText = new Map()));
       else if (byText.size >= this.maxEntries) byText.clear();
-      byText.set(text, r);
+      // shared by every parser that reads this header: frozen, so a write would fail loudly
+      Object.freeze(r.header);
+      byText.set(text, Object.freeze(r));
     }
     return r;
   }

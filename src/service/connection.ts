@@ -97,7 +97,7 @@ class HandleTable {
 }
 
 /** The format of most streams (shared: nothing changes it). */
-const EVENTS: OutputFormat = Object.freeze({ kind: "events" });
+const EVENTS: Readonly<OutputFormat> = Object.freeze({ kind: "events" });
 
 /** Closed stream names, and handles, remembered per connection for the `stream_closed` error. */
 const RECENTLY_CLOSED = 1024;
