@@ -172,10 +172,11 @@ const utf8 = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true });
 class WireError extends Error {}
 
 /**
- * A UTF-8 string field. Stream names are short and almost always ASCII:
- * those are built directly (a TextDecoder call costs more than the name).
+ * A UTF-8 string field; null when it is not valid UTF-8. Stream names are
+ * short and almost always ASCII: those are built directly (a TextDecoder
+ * call costs more than the name).
  */
-function decodeString(buf: Uint8Array, s: number, e: number): string {
+function decodeString(buf: Uint8Array, s: number, e: number): string | null {
   if (e - s <= 32) {
     let out = "";
     let i = s;
@@ -189,7 +190,7 @@ function decodeString(buf: Uint8Array, s: number, e: number): string {
   try {
     return utf8.decode(buf.subarray(s, e));
   } catch {
-    throw new WireError("a string field is not valid UTF-8");
+    return null;
   }
 }
 
@@ -330,22 +331,12 @@ function fitHandle(v: number): number {
 /** The message of an op dropped for a string field that is not UTF-8. */
 const NOT_UTF8 = "has a string field that is not valid UTF-8";
 
-/** A UTF-8 string field's bytes [s, e): interned when the reader keeps names; null when not valid UTF-8. */
-function strOrNull(buf: Uint8Array, s: number, e: number, names: Map<number, string> | null): string | null {
-  try {
-    return names ? internName(buf, s, e, names) : decodeString(buf, s, e);
-  } catch (err) {
-    if (err instanceof WireError) return null;
-    throw err;
-  }
-}
-
 /** A string field at `r.pos` (its tag read); null when it is not valid UTF-8. */
 function readStr(r: Reader, buf: Uint8Array, names: Map<number, string> | null): string | null {
   const len = r.length();
   const s = r.pos;
   r.pos = s + len;
-  return strOrNull(buf, s, s + len, names);
+  return names ? internName(buf, s, s + len, names) : decodeString(buf, s, s + len);
 }
 
 /*
@@ -456,9 +447,10 @@ const MAX_NAMES = 65536;
  * recurs: a frame for 256 streams names each of them again, and decoding a
  * fresh string (then hashing it for the stream map) cost about as much as
  * parsing its token. Short ASCII names are looked up by an FNV-1a hash of
- * their bytes and checked byte for byte; anything else is decoded.
+ * their bytes and checked byte for byte; anything else is decoded (null
+ * when not valid UTF-8).
  */
-function internName(buf: Uint8Array, s: number, e: number, names: Map<number, string>): string {
+function internName(buf: Uint8Array, s: number, e: number, names: Map<number, string>): string | null {
   const len = e - s;
   if (len > 32) return decodeString(buf, s, e);
   let h = 0x811c9dc5;
@@ -471,7 +463,7 @@ function internName(buf: Uint8Array, s: number, e: number, names: Map<number, st
   }
   const str = decodeString(buf, s, e);
   // one char per byte (ASCII) is what the check above can confirm
-  if (str.length === len) {
+  if (str !== null && str.length === len) {
     if (names.size >= MAX_NAMES) names.clear();
     names.set(h, str);
   }
