@@ -123,21 +123,14 @@ export class CotStore {
     // what evict() would drop after the insert anyway, dropped first: its bytes make room
     const now = this.now();
     this.evict(now, false);
-    const at = this.place(n);
-    const data = this.data;
-    if (n < SHORT_COPY) for (let i = 0; i < n; i++) data[at + i] = src[start + i]!;
-    else data.set(src.subarray(start, end), at);
     const slot = this.slot();
     this.ids[slot] = id;
-    this.off[slot] = at;
     this.len[slot] = n;
     this.cost[slot] = cost;
     this.expires[slot] = now + this.options.ttlMs;
-    this.link(slot);
+    this.append(slot, src, start, n);
     this.map.set(id, slot);
     this.bytes += cost;
-    this.head = at + n;
-    this.live += n;
     this.evict(now, true);
   }
 
@@ -154,19 +147,26 @@ export class CotStore {
     const text = decoder.decode(this.data.subarray(from, from + n));
     if (slot !== this.last) {
       // most recently used goes to the back, and its bytes to the ring's head
+      // (from the old ring, should placing them repack the others)
       this.unlink(slot);
       this.live -= n;
-      const src = this.data;
-      const at = this.place(n);
-      if (this.data === src) this.data.copyWithin(at, from, from + n);
-      else this.data.set(src.subarray(from, from + n), at);
-      this.off[slot] = at;
-      this.link(slot);
-      this.head = at + n;
-      this.live += n;
+      this.append(slot, this.data, from, n);
     }
     this.stats.hits++;
     return text;
+  }
+
+  /** Put `slot`'s `n` bytes, `src[from, from + n)`, at the ring's head and make it the most recently used. */
+  private append(slot: number, src: Uint8Array, from: number, n: number): void {
+    const at = this.place(n);
+    const data = this.data;
+    if (data === src) data.copyWithin(at, from, from + n);
+    else if (n < SHORT_COPY) for (let i = 0; i < n; i++) data[at + i] = src[from + i]!;
+    else data.set(src.subarray(from, from + n), at);
+    this.off[slot] = at;
+    this.link(slot);
+    this.head = at + n;
+    this.live += n;
   }
 
   /**
