@@ -86,13 +86,14 @@ export function streamField(stream: string): string {
  * of the name); the same use as `streamField`.
  */
 export function handleField(handle: number): string {
-  // field 11, wire type 0; one string built per stream, with no buffer for handles below 2^21
-  if (handle < 0x80) return String.fromCharCode(0x58, handle);
-  if (handle < 0x4000) return String.fromCharCode(0x58, (handle & 0x7f) | 0x80, handle >>> 7);
-  if (handle < 0x200000) return String.fromCharCode(0x58, (handle & 0x7f) | 0x80, ((handle >>> 7) & 0x7f) | 0x80, handle >>> 14);
-  const b = Buffer.allocUnsafe(6);
-  b[0] = 0x58;
-  return b.toString("latin1", 0, putVarint(b, 1, handle));
+  // field 11, wire type 0, then the varint: a few chars, with no buffer
+  let field = "\x58";
+  let v = handle;
+  while (v >= 0x80) {
+    field += String.fromCharCode((v & 0x7f) | 0x80);
+    v >>>= 7;
+  }
+  return field + String.fromCharCode(v);
 }
 
 /** How a stream's JSON events name it: `"stream":"…"`, or `"handle":N` for streams with a handle. */
