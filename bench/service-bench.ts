@@ -6,7 +6,7 @@
  *   node dist/bench/service-bench.js [--seconds 2] [--runs 5] [--json]
  *       [--only abcde] [--windows 2,4,8] [--rate N] [--cpu-prof DIR]
  *       [--trace FILE] [--server-flags "--trace-gc-nvp"] [--handles]
- *       [--child-cpus LIST] [--child-output DIR]
+ *       [--child-cpus LIST] [--child-output DIR] [--sched]
  *   With --server-flags "--trace-gc-nvp" the report sums up the service's
  *   GCs while (d) ran: scavenges, their pauses, what each copied and promoted.
  *   `taskset -c 0 node dist/bench/service-bench.js --child-cpus 1` keeps the
@@ -28,7 +28,12 @@
  *     round-trip time of each frame.
  * (c) echo baseline: the same encoded client frames echoed back.
  * (d) (a) paced open loop at --load (default 50%) of the best frames/s of
- *     (a), or at --rate: round-trip time per frame; echo at the same pace.
+ *     (a), or at --rate: round-trip time per frame; echo at the same pace,
+ *     and an echo that spins as long per frame as the service's CPU per
+ *     frame in (d) (as busy as the service, without parsing). For each
+ *     paced figure, the frames over 2 ms and what they overlapped: GC pauses
+ *     of the client and (with --trace-gc-nvp) the service, and with --sched
+ *     (`perf sched`) the main threads' waits for a CPU and what ran instead.
  * (e) service RSS per open stream with 10k open streams; a leak check.
  *
  * The client does no protobuf work while timing: (a) frames are composed by
@@ -43,12 +48,12 @@
  */
 import { once } from "node:events";
 import { execSync, spawn, type ChildProcess } from "node:child_process";
-import { mkdirSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
+import { mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import http from "node:http";
 import type { AddressInfo } from "node:net";
 import os from "node:os";
 import path from "node:path";
-import { PerformanceObserver } from "node:perf_hooks";
+import { constants as perfConstants, PerformanceObserver } from "node:perf_hooks";
 import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
 import { setFlagsFromString } from "node:v8";
@@ -79,9 +84,11 @@ const opts = new Command()
   .option("--child-cpus <list>", "run the service and echo children on these CPUs only (taskset -c LIST); run the bench itself under taskset to keep the client off them")
   .option("--child-output <dir>", "write each child's output lines that are not JSON logs (such as --trace-gc lines under --server-flags), stamped with the client's clock, to DIR/<pid>.txt; the log says when (d) ran on that clock")
   .option("--trace <file>", "write every paced (d) frame's send time and latency to FILE (CSV), with the client's GC pauses and, under --trace-gc-nvp, the service's")
+  .option("--sched", "record the scheduler with `perf sched` while (d) and its echo runs are paced (needs perf): how long the servers' and the client's main threads waited for a CPU, and what ran instead", false)
   .option("--json", "print JSON instead of Markdown", false)
   .option("--json-file <file>", "also write the JSON report to FILE")
   .option("--child <kind>", "(internal) run as the echo server child")
+  .option("--echo-work-us <n>", "(internal) the echo child spins this many µs per frame before echoing it", (v) => Number(v), 0)
   .parse()
   .opts<{
     seconds: number;
@@ -108,6 +115,8 @@ const opts = new Command()
     serverFlags: string;
     serveFlags: string;
     child?: string;
+    echoWorkUs: number;
+    sched: boolean;
   }>();
 
 const MAX_PAYLOAD = 64 * 1024 * 1024;
@@ -245,8 +254,9 @@ function startService(workers: number | undefined, profDir?: string): Promise<Ch
   return spawnChild(args, flags, "harmony-sidecar serving");
 }
 
-function startEcho(): Promise<Child> {
-  return spawnChild([fileURLToPath(import.meta.url), "--child", "echo"], [], "echo serving");
+/** The echo server; with `workUs`, it spins that long per frame before echoing it (a server as busy as the service, minus the parsing). */
+function startEcho(workUs = 0): Promise<Child> {
+  return spawnChild([fileURLToPath(import.meta.url), "--child", "echo", "--echo-work-us", String(workUs)], [], "echo serving");
 }
 
 async function connect(port: number): Promise<WebSocket> {
@@ -476,6 +486,8 @@ interface RunResult {
   /** performance.now() at start and end, to find this process's GC pauses in the run */
   t0: number;
   t1: number;
+  /** paced runs: [send time, latency ms] per answered frame */
+  trace?: number[];
 }
 
 interface Cursor {
@@ -680,7 +692,7 @@ function figure(runs: RunResult[]): Figure {
       const pauses = gcs.map((g) => g.ms);
       return {
         count: pauses.length,
-        major: gcs.filter((g) => g.kind === 2).length,
+        major: gcs.filter((g) => g.kind === perfConstants.NODE_PERFORMANCE_GC_MAJOR).length,
         total_ms: pauses.reduce((a, b) => a + b, 0),
         max_ms: Math.max(0, ...pauses),
       };
@@ -694,11 +706,153 @@ async function measure(base: Omit<RunSpec, "ms" | "verify">, verify: boolean, tr
   const w = await run({ ...base, ms: opts.warmup * 1000, verify });
   const runs: RunResult[] = [];
   for (let i = 0; i < opts.runs; i++) {
-    const trace: number[] | undefined = traceName && opts.trace ? [] : undefined;
-    runs.push(await run({ ...base, ms: opts.seconds * 1000, trace }));
-    if (trace) for (let j = 0; j < trace.length; j += 2) traceLines.push(`${traceName},${i},${trace[j]!.toFixed(3)},${trace[j + 1]!.toFixed(3)}`);
+    // paced runs keep every frame's send time and latency, to tell what the slow ones overlapped
+    const trace: number[] | undefined = base.rate !== undefined ? [] : undefined;
+    const r = await run({ ...base, ms: opts.seconds * 1000, trace });
+    r.trace = trace;
+    runs.push(r);
+    if (trace && traceName && opts.trace) for (let j = 0; j < trace.length; j += 2) traceLines.push(`${traceName},${i},${trace[j]!.toFixed(3)},${trace[j + 1]!.toFixed(3)}`);
   }
   return { ...figure(runs), warmup_mismatches: w.mismatches };
+}
+
+// ---------------------------------------------------------------- slow frames
+/** A time span on this process's performance.now() clock, ms. */
+interface Span {
+  a: number;
+  b: number;
+}
+
+/** This process's GC pauses as spans. */
+function clientGcSpans(): Span[] {
+  return clientGc.map((g) => ({ a: g.at, b: g.at + g.ms }));
+}
+
+/** The service's GC pauses as spans: a --trace-gc-nvp line arrives just after its pause. */
+function serviceGcSpans(events: GcEvent[]): Span[] {
+  return events.map((g) => ({ a: g.at - g.pause - 0.5, b: g.at }));
+}
+
+/**
+ * What the slow frames of a paced figure overlapped: frames whose round
+ * trip took over `thr` ms, by whether a GC pause of this process, one of
+ * the server's (when known), or a wait for a CPU of either process's main
+ * thread (`--sched`) fell inside their round trip.
+ */
+function slowFrames(runs: RunResult[], sources: { name: string; spans: Span[] }[], thr = 2) {
+  const by: Record<string, number> = {};
+  for (const s of sources) by[s.name] = 0;
+  let frames = 0;
+  let over = 0;
+  let none = 0;
+  let clusters = 0;
+  for (const s of sources) s.spans.sort((x, y) => x.a - y.a);
+  for (const r of runs) {
+    const tr = r.trace ?? [];
+    let prevSlow = -Infinity;
+    for (let j = 0; j < tr.length; j += 2) {
+      frames++;
+      const t = tr[j]!;
+      const rtt = tr[j + 1]!;
+      if (rtt <= thr) continue;
+      over++;
+      if (t - prevSlow > 5) clusters++;
+      prevSlow = t;
+      let any = false;
+      for (const s of sources) {
+        // spans are few (tens per run): a scan is cheap enough for the slow frames
+        if (s.spans.some((g) => g.a < t + rtt && g.b > t)) {
+          by[s.name]!++;
+          any = true;
+        }
+      }
+      if (!any) none++;
+    }
+  }
+  return { threshold_ms: thr, frames, over, over_pct: frames === 0 ? 0 : (100 * over) / frames, clusters, overlapping: by, overlapping_none: none };
+}
+
+// ---------------------------------------------------------------- scheduling (--sched)
+/** performance.now() + MONO_OFFSET_MS = CLOCK_MONOTONIC in ms (what perf's -k CLOCK_MONOTONIC stamps). */
+const MONO_OFFSET_MS = Number(process.hrtime.bigint()) / 1e6 - performance.now();
+
+/** One line of `perf sched timehist`: a task ran on `cpu` for `run` ms until `end` (performance.now() clock), after waiting `delay` ms for it. */
+interface SchedRun {
+  end: number;
+  cpu: number;
+  task: string;
+  tid: number;
+  pid: number;
+  delay: number;
+  run: number;
+}
+
+/** Record the machine's scheduler events (`perf sched record`) until stop() (null: perf is missing or not allowed). */
+function startSched(file: string): { stop(): Promise<SchedRun[] | null> } {
+  const proc = spawn("perf", ["sched", "record", "-k", "CLOCK_MONOTONIC", "-o", file], { stdio: ["ignore", "ignore", "pipe"] });
+  const err: string[] = [];
+  proc.stderr!.on("data", (d: Buffer) => err.push(d.toString()));
+  const exited = once(proc, "exit").catch(() => undefined);
+  proc.on("error", () => undefined);
+  return {
+    async stop() {
+      if (proc.exitCode === null && proc.pid !== undefined) proc.kill("SIGINT");
+      await Promise.race([exited, sleep(10_000)]);
+      let text: string;
+      try {
+        text = execSync(`perf sched timehist -i ${JSON.stringify(file)}`, { encoding: "utf8", maxBuffer: 1 << 30, stdio: ["ignore", "pipe", "ignore"] });
+      } catch {
+        process.stderr.write(`[service-bench] --sched: perf sched gave nothing (${err.join("").trim().split("\n")[0] ?? ""})\n`);
+        return null;
+      } finally {
+        rmSync(file, { force: true });
+      }
+      const out: SchedRun[] = [];
+      const re = /^\s*([\d.]+)\s+\[(\d+)\]\s+(.*?)\[(\d+)(?:\/(\d+))?\]\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)/;
+      for (const line of text.split("\n")) {
+        const m = re.exec(line);
+        if (!m) continue;
+        const tid = Number(m[4]);
+        out.push({ end: Number(m[1]) * 1000 - MONO_OFFSET_MS, cpu: Number(m[2]), task: m[3]!.trim(), tid, pid: m[5] === undefined ? tid : Number(m[5]), delay: Number(m[7]), run: Number(m[8]) });
+      }
+      return out;
+    },
+  };
+}
+
+/**
+ * How long a thread waited for a CPU (runnable, not running) between
+ * `from` and `to`, and what ran on that CPU meanwhile: tasks by name, with
+ * a process's own other threads named as such.
+ */
+function schedWaits(runs: SchedRun[], tid: number, from: number, to: number, min = 1) {
+  const mine = runs.filter((r) => r.tid === tid && r.end - r.run >= from && r.end - r.run <= to);
+  const waits: (Span & { cpu: number })[] = mine.filter((r) => r.delay > min).map((r) => ({ a: r.end - r.run - r.delay, b: r.end - r.run, cpu: r.cpu }));
+  const delays = mine.map((r) => r.delay);
+  const instead = new Map<string, number>();
+  const pidOf = mine[0]?.pid ?? tid;
+  for (const w of waits) {
+    for (const r of runs) {
+      if (r.cpu !== w.cpu || r.tid === tid) continue;
+      const a = Math.max(w.a, r.end - r.run);
+      const b = Math.min(w.b, r.end);
+      if (b <= a) continue;
+      const name = r.pid === pidOf ? "its own process's other threads" : r.task.replace(/[-/:]\d.*$/, "");
+      instead.set(name, (instead.get(name) ?? 0) + (b - a));
+    }
+  }
+  return {
+    spans: waits,
+    summary: {
+      switch_ins: mine.length,
+      waits_over_ms: min,
+      waits: waits.length,
+      waits_over_2ms: mine.filter((r) => r.delay > 2).length,
+      max_wait_ms: Math.max(0, ...delays),
+      total_wait_ms: waits.reduce((x, w) => x + (w.b - w.a), 0),
+      ran_instead_ms: Object.fromEntries([...instead.entries()].sort((x, y) => y[1] - x[1]).slice(0, 6)),
+    },
+  };
 }
 
 // ---------------------------------------------------------------- profiles
@@ -954,6 +1108,8 @@ async function main(): Promise<void> {
   let profiles: ReturnType<typeof summariseProfiles> | undefined;
   let aBest: { window: number; fig: Figure } | undefined;
   let dRate = 0;
+  /** the service's CPU per frame in (d), µs: how long the busy echo spins */
+  let dCpuUs = 0;
 
   // ------------------------------------------------------------ service: a, b, d
   if (only.has("a") || only.has("b") || only.has("d")) {
@@ -1003,18 +1159,36 @@ async function main(): Promise<void> {
     if (only.has("d")) {
       dRate = opts.rate ?? opts.load * aBest!.fig.frames_per_s;
       const ws = await connect(srv.port);
+      const sched = opts.sched ? startSched(path.join(os.tmpdir(), `service-bench-${process.pid}-d.sched`)) : null;
       const dFrom = performance.now();
       const fig = await measure({ ws, src: srcA, cursor: { t: 0 }, rate: dRate, serverPid: srv.pid }, false, "service");
       await sleep(100); // the service's last GC lines are on their way through the pipe
       const dTo = performance.now();
       const gcs = gcEvents(srv.other, dFrom, dTo);
       const serviceGc = summariseGc(gcs);
+      const sr = sched ? await sched.stop() : null;
+      const timed = { from: fig.runs[0]!.t0, to: fig.runs[fig.runs.length - 1]!.t1 };
+      const waits = sr ? { server: schedWaits(sr, srv.pid, timed.from, timed.to), client: schedWaits(sr, process.pid, timed.from, timed.to) } : null;
+      const slow = slowFrames(fig.runs, [
+        { name: "client_gc", spans: clientGcSpans() },
+        ...(gcs.length > 0 ? [{ name: "server_gc", spans: serviceGcSpans(gcs) }] : []),
+        ...(waits ? [{ name: "server_waited_for_cpu", spans: waits.server.spans }, { name: "client_waited_for_cpu", spans: waits.client.spans }] : []),
+      ]);
       // trace rows: kind s or mc, when the line arrived (just after the pause), pause ms
       if (opts.trace) for (const g of gcs) traceLines.push(`service_gc,${g.kind},${g.at.toFixed(3)},${g.pause}`);
       await closeWs(ws);
       if (opts.childOutput) log(`(d) ran from ${dFrom.toFixed(0)} to ${dTo.toFixed(0)} ms on the client's clock (service child ${srv.pid})`);
       log(`(d) paced at ${dRate.toFixed(0)} frames/s: p50 ${fig.latency.p50_ms.toFixed(3)} ms, p99 ${fig.latency.p99_ms.toFixed(3)} ms`);
-      results.d_paced = { load: opts.rate === undefined ? opts.load : NaN, frames_per_s_target: dRate, tokens_per_s_target: dRate * opts.streams, ...strip(fig), service_gc: serviceGc };
+      results.d_paced = {
+        load: opts.rate === undefined ? opts.load : NaN,
+        frames_per_s_target: dRate,
+        tokens_per_s_target: dRate * opts.streams,
+        ...strip(fig),
+        service_gc: serviceGc,
+        slow,
+        sched: waits ? { server: waits.server.summary, client: waits.client.summary } : undefined,
+      };
+      dCpuUs = (fig.server_cpu * 1e6) / fig.frames_per_s;
     }
 
     await sleep(300);
@@ -1038,7 +1212,7 @@ async function main(): Promise<void> {
   if (only.has("c")) {
     const echo = await startEcho();
     log(`echo child pid ${echo.pid} on port ${echo.port}`);
-    const c: Record<string, unknown> = {};
+    const c: NonNullable<Report["c_echo"]> = {};
     if (only.has("a")) {
       const w = aBest?.window ?? windows[windows.length - 1]!;
       const ws = await connect(echo.port);
@@ -1058,14 +1232,35 @@ async function main(): Promise<void> {
       c.single_pipelined = { window: opts.pipeline, ...strip(pipe) };
       log(`(c) single: ${seq.frames_per_s.toFixed(0)} frames/s sequential, ${pipe.frames_per_s.toFixed(0)} pipelined`);
     }
-    if (dRate > 0) {
-      const ws = await connect(echo.port);
-      const fig = await measure({ ws, src: srcA, answerAll: true, cursor: { t: 0 }, rate: dRate, serverPid: echo.pid }, false, "echo");
+    /** (a) frames paced at the rate of (d), to `server`; what the slow frames overlapped */
+    const paced = async (server: Child, traceName: string) => {
+      const ws = await connect(server.port);
+      const sched = opts.sched ? startSched(path.join(os.tmpdir(), `service-bench-${process.pid}-${traceName}.sched`)) : null;
+      const fig = await measure({ ws, src: srcA, answerAll: true, cursor: { t: 0 }, rate: dRate, serverPid: server.pid }, false, traceName);
       await closeWs(ws);
-      c.step_frames_paced = { frames_per_s_target: dRate, ...strip(fig) };
-      log(`(c) step frames paced at ${dRate.toFixed(0)}/s: p99 ${fig.latency.p99_ms.toFixed(3)} ms`);
+      const sr = sched ? await sched.stop() : null;
+      const timed = { from: fig.runs[0]!.t0, to: fig.runs[fig.runs.length - 1]!.t1 };
+      const waits = sr ? { server: schedWaits(sr, server.pid, timed.from, timed.to), client: schedWaits(sr, process.pid, timed.from, timed.to) } : null;
+      const slow = slowFrames(fig.runs, [
+        { name: "client_gc", spans: clientGcSpans() },
+        ...(waits ? [{ name: "server_waited_for_cpu", spans: waits.server.spans }, { name: "client_waited_for_cpu", spans: waits.client.spans }] : []),
+      ]);
+      return { frames_per_s_target: dRate, ...strip(fig), slow, sched: waits ? { server: waits.server.summary, client: waits.client.summary } : undefined };
+    };
+    if (dRate > 0) {
+      c.step_frames_paced = await paced(echo, "echo");
+      log(`(c) step frames paced at ${dRate.toFixed(0)}/s: p99 ${c.step_frames_paced.latency.p99_ms.toFixed(3)} ms`);
     }
     await stopChild(echo);
+    if (dRate > 0 && dCpuUs > 0) {
+      // the same pace to an echo as busy per frame as the service was in (d):
+      // what 50% load costs the p99 on this machine, parsing aside
+      const busy = await startEcho(Math.round(dCpuUs));
+      const fig = await paced(busy, "busy_echo");
+      await stopChild(busy);
+      c.step_frames_paced_busy = { work_us: Math.round(dCpuUs), ...fig };
+      log(`(c) step frames paced at ${dRate.toFixed(0)}/s to an echo spinning ${Math.round(dCpuUs)} µs per frame: p99 ${fig.latency.p99_ms.toFixed(3)} ms`);
+    }
     results.c_echo = c;
   }
 
@@ -1280,6 +1475,12 @@ function strip(f: Figure | Record<string, Figure>): SFig | Record<string, SFig> 
 }
 
 // ================================================================ Markdown
+/** A paced figure: what its slow frames overlapped and, with --sched, how long the main threads waited for a CPU. */
+type PacedFig = SFig & {
+  frames_per_s_target: number;
+  slow: ReturnType<typeof slowFrames>;
+  sched?: { server: ReturnType<typeof schedWaits>["summary"]; client: ReturnType<typeof schedWaits>["summary"] };
+};
 type SFig = Omit<Figure, "runs"> & { runs_tokens_per_s: number[]; runs_frames_per_s: number[]; window?: number; warmup_mismatches?: string[] };
 interface Report {
   machine: { cpu: string; cores: number; memory_gib: number; node: string; platform: string; loadavg_at_end: number[] };
@@ -1287,8 +1488,8 @@ interface Report {
   data: { completions: number; completion_tokens: number };
   a_step_frames?: { streams: number; frames: ReturnType<LaneSource["stats"]> & { compose_us_per_frame: number }; best_window: number; windows: Record<string, SFig> };
   b_single_stream?: { ring: ReturnType<Ring["stats"]>; sequential: SFig; pipelined: SFig };
-  c_echo?: { step_frames?: SFig; single_sequential?: SFig; single_pipelined?: SFig; step_frames_paced?: SFig };
-  d_paced?: SFig & { load: number; frames_per_s_target: number; tokens_per_s_target: number; service_gc?: GcSummary };
+  c_echo?: { step_frames?: SFig; single_sequential?: SFig; single_pipelined?: SFig; step_frames_paced?: PacedFig; step_frames_paced_busy?: PacedFig & { work_us: number } };
+  d_paced?: PacedFig & { load: number; tokens_per_s_target: number; service_gc?: GcSummary };
   e_memory?: {
     streams: number;
     tokens_per_stream: number;
@@ -1350,6 +1551,8 @@ function markdown(r: Report): string {
   if (d) {
     row(`(d) (a) paced at ${Number.isNaN(d.load) ? "" : `${pct(d.load)} of max: `}${k(d.frames_per_s_target)} frames/s`, d);
     row(`(c) echo, (a) frames paced at the same rate`, c?.step_frames_paced, false);
+    const busy = c?.step_frames_paced_busy;
+    if (busy) row(`(c) echo spinning ${busy.work_us} µs per frame (the service's CPU per frame in (d)), same rate`, busy, false);
   }
   L.push("");
   if (a) L.push(`(a) frames: ${a.frames.lanes} lanes, each looping over its own completions (periods ${a.frames.lane_period_steps.min}–${a.frames.lane_period_steps.max} steps); ${a.frames.mean_frame_bytes} bytes per frame on average, ${a.frames.answered_pct.toFixed(1)}% of frames answered; composing a frame from pre-encoded ops costs the client ${a.frames.compose_us_per_frame.toFixed(1)} µs.`);
@@ -1365,6 +1568,25 @@ function markdown(r: Report): string {
       `(d) service GCs (--trace-gc-nvp, warm-ups included): ${gc.scavenges} scavenges, pause p50 ${gc.scavenge_pause_ms.p50.toFixed(1)} ms, max ${gc.scavenge_pause_ms.max.toFixed(1)} ms, ${gc.survived_kb.toFixed(0)} KiB alive and ${gc.promoted_kb.toFixed(0)} KiB promoted per scavenge on average; ${gc.mark_compacts} mark-compacts${gc.mark_compacts === 0 ? "" : `, pause p50 ${gc.mark_compact_pause_ms.p50.toFixed(1)} ms, max ${gc.mark_compact_pause_ms.max.toFixed(1)} ms`}.`,
     );
   }
+  /** what a paced figure's slow frames overlapped, and the main threads' waits for a CPU (--sched) */
+  const pacedNotes = (name: string, server: string, f: PacedFig | undefined) => {
+    if (!f) return;
+    const sl = f.slow;
+    const o = sl.overlapping;
+    const parts = [`a GC pause of the client ${o.client_gc ?? 0}`];
+    if (o.server_gc !== undefined) parts.push(`of the ${server} ${o.server_gc}`);
+    if (o.server_waited_for_cpu !== undefined) parts.push(`a wait for a CPU of the ${server}'s main thread ${o.server_waited_for_cpu}`, `of the client's ${o.client_waited_for_cpu ?? 0}`);
+    L.push(`${name} frames over ${sl.threshold_ms} ms: ${sl.over} of ${sl.frames} (${sl.over_pct.toFixed(2)}%) in ${sl.clusters} clusters; overlapping ${parts.join(", ")}; none of these ${sl.overlapping_none}.`);
+    const w = f.sched;
+    if (w) {
+      const one = (x: NonNullable<PacedFig["sched"]>["server"]) =>
+        `${x.waits} waits over ${x.waits_over_ms} ms (${x.waits_over_2ms} over 2 ms, longest ${x.max_wait_ms.toFixed(1)} ms, ${x.total_wait_ms.toFixed(0)} ms in all) in ${x.switch_ins} switch-ins; on its CPU meanwhile: ${Object.entries(x.ran_instead_ms).map(([t, v]) => `${t} ${v.toFixed(1)} ms`).join(", ") || "nothing recorded"}`;
+      L.push(`${name} scheduling (perf sched, timed runs): the ${server}'s main thread ${one(w.server)}. The client's main thread ${one(w.client)}.`);
+    }
+  };
+  pacedNotes("(d)", "service", d);
+  pacedNotes("(c) echo paced:", "echo server", c?.step_frames_paced);
+  pacedNotes(`(c) busy echo paced:`, "echo server", c?.step_frames_paced_busy);
   if (d?.latency_sched) L.push(`(d) latency from each frame's scheduled send time (coordinated omission corrected): p50 ${ms(d.latency_sched.p50_ms)} ms, p99 ${ms(d.latency_sched.p99_ms)} ms, max ${ms(d.latency_sched.max_ms)} ms; most frames in flight ${d.max_inflight}.`);
   const e = r.e_memory;
   if (e) {
@@ -1430,7 +1652,14 @@ function runEchoChild(): void {
   const wss = new WebSocketServer({ noServer: true, maxPayload: 4 * 1024 * 1024, perMessageDeflate: false });
   server.on("upgrade", (req, socket, head) => {
     wss.handleUpgrade(req, socket, head, (ws) => {
-      ws.on("message", (data, isBinary) => ws.send(data as Buffer, { binary: isBinary }));
+      const work = opts.echoWorkUs / 1000;
+      ws.on("message", (data, isBinary) => {
+        if (work > 0) {
+          const until = performance.now() + work;
+          while (performance.now() < until);
+        }
+        ws.send(data as Buffer, { binary: isBinary });
+      });
     });
   });
   server.listen(0, "127.0.0.1", () => {
