@@ -355,6 +355,27 @@ function summariseGc(events: GcEvent[]): GcSummary | undefined {
   };
 }
 
+/**
+ * The service's own time per frame (harmony_frame_latency_seconds: a frame
+ * read to its answer handed to the socket) between two readings of its
+ * metrics: the share of frames within each bucket's bound.
+ */
+function frameTimeShares(before: Record<string, number>, after: Record<string, number>): { frames: number; within: { ms: number; pct: number }[] } {
+  const cum = new Map<number, number>();
+  for (const [key, v] of Object.entries(after)) {
+    const le = /^harmony_frame_latency_seconds_bucket\{.*le="([^"]+)"/.exec(key)?.[1];
+    if (le === undefined) continue;
+    const bound = le === "+Inf" ? Infinity : Number(le) * 1000;
+    cum.set(bound, (cum.get(bound) ?? 0) + v - (before[key] ?? 0));
+  }
+  const frames = cum.get(Infinity) ?? 0;
+  const within = [...cum.entries()]
+    .filter(([b]) => b !== Infinity && b <= 10)
+    .sort((x, y) => x[0] - y[0])
+    .map(([ms, n]) => ({ ms, pct: frames === 0 ? 0 : (100 * n) / frames }));
+  return { frames, within };
+}
+
 /** Mean of the service's frame latency histogram (read to answer handed to the socket), µs. */
 function frameServiceUs(mt: Record<string, number>): string {
   const sum = Object.entries(mt).find(([k]) => k.startsWith("harmony_frame_latency_seconds_sum"))?.[1];
@@ -1160,10 +1181,12 @@ async function main(): Promise<void> {
       dRate = opts.rate ?? opts.load * aBest!.fig.frames_per_s;
       const ws = await connect(srv.port);
       const sched = opts.sched ? startSched(path.join(os.tmpdir(), `service-bench-${process.pid}-d.sched`)) : null;
+      const m0 = await fetchMetrics(srv.port);
       const dFrom = performance.now();
       const fig = await measure({ ws, src: srcA, cursor: { t: 0 }, rate: dRate, serverPid: srv.pid }, false, "service");
       await sleep(100); // the service's last GC lines are on their way through the pipe
       const dTo = performance.now();
+      const frameTime = frameTimeShares(m0, await fetchMetrics(srv.port));
       const gcs = gcEvents(srv.other, dFrom, dTo);
       const serviceGc = summariseGc(gcs);
       const sr = sched ? await sched.stop() : null;
@@ -1185,6 +1208,7 @@ async function main(): Promise<void> {
         tokens_per_s_target: dRate * opts.streams,
         ...strip(fig),
         service_gc: serviceGc,
+        service_frame_time: frameTime,
         slow,
         sched: waits ? { server: waits.server.summary, client: waits.client.summary } : undefined,
       };
@@ -1252,14 +1276,17 @@ async function main(): Promise<void> {
       log(`(c) step frames paced at ${dRate.toFixed(0)}/s: p99 ${c.step_frames_paced.latency.p99_ms.toFixed(3)} ms`);
     }
     await stopChild(echo);
-    if (dRate > 0 && dCpuUs > 0) {
-      // the same pace to an echo as busy per frame as the service was in (d):
-      // what 50% load costs the p99 on this machine, parsing aside
-      const busy = await startEcho(Math.round(dCpuUs));
+    const echoCpuUs = c.step_frames_paced ? (c.step_frames_paced.server_cpu * 1e6) / c.step_frames_paced.frames_per_s : 0;
+    if (dRate > 0 && dCpuUs > echoCpuUs) {
+      // the same pace to an echo that spends as much CPU per frame as the
+      // service did in (d) (its own echoing plus a spin for the rest): what
+      // that load costs the p99 on this machine, parsing aside
+      const work = Math.round(dCpuUs - echoCpuUs);
+      const busy = await startEcho(work);
       const fig = await paced(busy, "busy_echo");
       await stopChild(busy);
-      c.step_frames_paced_busy = { work_us: Math.round(dCpuUs), ...fig };
-      log(`(c) step frames paced at ${dRate.toFixed(0)}/s to an echo spinning ${Math.round(dCpuUs)} µs per frame: p99 ${fig.latency.p99_ms.toFixed(3)} ms`);
+      c.step_frames_paced_busy = { work_us: work, ...fig };
+      log(`(c) step frames paced at ${dRate.toFixed(0)}/s to an echo spinning ${work} µs of CPU per frame: p99 ${fig.latency.p99_ms.toFixed(3)} ms`);
     }
     results.c_echo = c;
   }
@@ -1489,7 +1516,7 @@ interface Report {
   a_step_frames?: { streams: number; frames: ReturnType<LaneSource["stats"]> & { compose_us_per_frame: number }; best_window: number; windows: Record<string, SFig> };
   b_single_stream?: { ring: ReturnType<Ring["stats"]>; sequential: SFig; pipelined: SFig };
   c_echo?: { step_frames?: SFig; single_sequential?: SFig; single_pipelined?: SFig; step_frames_paced?: PacedFig; step_frames_paced_busy?: PacedFig & { work_us: number } };
-  d_paced?: PacedFig & { load: number; tokens_per_s_target: number; service_gc?: GcSummary };
+  d_paced?: PacedFig & { load: number; tokens_per_s_target: number; service_gc?: GcSummary; service_frame_time: ReturnType<typeof frameTimeShares> };
   e_memory?: {
     streams: number;
     tokens_per_stream: number;
@@ -1552,7 +1579,7 @@ function markdown(r: Report): string {
     row(`(d) (a) paced at ${Number.isNaN(d.load) ? "" : `${pct(d.load)} of max: `}${k(d.frames_per_s_target)} frames/s`, d);
     row(`(c) echo, (a) frames paced at the same rate`, c?.step_frames_paced, false);
     const busy = c?.step_frames_paced_busy;
-    if (busy) row(`(c) echo spinning ${busy.work_us} µs per frame (the service's CPU per frame in (d)), same rate`, busy, false);
+    if (busy) row(`(c) echo spinning ${busy.work_us} µs of CPU per frame (as busy as the service in (d)), same rate`, busy, false);
   }
   L.push("");
   if (a) L.push(`(a) frames: ${a.frames.lanes} lanes, each looping over its own completions (periods ${a.frames.lane_period_steps.min}–${a.frames.lane_period_steps.max} steps); ${a.frames.mean_frame_bytes} bytes per frame on average, ${a.frames.answered_pct.toFixed(1)}% of frames answered; composing a frame from pre-encoded ops costs the client ${a.frames.compose_us_per_frame.toFixed(1)} µs.`);
@@ -1584,6 +1611,10 @@ function markdown(r: Report): string {
       L.push(`${name} scheduling (perf sched, timed runs): the ${server}'s main thread ${one(w.server)}. The client's main thread ${one(w.client)}.`);
     }
   };
+  if (d) {
+    const ft = d.service_frame_time;
+    L.push(`(d) the service's own time per frame (harmony_frame_latency_seconds, a frame read to its answer handed to the socket; warm-up included, ${ft.frames} frames): ${ft.within.map((x) => `${x.pct.toFixed(2)}% within ${x.ms} ms`).join(", ")}.`);
+  }
   pacedNotes("(d)", "service", d);
   pacedNotes("(c) echo paced:", "echo server", c?.step_frames_paced);
   pacedNotes(`(c) busy echo paced:`, "echo server", c?.step_frames_paced_busy);
@@ -1652,11 +1683,17 @@ function runEchoChild(): void {
   const wss = new WebSocketServer({ noServer: true, maxPayload: 4 * 1024 * 1024, perMessageDeflate: false });
   server.on("upgrade", (req, socket, head) => {
     wss.handleUpgrade(req, socket, head, (ws) => {
-      const work = opts.echoWorkUs / 1000;
+      const work = opts.echoWorkUs;
       ws.on("message", (data, isBinary) => {
         if (work > 0) {
-          const until = performance.now() + work;
-          while (performance.now() < until);
+          // CPU time, not wall time: a pause of the process (descheduled, GC)
+          // delays the frame as it would delay the service's parsing
+          const cpu = () => {
+            const u = process.cpuUsage();
+            return u.user + u.system;
+          };
+          const until = cpu() + work;
+          while (cpu() < until);
         }
         ws.send(data as Buffer, { binary: isBinary });
       });
