@@ -52,6 +52,7 @@ const help: Record<string, [string, string]> = {
   reasoningField: ["--reasoning-field <name>", "sidecar mode: reasoning or reasoning_content in chat deltas"],
   cotStoreBytes: ["--cot-store-bytes <n>", "reasoning remembered per tool call id, for restoring it into prompts (0: off, and streams keep no reasoning; at most 1 GiB)"],
   cotStoreTtlMs: ["--cot-store-ttl-ms <n>", "how long remembered reasoning is kept"],
+  heapGrowth: ["--heap-growth <percent>", "how far V8's old generation may grow past the live size before its next full GC (V8's --heap-growing-percent; 0: V8's own heuristics; a node --heap-growing-percent flag wins)"],
 };
 for (const [key, env, def] of SETTINGS) {
   const [flag, text] = help[key]!;

@@ -6,7 +6,7 @@ import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
 import { HarmonyClient } from "../src/client/index.js";
 import os from "node:os";
-import { resolveOptions } from "../src/commands/serve.js";
+import { applyHeapGrowth, DEFAULT_HEAP_GROWTH, resolveHeapGrowth, resolveOptions } from "../src/commands/serve.js";
 import { defaultWorkers, wsMasking } from "../src/service/service.js";
 import { harmony } from "./helpers.js";
 
@@ -24,6 +24,21 @@ describe("harmony-sidecar serve", () => {
     expect(() => resolveOptions({ inline: "-1" }, {})).toThrow(/inline/);
     expect(resolveOptions({}, { HARMONY_COT_STORE_BYTES: "0" }).cotStore).toMatchObject({ maxBytes: 0 });
     expect(resolveOptions({ cotStoreTtlMs: "60000" }, {}).cotStore).toMatchObject({ ttlMs: 60000, maxBytes: 64 * 1024 * 1024 });
+  });
+
+  it("gives V8 the heap growth setting unless it is 0 or node has its own flag", () => {
+    expect(resolveHeapGrowth({}, {})).toBe(DEFAULT_HEAP_GROWTH);
+    expect(resolveHeapGrowth({}, { HARMONY_HEAP_GROWTH: "0" })).toBe(0);
+    expect(resolveHeapGrowth({ heapGrowth: "150" }, { HARMONY_HEAP_GROWTH: "0" })).toBe(150);
+    for (const bad of ["-1", "1001", "1.5", "lots"]) expect(() => resolveHeapGrowth({ heapGrowth: bad }, {})).toThrow(/heapGrowth \(HARMONY_HEAP_GROWTH\)/);
+    const given: string[] = [];
+    const node = (execArgv: string[], nodeOptions?: string) => ({ execArgv, nodeOptions, setFlags: (f: string) => given.push(f) });
+    expect(applyHeapGrowth(300, node([]))).toBe("set");
+    expect(given).toEqual(["--heap-growing-percent=300"]);
+    expect(applyHeapGrowth(0, node([]))).toBe("off");
+    expect(applyHeapGrowth(300, node(["--heap-growing-percent=100"]))).toBe("node flag");
+    expect(applyHeapGrowth(300, node([], "--max-old-space-size=512 --heap_growing_percent=50"))).toBe("node flag");
+    expect(given).toHaveLength(1);
   });
 
   it("says whether ws unmasks natively: bufferutil's binary where it has one for this platform, else a JS loop", () => {
@@ -76,6 +91,7 @@ describe("harmony-sidecar serve", () => {
     expect(logs.some((l) => l.msg === "stopped")).toBe(true);
     const serving = logs.find((l) => l.msg === "harmony-sidecar serving")!;
     expect(serving.ws_masking).toBe(wsMasking());
+    expect(logs.find((l) => l.msg === "V8 heap growth")).toMatchObject({ heap_growth: "set", heap_growing_percent: DEFAULT_HEAP_GROWTH });
     await client.close();
   });
 });

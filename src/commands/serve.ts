@@ -2,8 +2,22 @@
  * `harmony-sidecar serve`: flags first, then HARMONY_* environment
  * variables, then defaults that work with no configuration.
  */
+import { setFlagsFromString } from "node:v8";
 import { Service, DEFAULTS, DEFAULT_COT_STORE, DEFAULT_LIMITS, type Limits, type ServiceOptions } from "../service/service.js";
 import { MAX_STORE_BYTES } from "../service/cot-store.js";
+
+/**
+ * How far V8 lets the old generation grow past what a full GC left alive
+ * before it starts the next one, in percent (V8's --heap-growing-percent).
+ * V8's own factor left the service's old generation less headroom than its
+ * young generation holds, and V8 then starts marking at once: at half of
+ * the peak step-frame load that was a mark-compact every ~0.3 s, each a
+ * 7-17 ms pause plus ~80 ms of marking on a thread that shares the cores.
+ * With 300 (a limit of 4x the live size) there was one mark-compact per run
+ * (bench/RESULTS.md). It costs memory: up to 4x the live old generation,
+ * tens of MB for a service holding ~25 MB.
+ */
+export const DEFAULT_HEAP_GROWTH = 300;
 
 export interface ServeFlags {
   host?: string;
@@ -24,6 +38,7 @@ export interface ServeFlags {
   reasoningField?: string;
   cotStoreBytes?: string;
   cotStoreTtlMs?: string;
+  heapGrowth?: string;
 }
 
 /** Every setting: flag name, environment variable, default. */
@@ -46,7 +61,33 @@ export const SETTINGS = [
   ["reasoningField", "HARMONY_REASONING_FIELD", "reasoning"],
   ["cotStoreBytes", "HARMONY_COT_STORE_BYTES", DEFAULT_COT_STORE.maxBytes],
   ["cotStoreTtlMs", "HARMONY_COT_STORE_TTL_MS", DEFAULT_COT_STORE.ttlMs],
+  ["heapGrowth", "HARMONY_HEAP_GROWTH", DEFAULT_HEAP_GROWTH],
 ] as const;
+
+/** The heap growth setting (percent; 0: V8's own heuristics). */
+export function resolveHeapGrowth(flags: ServeFlags, env: NodeJS.ProcessEnv): number {
+  const raw = flags.heapGrowth ?? env.HARMONY_HEAP_GROWTH ?? String(DEFAULT_HEAP_GROWTH);
+  const n = Number(raw);
+  if (!Number.isInteger(n) || n < 0 || n > 1000) throw new Error(`heapGrowth (HARMONY_HEAP_GROWTH) must be an integer from 0 to 1000, got ${JSON.stringify(raw)}`);
+  return n;
+}
+
+/**
+ * Give V8 the heap growth setting, unless it is 0 or node was started with
+ * its own --heap-growing-percent (on the command line or in NODE_OPTIONS),
+ * which then wins. Says which of the three happened.
+ */
+export function applyHeapGrowth(
+  percent: number,
+  node: { execArgv: readonly string[]; nodeOptions: string | undefined; setFlags: (flags: string) => void },
+): "set" | "node flag" | "off" {
+  if (percent === 0) return "off";
+  const given = /--heap[-_]growing[-_]percent/;
+  if (node.execArgv.some((a) => given.test(a)) || given.test(node.nodeOptions ?? "")) return "node flag";
+  // read by V8 each time it sets the next limit, so it applies from here on
+  node.setFlags(`--heap-growing-percent=${percent}`);
+  return "set";
+}
 
 export function resolveOptions(flags: ServeFlags, env: NodeJS.ProcessEnv): ServiceOptions {
   const get = (key: keyof ServeFlags, envName: string, def: string | number): string =>
@@ -103,15 +144,21 @@ export function resolveOptions(flags: ServeFlags, env: NodeJS.ProcessEnv): Servi
 
 export async function runServe(flags: ServeFlags): Promise<void> {
   let options: ServiceOptions;
+  let heapGrowth: number;
   try {
     options = resolveOptions(flags, process.env);
+    heapGrowth = resolveHeapGrowth(flags, process.env);
   } catch (e) {
     process.stderr.write(`serve: ${(e as Error).message}\n`);
     process.exitCode = 2;
     return;
   }
+  // process-wide, so set here rather than by Service (which tests and
+  // benchmarks also run inside other processes)
+  const heap = applyHeapGrowth(heapGrowth, { execArgv: process.execArgv, nodeOptions: process.env.NODE_OPTIONS, setFlags: setFlagsFromString });
   const service = new Service(options);
   await service.start();
+  service.logger.info({ heap_growing_percent: heap === "set" ? heapGrowth : null, heap_growth: heap }, "V8 heap growth");
   let stopping = false;
   const stop = (signal: string) => {
     if (stopping) return;
