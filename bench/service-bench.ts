@@ -1187,6 +1187,7 @@ async function main(): Promise<void> {
       await sleep(100); // the service's last GC lines are on their way through the pipe
       const dTo = performance.now();
       const frameTime = frameTimeShares(m0, await fetchMetrics(srv.port));
+      const rssAfter = vmRssBytes(srv.pid);
       const gcs = gcEvents(srv.other, dFrom, dTo);
       const serviceGc = summariseGc(gcs);
       const sr = sched ? await sched.stop() : null;
@@ -1209,6 +1210,7 @@ async function main(): Promise<void> {
         ...strip(fig),
         service_gc: serviceGc,
         service_frame_time: frameTime,
+        service_rss_bytes: rssAfter,
         slow,
         sched: waits ? { server: waits.server.summary, client: waits.client.summary } : undefined,
       };
@@ -1516,7 +1518,7 @@ interface Report {
   a_step_frames?: { streams: number; frames: ReturnType<LaneSource["stats"]> & { compose_us_per_frame: number }; best_window: number; windows: Record<string, SFig> };
   b_single_stream?: { ring: ReturnType<Ring["stats"]>; sequential: SFig; pipelined: SFig };
   c_echo?: { step_frames?: SFig; single_sequential?: SFig; single_pipelined?: SFig; step_frames_paced?: PacedFig; step_frames_paced_busy?: PacedFig & { work_us: number } };
-  d_paced?: PacedFig & { load: number; tokens_per_s_target: number; service_gc?: GcSummary; service_frame_time: ReturnType<typeof frameTimeShares> };
+  d_paced?: PacedFig & { load: number; tokens_per_s_target: number; service_gc?: GcSummary; service_frame_time: ReturnType<typeof frameTimeShares>; service_rss_bytes: number };
   e_memory?: {
     streams: number;
     tokens_per_stream: number;
@@ -1613,7 +1615,7 @@ function markdown(r: Report): string {
   };
   if (d) {
     const ft = d.service_frame_time;
-    L.push(`(d) the service's own time per frame (harmony_frame_latency_seconds, a frame read to its answer handed to the socket; warm-up included, ${ft.frames} frames): ${ft.within.map((x) => `${x.pct.toFixed(2)}% within ${x.ms} ms`).join(", ")}.`);
+    L.push(`(d) the service's own time per frame (harmony_frame_latency_seconds, a frame read to its answer handed to the socket; warm-up included, ${ft.frames} frames): ${ft.within.map((x) => `${x.pct.toFixed(2)}% within ${x.ms} ms`).join(", ")}. Service RSS right after (d): ${(d.service_rss_bytes / 2 ** 20).toFixed(0)} MiB.`);
   }
   pacedNotes("(d)", "service", d);
   pacedNotes("(c) echo paced:", "echo server", c?.step_frames_paced);
