@@ -13,7 +13,7 @@ import { MAX_STORE_BYTES } from "../service/cot-store.js";
  * young generation holds, and V8 then starts marking at once: at half of
  * the peak step-frame load that was a mark-compact every ~0.3 s, each a
  * 7-17 ms pause plus ~80 ms of marking on a thread that shares the cores.
- * With 300 (a limit of 4x the live size) there was one mark-compact per run
+ * With 300 (a limit of 4x the live size) there were 0-1 per run
  * (bench/RESULTS.md). It costs memory: up to 4x the live old generation,
  * tens of MB for a service holding ~25 MB.
  */
