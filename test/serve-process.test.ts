@@ -22,6 +22,11 @@ describe("harmony-sidecar serve", () => {
     expect(resolveOptions({ workers: "0", inline: "4" }, {})).toMatchObject({ workers: 0, inline: 4 });
     expect(resolveOptions({}, { HARMONY_INLINE: "0" })).toMatchObject({ inline: 0 });
     expect(() => resolveOptions({ inline: "-1" }, {})).toThrow(/inline/);
+    // an empty variable is unset (it used to read as 0: a random port); other non-decimal values are errors
+    expect(resolveOptions({}, { HARMONY_PORT: "", HARMONY_WORKERS: "" })).toMatchObject({ port: 8765, workers: defaultWorkers(os.availableParallelism()) });
+    expect(() => resolveOptions({ port: "" }, {})).toThrow(/port \(HARMONY_PORT\)/);
+    expect(() => resolveOptions({ workers: "0x2" }, {})).toThrow(/workers/);
+    expect(() => resolveOptions({}, { HARMONY_MAX_STREAMS: "1e3" })).toThrow(/maxStreams/);
     expect(resolveOptions({}, { HARMONY_COT_STORE_BYTES: "0" }).cotStore).toMatchObject({ maxBytes: 0 });
     expect(resolveOptions({ cotStoreTtlMs: "60000" }, {}).cotStore).toMatchObject({ ttlMs: 60000, maxBytes: 64 * 1024 * 1024 });
   });
@@ -30,14 +35,15 @@ describe("harmony-sidecar serve", () => {
     expect(resolveHeapGrowth({}, {})).toBe(DEFAULT_HEAP_GROWTH);
     expect(resolveHeapGrowth({}, { HARMONY_HEAP_GROWTH: "0" })).toBe(0);
     expect(resolveHeapGrowth({ heapGrowth: "150" }, { HARMONY_HEAP_GROWTH: "0" })).toBe(150);
-    for (const bad of ["-1", "1001", "1.5", "lots"]) expect(() => resolveHeapGrowth({ heapGrowth: bad }, {})).toThrow(/heapGrowth \(HARMONY_HEAP_GROWTH\)/);
+    for (const bad of ["-1", "1001", "1.5", "lots", "", "1e2", "0x12c"]) expect(() => resolveHeapGrowth({ heapGrowth: bad }, {})).toThrow(/heapGrowth \(HARMONY_HEAP_GROWTH\)/);
+    expect(resolveHeapGrowth({}, { HARMONY_HEAP_GROWTH: "" })).toBe(DEFAULT_HEAP_GROWTH);
     const given: string[] = [];
-    const node = (execArgv: string[], nodeOptions?: string) => ({ execArgv, nodeOptions, setFlags: (f: string) => given.push(f) });
-    expect(applyHeapGrowth(300, node([]))).toBe("set");
+    const node = (execArgv: string[]) => ({ execArgv, setFlags: (f: string) => given.push(f) });
+    expect(applyHeapGrowth(300, node(["--max-old-space-size=512"]))).toBe("set");
     expect(given).toEqual(["--heap-growing-percent=300"]);
     expect(applyHeapGrowth(0, node([]))).toBe("off");
     expect(applyHeapGrowth(300, node(["--heap-growing-percent=100"]))).toBe("node flag");
-    expect(applyHeapGrowth(300, node([], "--max-old-space-size=512 --heap_growing_percent=50"))).toBe("node flag");
+    expect(applyHeapGrowth(300, node(["--heap_growing_percent", "50"]))).toBe("node flag");
     expect(given).toHaveLength(1);
   });
 

@@ -11,8 +11,9 @@ import { MAX_STORE_BYTES } from "../service/cot-store.js";
  * before it starts the next one, in percent (V8's --heap-growing-percent).
  * V8's own factor left the service's old generation less headroom than its
  * young generation holds, and V8 then starts marking at once: at half of
- * the peak step-frame load that was a mark-compact every ~0.3 s, each a
- * 7-17 ms pause plus ~80 ms of marking on a thread that shares the cores.
+ * the peak step-frame load that was a mark-compact every 0.3-0.65 s, each
+ * a pause of ~7-8 ms (up to 17) plus ~80 ms of marking on a thread that
+ * shares the cores.
  * With 300 (a limit of 4x the live size) there were 0-1 per run
  * (bench/RESULTS.md). It costs memory: up to 4x the live old generation,
  * tens of MB for a service holding ~25 MB.
@@ -64,37 +65,53 @@ export const SETTINGS = [
   ["heapGrowth", "HARMONY_HEAP_GROWTH", DEFAULT_HEAP_GROWTH],
 ] as const;
 
+/** An environment variable's value; set but empty counts as unset (VAR= in a compose file or a shell). */
+function envValue(env: NodeJS.ProcessEnv, name: string): string | undefined {
+  const v = env[name];
+  return v === undefined || v === "" ? undefined : v;
+}
+
+/** A decimal integer setting: digits, an optional leading minus (not "", "1e2" or "0x10", which Number() would take). */
+function decimal(raw: string): number {
+  return /^-?\d+$/.test(raw.trim()) ? Number(raw) : NaN;
+}
+
 /** The heap growth setting (percent; 0: V8's own heuristics). */
 export function resolveHeapGrowth(flags: ServeFlags, env: NodeJS.ProcessEnv): number {
-  const raw = flags.heapGrowth ?? env.HARMONY_HEAP_GROWTH ?? String(DEFAULT_HEAP_GROWTH);
-  const n = Number(raw);
+  const raw = flags.heapGrowth ?? envValue(env, "HARMONY_HEAP_GROWTH") ?? String(DEFAULT_HEAP_GROWTH);
+  const n = decimal(raw);
   if (!Number.isInteger(n) || n < 0 || n > 1000) throw new Error(`heapGrowth (HARMONY_HEAP_GROWTH) must be an integer from 0 to 1000, got ${JSON.stringify(raw)}`);
   return n;
 }
 
 /**
  * Give V8 the heap growth setting, unless it is 0 or node was started with
- * its own --heap-growing-percent (on the command line or in NODE_OPTIONS),
- * which then wins. Says which of the three happened.
+ * its own --heap-growing-percent, which then wins (node refuses V8 flags in
+ * NODE_OPTIONS, so the command line is the only other place). Says which
+ * of the three happened.
+ *
+ * Node calls V8 flags changed after start-up undefined behaviour in
+ * general; this one is read each time V8 sets the next old-generation
+ * limit, and the benchmark shows it taking effect (bench/RESULTS.md). It is
+ * process-wide: worker threads' heaps grow the same way. Only
+ * --max-old-space-size caps the growth, not a container's memory limit.
  */
 export function applyHeapGrowth(
   percent: number,
-  node: { execArgv: readonly string[]; nodeOptions: string | undefined; setFlags: (flags: string) => void },
+  node: { execArgv: readonly string[]; setFlags: (flags: string) => void },
 ): "set" | "node flag" | "off" {
   if (percent === 0) return "off";
-  const given = /--heap[-_]growing[-_]percent/;
-  if (node.execArgv.some((a) => given.test(a)) || given.test(node.nodeOptions ?? "")) return "node flag";
-  // read by V8 each time it sets the next limit, so it applies from here on
+  if (node.execArgv.some((a) => /^--heap[-_]growing[-_]percent(=|$)/.test(a))) return "node flag";
   node.setFlags(`--heap-growing-percent=${percent}`);
   return "set";
 }
 
 export function resolveOptions(flags: ServeFlags, env: NodeJS.ProcessEnv): ServiceOptions {
   const get = (key: keyof ServeFlags, envName: string, def: string | number): string =>
-    flags[key] ?? env[envName] ?? String(def);
+    flags[key] ?? envValue(env, envName) ?? String(def);
   const int = (key: keyof ServeFlags, envName: string, def: number, min: number): number => {
     const raw = get(key, envName, def);
-    const n = Number(raw);
+    const n = decimal(raw);
     if (!Number.isInteger(n) || n < min) throw new Error(`${key} (${envName}) must be an integer ≥ ${min}, got ${JSON.stringify(raw)}`);
     return n;
   };
@@ -155,7 +172,7 @@ export async function runServe(flags: ServeFlags): Promise<void> {
   }
   // process-wide, so set here rather than by Service (which tests and
   // benchmarks also run inside other processes)
-  const heap = applyHeapGrowth(heapGrowth, { execArgv: process.execArgv, nodeOptions: process.env.NODE_OPTIONS, setFlags: setFlagsFromString });
+  const heap = applyHeapGrowth(heapGrowth, { execArgv: process.execArgv, setFlags: setFlagsFromString });
   const service = new Service(options);
   await service.start();
   service.logger.info({ heap_growing_percent: heap === "set" ? heapGrowth : null, heap_growth: heap }, "V8 heap growth");
