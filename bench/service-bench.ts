@@ -29,8 +29,9 @@
  * (c) echo baseline: the same encoded client frames echoed back.
  * (d) (a) paced open loop at --load (default 50%) of the best frames/s of
  *     (a), or at --rate: round-trip time per frame; echo at the same pace,
- *     and an echo that spins as long per frame as the service's CPU per
- *     frame in (d) (as busy as the service, without parsing). For each
+ *     and a busy echo, whose main thread spends as much CPU per frame as
+ *     the service's did in (d) (echoing, then spinning CPU time for the
+ *     rest: as busy as the service, without parsing). For each
  *     paced figure, the frames over 2 ms and what they overlapped: GC pauses
  *     of the client and (with --trace-gc-nvp) the service, and with --sched
  *     (`perf sched`) the main threads' waits for a CPU and what ran instead.
@@ -507,8 +508,34 @@ interface RunResult {
   /** performance.now() at start and end, to find this process's GC pauses in the run */
   t0: number;
   t1: number;
-  /** paced runs: [send time, latency ms] per answered frame */
-  trace?: number[];
+  /** paced runs: send time and latency (ms) per answered frame */
+  trace?: Trace;
+}
+
+/** Send times and latencies of a paced run's frames, in a buffer allocated before it starts (no growth while timing). */
+class Trace {
+  private buf: Float64Array;
+  /** frames recorded */
+  n = 0;
+  constructor(frames: number) {
+    this.buf = new Float64Array(2 * Math.max(1024, frames));
+  }
+  push(sent: number, ms: number): void {
+    if (2 * this.n + 2 > this.buf.length) {
+      const bigger = new Float64Array(2 * this.buf.length);
+      bigger.set(this.buf);
+      this.buf = bigger;
+    }
+    this.buf[2 * this.n] = sent;
+    this.buf[2 * this.n + 1] = ms;
+    this.n++;
+  }
+  sent(i: number): number {
+    return this.buf[2 * i]!;
+  }
+  ms(i: number): number {
+    return this.buf[2 * i + 1]!;
+  }
 }
 
 interface Cursor {
@@ -531,8 +558,8 @@ interface RunSpec {
   /** decode answers and compare their event counts with the local replay */
   verify?: boolean;
   decode?: (b: Buffer) => number;
-  /** collect [performance.now() at send, latency ms] per answered frame */
-  trace?: number[];
+  /** collect performance.now() at send and latency ms per answered frame */
+  trace?: Trace;
 }
 
 /**
@@ -728,11 +755,11 @@ async function measure(base: Omit<RunSpec, "ms" | "verify">, verify: boolean, tr
   const runs: RunResult[] = [];
   for (let i = 0; i < opts.runs; i++) {
     // paced runs keep every frame's send time and latency, to tell what the slow ones overlapped
-    const trace: number[] | undefined = base.rate !== undefined ? [] : undefined;
+    const trace = base.rate !== undefined ? new Trace(Math.ceil(base.rate * opts.seconds * 1.1)) : undefined;
     const r = await run({ ...base, ms: opts.seconds * 1000, trace });
     r.trace = trace;
     runs.push(r);
-    if (trace && traceName && opts.trace) for (let j = 0; j < trace.length; j += 2) traceLines.push(`${traceName},${i},${trace[j]!.toFixed(3)},${trace[j + 1]!.toFixed(3)}`);
+    if (trace && traceName && opts.trace) for (let j = 0; j < trace.n; j++) traceLines.push(`${traceName},${i},${trace.sent(j).toFixed(3)},${trace.ms(j).toFixed(3)}`);
   }
   return { ...figure(runs), warmup_mismatches: w.mismatches };
 }
@@ -769,12 +796,13 @@ function slowFrames(runs: RunResult[], sources: { name: string; spans: Span[] }[
   let clusters = 0;
   for (const s of sources) s.spans.sort((x, y) => x.a - y.a);
   for (const r of runs) {
-    const tr = r.trace ?? [];
+    const tr = r.trace;
+    if (!tr) continue;
     let prevSlow = -Infinity;
-    for (let j = 0; j < tr.length; j += 2) {
+    for (let j = 0; j < tr.n; j++) {
       frames++;
-      const t = tr[j]!;
-      const rtt = tr[j + 1]!;
+      const t = tr.sent(j);
+      const rtt = tr.ms(j);
       if (rtt <= thr) continue;
       over++;
       if (t - prevSlow > 5) clusters++;
@@ -815,8 +843,14 @@ function startSched(file: string): { stop(): Promise<SchedRun[] | null> } {
   proc.stderr!.on("data", (d: Buffer) => err.push(d.toString()));
   const exited = once(proc, "exit").catch(() => undefined);
   proc.on("error", () => undefined);
+  // never leave perf recording the machine after the bench is gone
+  const onExit = () => {
+    if (proc.exitCode === null) proc.kill("SIGINT");
+  };
+  process.once("exit", onExit);
   return {
     async stop() {
+      process.off("exit", onExit);
       if (proc.exitCode === null && proc.pid !== undefined) proc.kill("SIGINT");
       await Promise.race([exited, sleep(10_000)]);
       let text: string;
@@ -843,13 +877,16 @@ function startSched(file: string): { stop(): Promise<SchedRun[] | null> } {
 
 /**
  * How long a thread waited for a CPU (runnable, not running) between
- * `from` and `to`, and what ran on that CPU meanwhile: tasks by name, with
- * a process's own other threads named as such.
+ * `from` and `to`, and what ran on that CPU meanwhile: tasks by name, the
+ * bench's own processes by `names` (pid to name), a process's own other
+ * threads as such. A wait is charged to the CPU the thread then ran on
+ * (right when it was pinned; approximate for a thread that migrated).
  */
-function schedWaits(runs: SchedRun[], tid: number, from: number, to: number, min = 1) {
+function schedWaits(runs: SchedRun[], tid: number, from: number, to: number, names: ReadonlyMap<number, string>, min = 1) {
   const mine = runs.filter((r) => r.tid === tid && r.end - r.run >= from && r.end - r.run <= to);
   const waits: (Span & { cpu: number })[] = mine.filter((r) => r.delay > min).map((r) => ({ a: r.end - r.run - r.delay, b: r.end - r.run, cpu: r.cpu }));
-  const delays = mine.map((r) => r.delay);
+  let maxDelay = 0;
+  for (const r of mine) if (r.delay > maxDelay) maxDelay = r.delay;
   const instead = new Map<string, number>();
   const pidOf = mine[0]?.pid ?? tid;
   for (const w of waits) {
@@ -858,7 +895,7 @@ function schedWaits(runs: SchedRun[], tid: number, from: number, to: number, min
       const a = Math.max(w.a, r.end - r.run);
       const b = Math.min(w.b, r.end);
       if (b <= a) continue;
-      const name = r.pid === pidOf ? "its own process's other threads" : r.task.replace(/[-/:]\d.*$/, "");
+      const name = r.pid === pidOf ? "its own process's other threads" : (names.get(r.pid) ?? r.task.replace(/[-/:]\d.*$/, ""));
       instead.set(name, (instead.get(name) ?? 0) + (b - a));
     }
   }
@@ -869,7 +906,7 @@ function schedWaits(runs: SchedRun[], tid: number, from: number, to: number, min
       waits_over_ms: min,
       waits: waits.length,
       waits_over_2ms: mine.filter((r) => r.delay > 2).length,
-      max_wait_ms: Math.max(0, ...delays),
+      max_wait_ms: maxDelay,
       total_wait_ms: waits.reduce((x, w) => x + (w.b - w.a), 0),
       ran_instead_ms: Object.fromEntries([...instead.entries()].sort((x, y) => y[1] - x[1]).slice(0, 6)),
     },
@@ -980,6 +1017,7 @@ async function main(): Promise<void> {
       throw new Error("--child-cpus needs taskset (util-linux) on the PATH");
     }
   }
+  if (!Number.isInteger(opts.runs) || opts.runs < 1) throw new Error("--runs must be an integer ≥ 1");
   const only = new Set(opts.only.split(""));
   if (only.has("d") && opts.rate === undefined) only.add("a");
   const log = (s: string) => process.stderr.write(`[service-bench] ${s}\n`);
@@ -1129,7 +1167,7 @@ async function main(): Promise<void> {
   let profiles: ReturnType<typeof summariseProfiles> | undefined;
   let aBest: { window: number; fig: Figure } | undefined;
   let dRate = 0;
-  /** the service's CPU per frame in (d), µs: how long the busy echo spins */
+  /** the service's main-thread CPU per frame in (d), µs (the busy echo matches it) */
   let dCpuUs = 0;
 
   // ------------------------------------------------------------ service: a, b, d
@@ -1183,7 +1221,13 @@ async function main(): Promise<void> {
       const sched = opts.sched ? startSched(path.join(os.tmpdir(), `service-bench-${process.pid}-d.sched`)) : null;
       const m0 = await fetchMetrics(srv.port);
       const dFrom = performance.now();
-      const fig = await measure({ ws, src: srcA, cursor: { t: 0 }, rate: dRate, serverPid: srv.pid }, false, "service");
+      let fig: Awaited<ReturnType<typeof measure>>;
+      try {
+        fig = await measure({ ws, src: srcA, cursor: { t: 0 }, rate: dRate, serverPid: srv.pid }, false, "service");
+      } catch (e) {
+        await sched?.stop();
+        throw e;
+      }
       await sleep(100); // the service's last GC lines are on their way through the pipe
       const dTo = performance.now();
       const frameTime = frameTimeShares(m0, await fetchMetrics(srv.port));
@@ -1192,7 +1236,11 @@ async function main(): Promise<void> {
       const serviceGc = summariseGc(gcs);
       const sr = sched ? await sched.stop() : null;
       const timed = { from: fig.runs[0]!.t0, to: fig.runs[fig.runs.length - 1]!.t1 };
-      const waits = sr ? { server: schedWaits(sr, srv.pid, timed.from, timed.to), client: schedWaits(sr, process.pid, timed.from, timed.to) } : null;
+      const names = new Map([
+        [srv.pid, "the service"],
+        [process.pid, "the client"],
+      ]);
+      const waits = sr ? { server: schedWaits(sr, srv.pid, timed.from, timed.to, names), client: schedWaits(sr, process.pid, timed.from, timed.to, names) } : null;
       const slow = slowFrames(fig.runs, [
         { name: "client_gc", spans: clientGcSpans() },
         ...(gcs.length > 0 ? [{ name: "server_gc", spans: serviceGcSpans(gcs) }] : []),
@@ -1214,7 +1262,7 @@ async function main(): Promise<void> {
         slow,
         sched: waits ? { server: waits.server.summary, client: waits.client.summary } : undefined,
       };
-      dCpuUs = (fig.server_cpu * 1e6) / fig.frames_per_s;
+      dCpuUs = (fig.server_main_cpu * 1e6) / fig.frames_per_s;
     }
 
     await sleep(300);
@@ -1262,11 +1310,21 @@ async function main(): Promise<void> {
     const paced = async (server: Child, traceName: string) => {
       const ws = await connect(server.port);
       const sched = opts.sched ? startSched(path.join(os.tmpdir(), `service-bench-${process.pid}-${traceName}.sched`)) : null;
-      const fig = await measure({ ws, src: srcA, answerAll: true, cursor: { t: 0 }, rate: dRate, serverPid: server.pid }, false, traceName);
+      let fig: Awaited<ReturnType<typeof measure>>;
+      try {
+        fig = await measure({ ws, src: srcA, answerAll: true, cursor: { t: 0 }, rate: dRate, serverPid: server.pid }, false, traceName);
+      } catch (e) {
+        await sched?.stop();
+        throw e;
+      }
       await closeWs(ws);
       const sr = sched ? await sched.stop() : null;
       const timed = { from: fig.runs[0]!.t0, to: fig.runs[fig.runs.length - 1]!.t1 };
-      const waits = sr ? { server: schedWaits(sr, server.pid, timed.from, timed.to), client: schedWaits(sr, process.pid, timed.from, timed.to) } : null;
+      const names = new Map([
+        [server.pid, "the echo server"],
+        [process.pid, "the client"],
+      ]);
+      const waits = sr ? { server: schedWaits(sr, server.pid, timed.from, timed.to, names), client: schedWaits(sr, process.pid, timed.from, timed.to, names) } : null;
       const slow = slowFrames(fig.runs, [
         { name: "client_gc", spans: clientGcSpans() },
         ...(waits ? [{ name: "server_waited_for_cpu", spans: waits.server.spans }, { name: "client_waited_for_cpu", spans: waits.client.spans }] : []),
@@ -1278,11 +1336,13 @@ async function main(): Promise<void> {
       log(`(c) step frames paced at ${dRate.toFixed(0)}/s: p99 ${c.step_frames_paced.latency.p99_ms.toFixed(3)} ms`);
     }
     await stopChild(echo);
-    const echoCpuUs = c.step_frames_paced ? (c.step_frames_paced.server_cpu * 1e6) / c.step_frames_paced.frames_per_s : 0;
+    const echoCpuUs = c.step_frames_paced ? (c.step_frames_paced.server_main_cpu * 1e6) / c.step_frames_paced.frames_per_s : 0;
     if (dRate > 0 && dCpuUs > echoCpuUs) {
-      // the same pace to an echo that spends as much CPU per frame as the
-      // service did in (d) (its own echoing plus a spin for the rest): what
-      // that load costs the p99 on this machine, parsing aside
+      // the same pace to an echo whose main thread spends as much CPU per
+      // frame as the service's did in (d) (its own echoing plus a spin for
+      // the rest): what that load costs the p99 on this machine, parsing
+      // aside. The spin reads the process's CPU time, of which the echo's
+      // other threads use little.
       const work = Math.round(dCpuUs - echoCpuUs);
       const busy = await startEcho(work);
       const fig = await paced(busy, "busy_echo");
