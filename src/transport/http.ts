@@ -18,6 +18,45 @@ import { handleChat, handleModels, handleResponses } from "../upstream/front.js"
 export const STREAM_PATH = "/v1/stream";
 export const RENDER_PATH = "/v1/render";
 const OPENAI_PATHS = new Set(["/v1/chat/completions", "/v1/responses", "/v1/models"]);
+/** Longest a WebSocket answer waits in a corked socket for later answers of the same tick to share its write. */
+export const MAX_CORK_MS = 0.5;
+
+/**
+ * Answers sent in one tick (the frames of one socket read, say) leave in
+ * one write: a write per answer was about a quarter of the main thread at
+ * the peak of the service bench; corked, ~8 answers share a write. But ws
+ * hands over every frame of a read in one go, so after a burst (a client
+ * that stalled, then sent what it owed) the first answers would wait for
+ * the last frame's parsing: the cork is let go once it has held answers
+ * for MAX_CORK_MS, and at the end of the tick in any case.
+ */
+export class Cork {
+  private corked = false;
+  private since = 0;
+  constructor(
+    private readonly socket: { cork(): void; uncork(): void },
+    private readonly now: () => number,
+    private readonly atTickEnd: (f: () => void) => void,
+  ) {}
+
+  /** Call before each write. */
+  beforeWrite(): void {
+    if (this.corked && this.now() - this.since > MAX_CORK_MS) this.release();
+    if (!this.corked) {
+      this.corked = true;
+      this.since = this.now();
+      this.socket.cork();
+      this.atTickEnd(() => this.release());
+    }
+  }
+
+  /** Hand what is corked to the socket now. */
+  release(): void {
+    if (!this.corked) return;
+    this.corked = false;
+    this.socket.uncork();
+  }
+}
 
 export interface HttpEdge {
   port: number;
@@ -114,29 +153,18 @@ export async function startHttp(svc: Service, host: string, port: number): Promi
   });
 
   function accept(ws: WebSocket, socket: Duplex): void {
-    // Answers sent in one tick (the frames of one socket read, say) leave in
-    // one write: a write per answer was about a quarter of the main thread
-    // at the peak of the service bench; corked, ~8 answers share a write.
-    let corked = false;
-    const uncork = () => {
-      corked = false;
-      socket.uncork();
-    };
+    const cork = new Cork(socket, () => performance.now(), (f) => process.nextTick(f));
     const transport: Transport = {
       kind: "ws",
       send(frame, done) {
-        if (!corked) {
-          corked = true;
-          socket.cork();
-          process.nextTick(uncork);
-        }
+        cork.beforeWrite();
         ws.send(frame, { binary: typeof frame !== "string" }, () => done());
       },
       pause: () => ws.pause(),
       resume: () => ws.resume(),
       end: (code, reason) => {
         // what is corked goes first: a stop may cut the socket before the next tick
-        if (corked) uncork();
+        cork.release();
         ws.close(code, reason);
       },
     };
