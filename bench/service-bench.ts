@@ -86,6 +86,7 @@ const opts = new Command()
   .option("--child-output <dir>", "write each child's output lines that are not JSON logs (such as --trace-gc lines under --server-flags), stamped with the client's clock, to DIR/<pid>.txt; the log says when (d) ran on that clock")
   .option("--trace <file>", "write every paced (d) frame's send time and latency to FILE (CSV), with the client's GC pauses and, under --trace-gc-nvp, the service's")
   .option("--sched", "record the scheduler with `perf sched` while (d) and its echo runs are paced (needs perf): how long the servers' and the client's main threads waited for a CPU, and what ran instead", false)
+  .option("--client-heap-growth <percent>", "V8 --heap-growing-percent for this process, the client (0: V8's own); the service's is its own --heap-growth", (v) => Number(v), 300)
   .option("--json", "print JSON instead of Markdown", false)
   .option("--json-file <file>", "also write the JSON report to FILE")
   .option("--child <kind>", "(internal) run as the echo server child")
@@ -118,6 +119,7 @@ const opts = new Command()
     child?: string;
     echoWorkUs: number;
     sched: boolean;
+    clientHeapGrowth: number;
   }>();
 
 const MAX_PAYLOAD = 64 * 1024 * 1024;
@@ -1018,6 +1020,13 @@ async function main(): Promise<void> {
     }
   }
   if (!Number.isInteger(opts.runs) || opts.runs < 1) throw new Error("--runs must be an integer ≥ 1");
+  if (!Number.isInteger(opts.clientHeapGrowth) || opts.clientHeapGrowth < 0) throw new Error("--client-heap-growth must be an integer ≥ 0");
+  // The client has the service's problem: with V8's own growing factor its
+  // old generation had less headroom than its young generation, so it kept
+  // marking (17-21 mark-compacts in (d)), on helper threads that share its
+  // CPU with the thread that sends and reads; its stalls became the
+  // servers' slow frames (bench/RESULTS.md).
+  if (opts.clientHeapGrowth > 0) setFlagsFromString(`--heap-growing-percent=${opts.clientHeapGrowth}`);
   const only = new Set(opts.only.split(""));
   if (only.has("d") && opts.rate === undefined) only.add("a");
   const log = (s: string) => process.stderr.write(`[service-bench] ${s}\n`);
@@ -1526,7 +1535,8 @@ async function main(): Promise<void> {
   const setup = {
     service: `child process: node dist/src/cli.js serve${opts.workers === undefined ? "" : ` --workers ${opts.workers}`}${opts.serveFlags ? ` ${opts.serveFlags}` : ""} (${layout})`,
     echo: "child process: ws WebSocketServer echoing every message",
-    client: `this process: one raw ws client per run, pre-encoded frames; (a), (b), (d) streams named by ${opts.handles ? "numeric handle (Open.handle)" : "name"}`,
+    client: `this process: one raw ws client per run, pre-encoded frames; (a), (b), (d) streams named by ${opts.handles ? "numeric handle (Open.handle)" : "name"}; V8 heap growth ${opts.clientHeapGrowth > 0 ? `${opts.clientHeapGrowth}%` : "V8's own"}`,
+    client_heap_growth: opts.clientHeapGrowth,
     handles: opts.handles,
     commit: gitState(),
     /** CPUs the children and this client may run on (Cpus_allowed_list), when the children are pinned */
@@ -1573,7 +1583,7 @@ type PacedFig = SFig & {
 type SFig = Omit<Figure, "runs"> & { runs_tokens_per_s: number[]; runs_frames_per_s: number[]; window?: number; warmup_mismatches?: string[] };
 interface Report {
   machine: { cpu: string; cores: number; memory_gib: number; node: string; platform: string; loadavg_at_end: number[] };
-  setup: { service: string; commit: string; handles: boolean; cpus: { children: string; client: string } | null; runs: number; seconds: number; warmup_seconds: number; total_seconds: number };
+  setup: { service: string; commit: string; handles: boolean; client_heap_growth: number; cpus: { children: string; client: string } | null; runs: number; seconds: number; warmup_seconds: number; total_seconds: number };
   data: { completions: number; completion_tokens: number };
   a_step_frames?: { streams: number; frames: ReturnType<LaneSource["stats"]> & { compose_us_per_frame: number }; best_window: number; windows: Record<string, SFig> };
   b_single_stream?: { ring: ReturnType<Ring["stats"]>; sequential: SFig; pipelined: SFig };
@@ -1613,7 +1623,7 @@ function markdown(r: Report): string {
   const where = r.setup.cpus
     ? `the service and the echo server pinned to CPU ${r.setup.cpus.children} (taskset), the client allowed CPU ${r.setup.cpus.client}`
     : `all on the same ${m.cores} cores`;
-  L.push(`Setup: ${r.setup.service}, built from ${r.setup.commit}; echo server and client in their own processes, ${where}, loopback. Streams in (a), (b), (d) named by ${r.setup.handles ? "numeric handle" : "name"}.`);
+  L.push(`Setup: ${r.setup.service}, built from ${r.setup.commit}; echo server and client in their own processes, ${where}, loopback. Streams in (a), (b), (d) named by ${r.setup.handles ? "numeric handle" : "name"}. The client's V8 heap growth: ${r.setup.client_heap_growth > 0 ? `${r.setup.client_heap_growth}%` : "V8's own"}.`);
   L.push(`Medians of ${r.setup.runs} timed runs of ${r.setup.seconds} s after ${r.setup.warmup_seconds} s of warm-up; latency percentiles over all timed runs. Total ${r.setup.total_seconds} s.`);
   L.push(`Data: ${r.data.completions} completions, ${r.data.completion_tokens} tokens (primed).`);
   L.push("");
