@@ -915,6 +915,43 @@ function schedWaits(runs: SchedRun[], tid: number, from: number, to: number, nam
   };
 }
 
+/**
+ * A paced figure (`base.rate`, `base.serverPid`): its runs, with the
+ * scheduler recorded under --sched, and what its slow frames overlapped.
+ * `serverGc`, given the end of the timed runs, returns the server's GC
+ * pauses (its --trace-gc-nvp lines, on their way through a pipe: read
+ * 100 ms later).
+ */
+async function pacedFigure(base: Omit<RunSpec, "ms" | "verify">, traceName: string, serverName: string, serverGc?: (to: number) => Span[]) {
+  const pid = base.serverPid!;
+  const sched = opts.sched ? startSched(path.join(os.tmpdir(), `service-bench-${process.pid}-${traceName}.sched`)) : null;
+  let fig: Awaited<ReturnType<typeof measure>>;
+  try {
+    fig = await measure(base, false, traceName);
+  } catch (e) {
+    await sched?.stop();
+    throw e;
+  }
+  const timed = { from: fig.runs[0]!.t0, to: fig.runs[fig.runs.length - 1]!.t1 };
+  const sr = sched ? await sched.stop() : null;
+  let gcSpans: Span[] = [];
+  if (serverGc) {
+    await sleep(100);
+    gcSpans = serverGc(timed.to + 100);
+  }
+  const names = new Map([
+    [pid, serverName],
+    [process.pid, "the client"],
+  ]);
+  const waits = sr ? { server: schedWaits(sr, pid, timed.from, timed.to, names), client: schedWaits(sr, process.pid, timed.from, timed.to, names) } : null;
+  const slow = slowFrames(fig.runs, [
+    { name: "client_gc", spans: clientGcSpans() },
+    ...(gcSpans.length > 0 ? [{ name: "server_gc", spans: gcSpans }] : []),
+    ...(waits ? [{ name: "server_waited_for_cpu", spans: waits.server.spans }, { name: "client_waited_for_cpu", spans: waits.client.spans }] : []),
+  ]);
+  return { fig, slow, sched: waits ? { server: waits.server.summary, client: waits.client.summary } : undefined };
+}
+
 // ---------------------------------------------------------------- profiles
 interface ProfNode {
   id: number;
@@ -1227,34 +1264,17 @@ async function main(): Promise<void> {
     if (only.has("d")) {
       dRate = opts.rate ?? opts.load * aBest!.fig.frames_per_s;
       const ws = await connect(srv.port);
-      const sched = opts.sched ? startSched(path.join(os.tmpdir(), `service-bench-${process.pid}-d.sched`)) : null;
       const m0 = await fetchMetrics(srv.port);
       const dFrom = performance.now();
-      let fig: Awaited<ReturnType<typeof measure>>;
-      try {
-        fig = await measure({ ws, src: srcA, cursor: { t: 0 }, rate: dRate, serverPid: srv.pid }, false, "service");
-      } catch (e) {
-        await sched?.stop();
-        throw e;
-      }
-      await sleep(100); // the service's last GC lines are on their way through the pipe
+      let gcs: GcEvent[] = [];
+      const { fig, slow, sched } = await pacedFigure({ ws, src: srcA, cursor: { t: 0 }, rate: dRate, serverPid: srv.pid }, "service", "the service", (to) => {
+        gcs = gcEvents(srv.other, dFrom, to);
+        return serviceGcSpans(gcs);
+      });
       const dTo = performance.now();
       const frameTime = frameTimeShares(m0, await fetchMetrics(srv.port));
       const rssAfter = vmRssBytes(srv.pid);
-      const gcs = gcEvents(srv.other, dFrom, dTo);
       const serviceGc = summariseGc(gcs);
-      const sr = sched ? await sched.stop() : null;
-      const timed = { from: fig.runs[0]!.t0, to: fig.runs[fig.runs.length - 1]!.t1 };
-      const names = new Map([
-        [srv.pid, "the service"],
-        [process.pid, "the client"],
-      ]);
-      const waits = sr ? { server: schedWaits(sr, srv.pid, timed.from, timed.to, names), client: schedWaits(sr, process.pid, timed.from, timed.to, names) } : null;
-      const slow = slowFrames(fig.runs, [
-        { name: "client_gc", spans: clientGcSpans() },
-        ...(gcs.length > 0 ? [{ name: "server_gc", spans: serviceGcSpans(gcs) }] : []),
-        ...(waits ? [{ name: "server_waited_for_cpu", spans: waits.server.spans }, { name: "client_waited_for_cpu", spans: waits.client.spans }] : []),
-      ]);
       // trace rows: kind s or mc, when the line arrived (just after the pause), pause ms
       if (opts.trace) for (const g of gcs) traceLines.push(`service_gc,${g.kind},${g.at.toFixed(3)},${g.pause}`);
       await closeWs(ws);
@@ -1269,7 +1289,7 @@ async function main(): Promise<void> {
         service_frame_time: frameTime,
         service_rss_bytes: rssAfter,
         slow,
-        sched: waits ? { server: waits.server.summary, client: waits.client.summary } : undefined,
+        sched,
       };
       dCpuUs = (fig.server_main_cpu * 1e6) / fig.frames_per_s;
     }
@@ -1315,30 +1335,12 @@ async function main(): Promise<void> {
       c.single_pipelined = { window: opts.pipeline, ...strip(pipe) };
       log(`(c) single: ${seq.frames_per_s.toFixed(0)} frames/s sequential, ${pipe.frames_per_s.toFixed(0)} pipelined`);
     }
-    /** (a) frames paced at the rate of (d), to `server`; what the slow frames overlapped */
+    /** (a) frames paced at the rate of (d), to an echo server; what the slow frames overlapped */
     const paced = async (server: Child, traceName: string) => {
       const ws = await connect(server.port);
-      const sched = opts.sched ? startSched(path.join(os.tmpdir(), `service-bench-${process.pid}-${traceName}.sched`)) : null;
-      let fig: Awaited<ReturnType<typeof measure>>;
-      try {
-        fig = await measure({ ws, src: srcA, answerAll: true, cursor: { t: 0 }, rate: dRate, serverPid: server.pid }, false, traceName);
-      } catch (e) {
-        await sched?.stop();
-        throw e;
-      }
+      const { fig, slow, sched } = await pacedFigure({ ws, src: srcA, answerAll: true, cursor: { t: 0 }, rate: dRate, serverPid: server.pid }, traceName, "the echo server");
       await closeWs(ws);
-      const sr = sched ? await sched.stop() : null;
-      const timed = { from: fig.runs[0]!.t0, to: fig.runs[fig.runs.length - 1]!.t1 };
-      const names = new Map([
-        [server.pid, "the echo server"],
-        [process.pid, "the client"],
-      ]);
-      const waits = sr ? { server: schedWaits(sr, server.pid, timed.from, timed.to, names), client: schedWaits(sr, process.pid, timed.from, timed.to, names) } : null;
-      const slow = slowFrames(fig.runs, [
-        { name: "client_gc", spans: clientGcSpans() },
-        ...(waits ? [{ name: "server_waited_for_cpu", spans: waits.server.spans }, { name: "client_waited_for_cpu", spans: waits.client.spans }] : []),
-      ]);
-      return { frames_per_s_target: dRate, ...strip(fig), slow, sched: waits ? { server: waits.server.summary, client: waits.client.summary } : undefined };
+      return { frames_per_s_target: dRate, ...strip(fig), slow, sched };
     };
     if (dRate > 0) {
       c.step_frames_paced = await paced(echo, "echo");
