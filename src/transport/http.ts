@@ -18,7 +18,7 @@ import { handleChat, handleModels, handleResponses } from "../upstream/front.js"
 export const STREAM_PATH = "/v1/stream";
 export const RENDER_PATH = "/v1/render";
 const OPENAI_PATHS = new Set(["/v1/chat/completions", "/v1/responses", "/v1/models"]);
-/** Longest a WebSocket answer waits in a corked socket for later answers of the same tick to share its write. */
+/** How long a corked WebSocket answer may wait for later answers of the same tick to share its write (checked between frames: a frame being handled finishes first). */
 export const MAX_CORK_MS = 0.5;
 
 /**
@@ -27,8 +27,9 @@ export const MAX_CORK_MS = 0.5;
  * the peak of the service bench; corked, ~8 answers share a write. But ws
  * hands over every frame of a read in one go, so after a burst (a client
  * that stalled, then sent what it owed) the first answers would wait for
- * the last frame's parsing: the cork is let go once it has held answers
- * for MAX_CORK_MS, and at the end of the tick in any case.
+ * the last frame's parsing: once the cork has held answers for
+ * MAX_CORK_MS it is let go before the next frame is handled or the next
+ * answer written, and at the end of the tick in any case.
  */
 export class Cork {
   private corked = false;
@@ -39,9 +40,14 @@ export class Cork {
     private readonly atTickEnd: (f: () => void) => void,
   ) {}
 
+  /** Call before handling each frame: lets go of answers that have waited MAX_CORK_MS. */
+  check(): void {
+    if (this.corked && this.now() - this.since > MAX_CORK_MS) this.release();
+  }
+
   /** Call before each write. */
   beforeWrite(): void {
-    if (this.corked && this.now() - this.since > MAX_CORK_MS) this.release();
+    this.check();
     if (!this.corked) {
       this.corked = true;
       this.since = this.now();
@@ -184,6 +190,7 @@ export async function startHttp(svc: Service, host: string, port: number): Promi
     });
     ws.on("message", (data, isBinary) => {
       alive = true;
+      cork.check();
       const buf = Array.isArray(data) ? Buffer.concat(data) : Buffer.isBuffer(data) ? data : Buffer.from(data);
       conn.onFrame(isBinary ? new Uint8Array(buf.buffer, buf.byteOffset, buf.byteLength) : buf.toString("utf8"));
     });
