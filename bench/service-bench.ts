@@ -918,11 +918,11 @@ function schedWaits(runs: SchedRun[], tid: number, from: number, to: number, nam
 /**
  * A paced figure (`base.rate`, `base.serverPid`): its runs, with the
  * scheduler recorded under --sched, and what its slow frames overlapped.
- * `serverGc`, given the end of the timed runs, returns the server's GC
- * pauses (its --trace-gc-nvp lines, on their way through a pipe: read
- * 100 ms later).
+ * `afterRuns`, given the end of the timed runs, reads what must be read
+ * right after them (before perf's parsing blocks this thread for seconds)
+ * and returns the server's GC pauses.
  */
-async function pacedFigure(base: Omit<RunSpec, "ms" | "verify">, traceName: string, serverName: string, serverGc?: (to: number) => Span[]) {
+async function pacedFigure(base: Omit<RunSpec, "ms" | "verify">, traceName: string, serverName: string, afterRuns?: (to: number) => Promise<Span[]>) {
   const pid = base.serverPid!;
   const sched = opts.sched ? startSched(path.join(os.tmpdir(), `service-bench-${process.pid}-${traceName}.sched`)) : null;
   let fig: Awaited<ReturnType<typeof measure>>;
@@ -933,12 +933,8 @@ async function pacedFigure(base: Omit<RunSpec, "ms" | "verify">, traceName: stri
     throw e;
   }
   const timed = { from: fig.runs[0]!.t0, to: fig.runs[fig.runs.length - 1]!.t1 };
+  const gcSpans = afterRuns ? await afterRuns(timed.to) : [];
   const sr = sched ? await sched.stop() : null;
-  let gcSpans: Span[] = [];
-  if (serverGc) {
-    await sleep(100);
-    gcSpans = serverGc(timed.to + 100);
-  }
   const names = new Map([
     [pid, serverName],
     [process.pid, "the client"],
@@ -1060,9 +1056,9 @@ async function main(): Promise<void> {
   if (!Number.isInteger(opts.clientHeapGrowth) || opts.clientHeapGrowth < 0) throw new Error("--client-heap-growth must be an integer ≥ 0");
   // The client has the service's problem: with V8's own growing factor its
   // old generation had less headroom than its young generation, so it kept
-  // marking (17-21 mark-compacts in (d)), on helper threads that share its
-  // CPU with the thread that sends and reads; its stalls became the
-  // servers' slow frames (bench/RESULTS.md).
+  // marking (12-21 mark-compacts in (d)) on helper threads that share its
+  // CPU with the thread that sends and reads. Setting it lowered the
+  // paced p99 of every server it measures (bench/RESULTS.md).
   if (opts.clientHeapGrowth > 0) setFlagsFromString(`--heap-growing-percent=${opts.clientHeapGrowth}`);
   const only = new Set(opts.only.split(""));
   if (only.has("d") && opts.rate === undefined) only.add("a");
@@ -1267,13 +1263,17 @@ async function main(): Promise<void> {
       const m0 = await fetchMetrics(srv.port);
       const dFrom = performance.now();
       let gcs: GcEvent[] = [];
-      const { fig, slow, sched } = await pacedFigure({ ws, src: srcA, cursor: { t: 0 }, rate: dRate, serverPid: srv.pid }, "service", "the service", (to) => {
-        gcs = gcEvents(srv.other, dFrom, to);
+      let frameTime: ReturnType<typeof frameTimeShares> = { frames: 0, within: [] };
+      let rssAfter = 0;
+      let dTo = 0;
+      const { fig, slow, sched } = await pacedFigure({ ws, src: srcA, cursor: { t: 0 }, rate: dRate, serverPid: srv.pid }, "service", "the service", async (to) => {
+        await sleep(100); // the service's last GC lines are on their way through the pipe
+        dTo = performance.now();
+        gcs = gcEvents(srv.other, dFrom, dTo);
+        frameTime = frameTimeShares(m0, await fetchMetrics(srv.port));
+        rssAfter = vmRssBytes(srv.pid);
         return serviceGcSpans(gcs);
       });
-      const dTo = performance.now();
-      const frameTime = frameTimeShares(m0, await fetchMetrics(srv.port));
-      const rssAfter = vmRssBytes(srv.pid);
       const serviceGc = summariseGc(gcs);
       // trace rows: kind s or mc, when the line arrived (just after the pause), pause ms
       if (opts.trace) for (const g of gcs) traceLines.push(`service_gc,${g.kind},${g.at.toFixed(3)},${g.pause}`);
