@@ -76,12 +76,27 @@ function decimal(raw: string): number {
   return /^-?\d+$/.test(raw.trim()) ? Number(raw) : NaN;
 }
 
+/** A setting's text: its flag, else its environment variable, else the default. */
+function setting(flags: ServeFlags, env: NodeJS.ProcessEnv, key: keyof ServeFlags, envName: string, def: string | number): string {
+  return flags[key] ?? envValue(env, envName) ?? String(def);
+}
+
+/** An integer setting of at least `min`. */
+function intSetting(flags: ServeFlags, env: NodeJS.ProcessEnv, key: keyof ServeFlags, envName: string, def: number, min: number): number {
+  const raw = setting(flags, env, key, envName, def);
+  const n = decimal(raw);
+  if (!Number.isInteger(n) || n < min) throw new Error(`${key} (${envName}) must be an integer ≥ ${min}, got ${JSON.stringify(raw)}`);
+  return n;
+}
+
+function atMost(n: number, max: number, what: string): number {
+  if (n > max) throw new Error(`${what} must be at most ${max}, got ${n}`);
+  return n;
+}
+
 /** The heap growth setting (percent; 0: V8's own heuristics). */
 export function resolveHeapGrowth(flags: ServeFlags, env: NodeJS.ProcessEnv): number {
-  const raw = flags.heapGrowth ?? envValue(env, "HARMONY_HEAP_GROWTH") ?? String(DEFAULT_HEAP_GROWTH);
-  const n = decimal(raw);
-  if (!Number.isInteger(n) || n < 0 || n > 1000) throw new Error(`heapGrowth (HARMONY_HEAP_GROWTH) must be an integer from 0 to 1000, got ${JSON.stringify(raw)}`);
-  return n;
+  return atMost(intSetting(flags, env, "heapGrowth", "HARMONY_HEAP_GROWTH", DEFAULT_HEAP_GROWTH, 0), 1000, "heapGrowth (HARMONY_HEAP_GROWTH)");
 }
 
 /**
@@ -107,18 +122,8 @@ export function applyHeapGrowth(
 }
 
 export function resolveOptions(flags: ServeFlags, env: NodeJS.ProcessEnv): ServiceOptions {
-  const get = (key: keyof ServeFlags, envName: string, def: string | number): string =>
-    flags[key] ?? envValue(env, envName) ?? String(def);
-  const int = (key: keyof ServeFlags, envName: string, def: number, min: number): number => {
-    const raw = get(key, envName, def);
-    const n = decimal(raw);
-    if (!Number.isInteger(n) || n < min) throw new Error(`${key} (${envName}) must be an integer ≥ ${min}, got ${JSON.stringify(raw)}`);
-    return n;
-  };
-  const atMost = (n: number, max: number, what: string): number => {
-    if (n > max) throw new Error(`${what} must be at most ${max}, got ${n}`);
-    return n;
-  };
+  const get = (key: keyof ServeFlags, envName: string, def: string | number): string => setting(flags, env, key, envName, def);
+  const int = (key: keyof ServeFlags, envName: string, def: number, min: number): number => intSetting(flags, env, key, envName, def, min);
   const limits: Limits = {
     ...DEFAULT_LIMITS,
     maxFrameBytes: int("maxFrameBytes", "HARMONY_MAX_FRAME_BYTES", DEFAULT_LIMITS.maxFrameBytes, 1024),
