@@ -42,18 +42,23 @@ export class Cork {
 
   /** Call before handling each frame: lets go of answers that have waited MAX_CORK_MS. */
   check(): void {
-    if (this.corked && this.now() - this.since > MAX_CORK_MS) this.release();
+    this.expire(this.now());
   }
 
   /** Call before each write. */
   beforeWrite(): void {
-    this.check();
+    const now = this.now(); // one clock read serves the age check and a new cork's start
+    this.expire(now);
     if (!this.corked) {
       this.corked = true;
-      this.since = this.now();
+      this.since = now;
       this.socket.cork();
       this.atTickEnd(() => this.release());
     }
+  }
+
+  private expire(now: number): void {
+    if (this.corked && now - this.since > MAX_CORK_MS) this.release();
   }
 
   /** Hand what is corked to the socket now. */
