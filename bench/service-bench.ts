@@ -918,11 +918,11 @@ function schedWaits(runs: SchedRun[], tid: number, from: number, to: number, nam
 /**
  * A paced figure (`base.rate`, `base.serverPid`): its runs, with the
  * scheduler recorded under --sched, and what its slow frames overlapped.
- * `afterRuns`, given the end of the timed runs, reads what must be read
- * right after them (before perf's parsing blocks this thread for seconds)
- * and returns the server's GC pauses.
+ * `afterRuns` reads what must be read right after the timed runs (before
+ * perf's parsing blocks this thread for seconds) and returns the server's
+ * GC pauses.
  */
-async function pacedFigure(base: Omit<RunSpec, "ms" | "verify">, traceName: string, serverName: string, afterRuns?: (to: number) => Promise<Span[]>) {
+async function pacedFigure(base: Omit<RunSpec, "ms" | "verify">, traceName: string, serverName: string, afterRuns?: () => Promise<Span[]>) {
   const pid = base.serverPid!;
   const sched = opts.sched ? startSched(path.join(os.tmpdir(), `service-bench-${process.pid}-${traceName}.sched`)) : null;
   let fig: Awaited<ReturnType<typeof measure>>;
@@ -933,7 +933,7 @@ async function pacedFigure(base: Omit<RunSpec, "ms" | "verify">, traceName: stri
     throw e;
   }
   const timed = { from: fig.runs[0]!.t0, to: fig.runs[fig.runs.length - 1]!.t1 };
-  const gcSpans = afterRuns ? await afterRuns(timed.to) : [];
+  const gcSpans = afterRuns ? await afterRuns() : [];
   const sr = sched ? await sched.stop() : null;
   const names = new Map([
     [pid, serverName],
@@ -1266,7 +1266,7 @@ async function main(): Promise<void> {
       let frameTime: ReturnType<typeof frameTimeShares> = { frames: 0, within: [] };
       let rssAfter = 0;
       let dTo = 0;
-      const { fig, slow, sched } = await pacedFigure({ ws, src: srcA, cursor: { t: 0 }, rate: dRate, serverPid: srv.pid }, "service", "the service", async (to) => {
+      const { fig, slow, sched } = await pacedFigure({ ws, src: srcA, cursor: { t: 0 }, rate: dRate, serverPid: srv.pid }, "service", "the service", async () => {
         await sleep(100); // the service's last GC lines are on their way through the pipe
         dTo = performance.now();
         gcs = gcEvents(srv.other, dFrom, dTo);
@@ -1758,14 +1758,14 @@ function runEchoChild(): void {
   server.on("upgrade", (req, socket, head) => {
     wss.handleUpgrade(req, socket, head, (ws) => {
       const work = opts.echoWorkUs;
+      // CPU time, not wall time: a pause of the process (descheduled, GC)
+      // delays the frame as it would delay the service's parsing
+      const cpu = () => {
+        const u = process.cpuUsage();
+        return u.user + u.system;
+      };
       ws.on("message", (data, isBinary) => {
         if (work > 0) {
-          // CPU time, not wall time: a pause of the process (descheduled, GC)
-          // delays the frame as it would delay the service's parsing
-          const cpu = () => {
-            const u = process.cpuUsage();
-            return u.user + u.system;
-          };
           const until = cpu() + work;
           while (cpu() < until);
         }
