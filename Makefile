@@ -2,7 +2,7 @@
 NODE_MODULES := node_modules/.package-lock.json
 BUILD := dist/.built
 
-.PHONY: install build test run bench typecheck clean
+.PHONY: install build test run bench typecheck format format-check clean
 
 $(NODE_MODULES): package.json package-lock.json
 	npm ci --no-audit --no-fund
@@ -19,7 +19,14 @@ build: $(BUILD)
 typecheck: $(NODE_MODULES)
 	npx tsc -p tsconfig.json --noEmit
 
-test: $(BUILD)
+format: $(NODE_MODULES)
+	npx prettier --write .
+
+# the formatter's check runs first: a mis-formatted file fails make test (make format fixes it)
+format-check: $(NODE_MODULES)
+	npx prettier --check .
+
+test: $(BUILD) format-check
 	npx vitest run --reporter=default --reporter=json --outputFile.json=dist/test-report.json; \
 	  status=$$?; node scripts/test-summary.mjs dist/test-report.json || status=1; exit $$status
 

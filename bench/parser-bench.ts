@@ -224,9 +224,7 @@ Start-up (vocabulary table from tiktoken WASM): ${r.startup.ms.toFixed(0)} ms, t
 
 | workload | M tokens/s (median of ${opts.runs}) | × baseline | × peer |
 |---|---|---|---|
-${rows
-  .map(([name, m]) => `| ${name} | ${f(m)} | ${f(m / r.baseline_lookup.mtoks)} | ${peerRate > 0 ? f(m / peerRate) : "–"} |`)
-  .join("\n")}
+${rows.map(([name, m]) => `| ${name} | ${f(m)} | ${f(m / r.baseline_lookup.mtoks)} | ${peerRate > 0 ? f(m / peerRate) : "–"} |`).join("\n")}
 
 \`parse --batch\` on the 606 conformance cases (JSON Lines in and out, in process): ${r.batch_cases_per_second.strict.toFixed(0)} cases/s strict, ${r.batch_cases_per_second.resilient.toFixed(0)} cases/s resilient.
 

@@ -69,7 +69,7 @@ const opts = new Command()
   .option("--warmup <n>", "warm-up seconds before each figure", (v) => Number(v), 1)
   .option("--server-warmup <n>", "seconds of (a) and (b) traffic after a service starts, before any figure", (v) => Number(v), 4)
   .option("--workers <n>", "service worker threads (default: the service's own default)", (v) => Number(v))
-  .option("--serve-flags <flags>", "extra `serve` flags for the service child, space-separated (e.g. \"--inline on\")", "")
+  .option("--serve-flags <flags>", 'extra `serve` flags for the service child, space-separated (e.g. "--inline on")', "")
   .option("--streams <n>", "(a) streams per step frame", (v) => Number(v), 256)
   .option("--handles", "(a), (b), (d): name streams by numeric handle (Open.handle) instead of by name", false)
   .option("--windows <list>", "(a) windows of unanswered frames to try", "2,4,8")
@@ -82,11 +82,29 @@ const opts = new Command()
   .option("--only <letters>", "run a subset of a,b,c,d,e (d needs a, unless --rate)", "abcde")
   .option("--cpu-prof <dir>", "run the service child under node --cpu-prof, write profiles to DIR and summarise them")
   .option("--server-flags <flags>", "extra node flags for the service child, space-separated (e.g. --trace-gc)", "")
-  .option("--child-cpus <list>", "run the service and echo children on these CPUs only (taskset -c LIST); run the bench itself under taskset to keep the client off them")
-  .option("--child-output <dir>", "write each child's output lines that are not JSON logs (such as --trace-gc lines under --server-flags), stamped with the client's clock, to DIR/<pid>.txt; the log says when (d) ran on that clock")
-  .option("--trace <file>", "write every paced (d) frame's send time and latency to FILE (CSV), with the client's GC pauses and, under --trace-gc-nvp, the service's")
-  .option("--sched", "record the scheduler with `perf sched` while (d) and its echo runs are paced (needs perf): how long the servers' and the client's main threads waited for a CPU, and what ran instead", false)
-  .option("--client-heap-growth <percent>", "V8 --heap-growing-percent for this process, the client (0: V8's own); the service's is its own --heap-growth", (v) => Number(v), 300)
+  .option(
+    "--child-cpus <list>",
+    "run the service and echo children on these CPUs only (taskset -c LIST); run the bench itself under taskset to keep the client off them",
+  )
+  .option(
+    "--child-output <dir>",
+    "write each child's output lines that are not JSON logs (such as --trace-gc lines under --server-flags), stamped with the client's clock, to DIR/<pid>.txt; the log says when (d) ran on that clock",
+  )
+  .option(
+    "--trace <file>",
+    "write every paced (d) frame's send time and latency to FILE (CSV), with the client's GC pauses and, under --trace-gc-nvp, the service's",
+  )
+  .option(
+    "--sched",
+    "record the scheduler with `perf sched` while (d) and its echo runs are paced (needs perf): how long the servers' and the client's main threads waited for a CPU, and what ran instead",
+    false,
+  )
+  .option(
+    "--client-heap-growth <percent>",
+    "V8 --heap-growing-percent for this process, the client (0: V8's own); the service's is its own --heap-growth",
+    (v) => Number(v),
+    300,
+  )
   .option("--json", "print JSON instead of Markdown", false)
   .option("--json-file <file>", "also write the JSON report to FILE")
   .option("--child <kind>", "(internal) run as the echo server child")
@@ -253,7 +271,20 @@ function startService(workers: number | undefined, profDir?: string): Promise<Ch
   const flags = [...opts.serverFlags.split(" ").filter(Boolean), ...(profDir ? ["--cpu-prof", "--cpu-prof-dir", profDir] : [])];
   // --log-level info: at warn the "serving" line (the only place the port of
   // --port 0 appears) is not printed
-  const args = [CLI, "serve", "--host", "127.0.0.1", "--port", "0", "--grpc-port", "-1", ...(workers === undefined ? [] : ["--workers", String(workers)]), "--log-level", "info", ...opts.serveFlags.split(" ").filter(Boolean)];
+  const args = [
+    CLI,
+    "serve",
+    "--host",
+    "127.0.0.1",
+    "--port",
+    "0",
+    "--grpc-port",
+    "-1",
+    ...(workers === undefined ? [] : ["--workers", String(workers)]),
+    "--log-level",
+    "info",
+    ...opts.serveFlags.split(" ").filter(Boolean),
+  ];
   return spawnChild(args, flags, "harmony-sidecar serving");
 }
 
@@ -325,7 +356,8 @@ function gcEvents(lines: { at: number; line: string }[], from: number, to: numbe
   for (const { at, line } of lines) {
     if (at < from || at > to) continue;
     const kind = /(?:^|\s)gc=(s|mc)(?:\s|$)/.exec(line)?.[1] as GcEvent["kind"] | undefined;
-    if (kind) out.push({ at, kind, pause: field(line, "pause"), survived: field(line, "new_space_survived"), promoted: field(line, "promoted") });
+    if (kind)
+      out.push({ at, kind, pause: field(line, "pause"), survived: field(line, "new_space_survived"), promoted: field(line, "promoted") });
   }
   return out;
 }
@@ -363,7 +395,10 @@ function summariseGc(events: GcEvent[]): GcSummary | undefined {
  * read to its answer handed to the socket) between two readings of its
  * metrics: the share of frames within each bucket's bound.
  */
-function frameTimeShares(before: Record<string, number>, after: Record<string, number>): { frames: number; within: { ms: number; pct: number }[] } {
+function frameTimeShares(
+  before: Record<string, number>,
+  after: Record<string, number>,
+): { frames: number; within: { ms: number; pct: number }[] } {
   const cum = new Map<number, number>();
   for (const [key, v] of Object.entries(after)) {
     const le = /^harmony_frame_latency_seconds_bucket\{.*le="([^"]+)"/.exec(key)?.[1];
@@ -702,7 +737,8 @@ const traceLines: string[] = ["phase,run_or_kind,at_ms,ms"];
 /** GC pauses of this (the client) process, ms, for the report. */
 const clientGc: { at: number; ms: number; kind: number }[] = [];
 new PerformanceObserver((list) => {
-  for (const e of list.getEntries()) clientGc.push({ at: e.startTime, ms: e.duration, kind: ((e as unknown as { detail?: { kind?: number } }).detail)?.kind ?? 0 });
+  for (const e of list.getEntries())
+    clientGc.push({ at: e.startTime, ms: e.duration, kind: (e as unknown as { detail?: { kind?: number } }).detail?.kind ?? 0 });
 }).observe({ entryTypes: ["gc"] });
 
 interface Figure {
@@ -752,7 +788,11 @@ function figure(runs: RunResult[]): Figure {
 }
 
 /** A warm-up run (answers verified when `verify`), then `runs` timed runs. */
-async function measure(base: Omit<RunSpec, "ms" | "verify">, verify: boolean, traceName?: string): Promise<Figure & { warmup_mismatches: string[] }> {
+async function measure(
+  base: Omit<RunSpec, "ms" | "verify">,
+  verify: boolean,
+  traceName?: string,
+): Promise<Figure & { warmup_mismatches: string[] }> {
   const w = await run({ ...base, ms: opts.warmup * 1000, verify });
   const runs: RunResult[] = [];
   for (let i = 0; i < opts.runs; i++) {
@@ -761,7 +801,8 @@ async function measure(base: Omit<RunSpec, "ms" | "verify">, verify: boolean, tr
     const r = await run({ ...base, ms: opts.seconds * 1000, trace });
     r.trace = trace;
     runs.push(r);
-    if (trace && traceName && opts.trace) for (let j = 0; j < trace.n; j++) traceLines.push(`${traceName},${i},${trace.sent(j).toFixed(3)},${trace.ms(j).toFixed(3)}`);
+    if (trace && traceName && opts.trace)
+      for (let j = 0; j < trace.n; j++) traceLines.push(`${traceName},${i},${trace.sent(j).toFixed(3)},${trace.ms(j).toFixed(3)}`);
   }
   return { ...figure(runs), warmup_mismatches: w.mismatches };
 }
@@ -820,7 +861,15 @@ function slowFrames(runs: RunResult[], sources: { name: string; spans: Span[] }[
       if (!any) none++;
     }
   }
-  return { threshold_ms: thr, frames, over, over_pct: frames === 0 ? 0 : (100 * over) / frames, clusters, overlapping: by, overlapping_none: none };
+  return {
+    threshold_ms: thr,
+    frames,
+    over,
+    over_pct: frames === 0 ? 0 : (100 * over) / frames,
+    clusters,
+    overlapping: by,
+    overlapping_none: none,
+  };
 }
 
 // ---------------------------------------------------------------- scheduling (--sched)
@@ -857,7 +906,11 @@ function startSched(file: string): { stop(): Promise<SchedRun[] | null> } {
       await Promise.race([exited, sleep(10_000)]);
       let text: string;
       try {
-        text = execSync(`perf sched timehist -i ${JSON.stringify(file)}`, { encoding: "utf8", maxBuffer: 1 << 30, stdio: ["ignore", "pipe", "ignore"] });
+        text = execSync(`perf sched timehist -i ${JSON.stringify(file)}`, {
+          encoding: "utf8",
+          maxBuffer: 1 << 30,
+          stdio: ["ignore", "pipe", "ignore"],
+        });
       } catch {
         process.stderr.write(`[service-bench] --sched: perf sched gave nothing (${err.join("").trim().split("\n")[0] ?? ""})\n`);
         return null;
@@ -870,7 +923,15 @@ function startSched(file: string): { stop(): Promise<SchedRun[] | null> } {
         const m = re.exec(line);
         if (!m) continue;
         const tid = Number(m[4]);
-        out.push({ end: Number(m[1]) * 1000 - MONO_OFFSET_MS, cpu: Number(m[2]), task: m[3]!.trim(), tid, pid: m[5] === undefined ? tid : Number(m[5]), delay: Number(m[7]), run: Number(m[8]) });
+        out.push({
+          end: Number(m[1]) * 1000 - MONO_OFFSET_MS,
+          cpu: Number(m[2]),
+          task: m[3]!.trim(),
+          tid,
+          pid: m[5] === undefined ? tid : Number(m[5]),
+          delay: Number(m[7]),
+          run: Number(m[8]),
+        });
       }
       return out;
     },
@@ -886,7 +947,9 @@ function startSched(file: string): { stop(): Promise<SchedRun[] | null> } {
  */
 function schedWaits(runs: SchedRun[], tid: number, from: number, to: number, names: ReadonlyMap<number, string>, min = 1) {
   const mine = runs.filter((r) => r.tid === tid && r.end - r.run >= from && r.end - r.run <= to);
-  const waits: (Span & { cpu: number })[] = mine.filter((r) => r.delay > min).map((r) => ({ a: r.end - r.run - r.delay, b: r.end - r.run, cpu: r.cpu }));
+  const waits: (Span & { cpu: number })[] = mine
+    .filter((r) => r.delay > min)
+    .map((r) => ({ a: r.end - r.run - r.delay, b: r.end - r.run, cpu: r.cpu }));
   let maxDelay = 0;
   for (const r of mine) if (r.delay > maxDelay) maxDelay = r.delay;
   const instead = new Map<string, number>();
@@ -939,11 +1002,18 @@ async function pacedFigure(base: Omit<RunSpec, "ms" | "verify">, traceName: stri
     [pid, serverName],
     [process.pid, "the client"],
   ]);
-  const waits = sr ? { server: schedWaits(sr, pid, timed.from, timed.to, names), client: schedWaits(sr, process.pid, timed.from, timed.to, names) } : null;
+  const waits = sr
+    ? { server: schedWaits(sr, pid, timed.from, timed.to, names), client: schedWaits(sr, process.pid, timed.from, timed.to, names) }
+    : null;
   const slow = slowFrames(fig.runs, [
     { name: "client_gc", spans: clientGcSpans() },
     ...(gcSpans.length > 0 ? [{ name: "server_gc", spans: gcSpans }] : []),
-    ...(waits ? [{ name: "server_waited_for_cpu", spans: waits.server.spans }, { name: "client_waited_for_cpu", spans: waits.client.spans }] : []),
+    ...(waits
+      ? [
+          { name: "server_waited_for_cpu", spans: waits.server.spans },
+          { name: "client_waited_for_cpu", spans: waits.client.spans },
+        ]
+      : []),
   ]);
   return { fig, slow, sched: waits ? { server: waits.server.summary, client: waits.client.summary } : undefined };
 }
@@ -1189,13 +1259,16 @@ async function main(): Promise<void> {
   const ringB = singleRing(2000, "b", opts.streams + 1); // a handle no lane of (a) uses
   const statsA = srcA.stats();
   const statsB = ringB.stats();
-  if (statsB.answered_frames !== statsB.frames) log(`warning: ${statsB.frames - statsB.answered_frames} frames of the single-stream ring produce no event`);
+  if (statsB.answered_frames !== statsB.frames)
+    log(`warning: ${statsB.frames - statsB.answered_frames} frames of the single-stream ring produce no event`);
   // cost of composing one (a) frame in this process (it is part of the client's time)
   for (let t = 1; t <= 5000; t++) srcA.at(t);
   let composeUs = performance.now();
   for (let t = 5001; t <= 10000; t++) srcA.at(t);
   composeUs = ((performance.now() - composeUs) * 1000) / 5000;
-  log(`frames built in ${((performance.now() - t0) / 1000).toFixed(1)} s: (a) ${JSON.stringify(statsA)}, compose ${composeUs.toFixed(1)} µs/frame; (b) ${JSON.stringify(statsB)}`);
+  log(
+    `frames built in ${((performance.now() - t0) / 1000).toFixed(1)} s: (a) ${JSON.stringify(statsA)}, compose ${composeUs.toFixed(1)} µs/frame; (b) ${JSON.stringify(statsB)}`,
+  );
 
   // start timing with a compact client heap (the replay left garbage behind)
   setFlagsFromString("--expose-gc");
@@ -1218,7 +1291,8 @@ async function main(): Promise<void> {
     if (opts.cpuProf) {
       profDir = path.resolve(opts.cpuProf);
       mkdirSync(profDir, { recursive: true });
-      for (const f of readdirSync(profDir)) if (f.endsWith(".cpuprofile")) throw new Error(`${profDir} already holds profiles; use an empty directory`);
+      for (const f of readdirSync(profDir))
+        if (f.endsWith(".cpuprofile")) throw new Error(`${profDir} already holds profiles; use an empty directory`);
     }
     const srv = await startService(opts.workers, profDir);
     layout = `${String(srv.serving.workers)} worker threads, inline streams: ${String(srv.serving.inline)}`;
@@ -1235,23 +1309,38 @@ async function main(): Promise<void> {
       const perWindow: Record<string, Figure> = {};
       for (const w of windows) {
         const ws = await connect(srv.port);
-        const fig = await measure({ ws, src: srcA, cursor: { t: 0 }, window: w, serverPid: srv.pid, decode: decodeCount }, w === windows[0]);
+        const fig = await measure(
+          { ws, src: srcA, cursor: { t: 0 }, window: w, serverPid: srv.pid, decode: decodeCount },
+          w === windows[0],
+        );
         await closeWs(ws);
         perWindow[w] = fig;
-        log(`(a) window ${w}: ${(fig.tokens_per_s / 1e3).toFixed(0)}k tokens/s, ${fig.frames_per_s.toFixed(0)} frames/s, p99 ${fig.latency.p99_ms.toFixed(2)} ms`);
+        log(
+          `(a) window ${w}: ${(fig.tokens_per_s / 1e3).toFixed(0)}k tokens/s, ${fig.frames_per_s.toFixed(0)} frames/s, p99 ${fig.latency.p99_ms.toFixed(2)} ms`,
+        );
         if (fig.warmup_mismatches.length > 0) log(`(a) answer mismatches: ${fig.warmup_mismatches.join("; ")}`);
         if (!aBest || fig.tokens_per_s > aBest.fig.tokens_per_s) aBest = { window: w, fig };
       }
-      results.a_step_frames = { streams: opts.streams, frames: { ...statsA, compose_us_per_frame: composeUs }, best_window: aBest!.window, windows: strip(perWindow) };
+      results.a_step_frames = {
+        streams: opts.streams,
+        frames: { ...statsA, compose_us_per_frame: composeUs },
+        best_window: aBest!.window,
+        windows: strip(perWindow),
+      };
     }
 
     if (only.has("b")) {
       let ws = await connect(srv.port);
       const seq = await measure({ ws, src: ringB, cursor: { t: 0 }, window: 1, serverPid: srv.pid, decode: decodeCount }, true);
       await closeWs(ws);
-      log(`(b) sequential: ${seq.frames_per_s.toFixed(0)} frames/s, p50 ${seq.latency.p50_ms.toFixed(3)} ms, p99 ${seq.latency.p99_ms.toFixed(3)} ms`);
+      log(
+        `(b) sequential: ${seq.frames_per_s.toFixed(0)} frames/s, p50 ${seq.latency.p50_ms.toFixed(3)} ms, p99 ${seq.latency.p99_ms.toFixed(3)} ms`,
+      );
       ws = await connect(srv.port);
-      const pipe = await measure({ ws, src: ringB, cursor: { t: 0 }, window: opts.pipeline, serverPid: srv.pid, decode: decodeCount }, false);
+      const pipe = await measure(
+        { ws, src: ringB, cursor: { t: 0 }, window: opts.pipeline, serverPid: srv.pid, decode: decodeCount },
+        false,
+      );
       await closeWs(ws);
       log(`(b) pipelined (window ${opts.pipeline}): ${pipe.frames_per_s.toFixed(0)} frames/s, p50 ${pipe.latency.p50_ms.toFixed(3)} ms`);
       results.b_single_stream = { ring: statsB, sequential: strip(seq), pipelined: { window: opts.pipeline, ...strip(pipe) } };
@@ -1266,19 +1355,25 @@ async function main(): Promise<void> {
       let frameTime: ReturnType<typeof frameTimeShares> = { frames: 0, within: [] };
       let rssAfter = 0;
       let dTo = 0;
-      const { fig, slow, sched } = await pacedFigure({ ws, src: srcA, cursor: { t: 0 }, rate: dRate, serverPid: srv.pid }, "service", "the service", async () => {
-        await sleep(100); // the service's last GC lines are on their way through the pipe
-        dTo = performance.now();
-        gcs = gcEvents(srv.other, dFrom, dTo);
-        frameTime = frameTimeShares(m0, await fetchMetrics(srv.port));
-        rssAfter = vmRssBytes(srv.pid);
-        return serviceGcSpans(gcs);
-      });
+      const { fig, slow, sched } = await pacedFigure(
+        { ws, src: srcA, cursor: { t: 0 }, rate: dRate, serverPid: srv.pid },
+        "service",
+        "the service",
+        async () => {
+          await sleep(100); // the service's last GC lines are on their way through the pipe
+          dTo = performance.now();
+          gcs = gcEvents(srv.other, dFrom, dTo);
+          frameTime = frameTimeShares(m0, await fetchMetrics(srv.port));
+          rssAfter = vmRssBytes(srv.pid);
+          return serviceGcSpans(gcs);
+        },
+      );
       const serviceGc = summariseGc(gcs);
       // trace rows: kind s or mc, when the line arrived (just after the pause), pause ms
       if (opts.trace) for (const g of gcs) traceLines.push(`service_gc,${g.kind},${g.at.toFixed(3)},${g.pause}`);
       await closeWs(ws);
-      if (opts.childOutput) log(`(d) ran from ${dFrom.toFixed(0)} to ${dTo.toFixed(0)} ms on the client's clock (service child ${srv.pid})`);
+      if (opts.childOutput)
+        log(`(d) ran from ${dFrom.toFixed(0)} to ${dTo.toFixed(0)} ms on the client's clock (service child ${srv.pid})`);
       log(`(d) paced at ${dRate.toFixed(0)} frames/s: p50 ${fig.latency.p50_ms.toFixed(3)} ms, p99 ${fig.latency.p99_ms.toFixed(3)} ms`);
       results.d_paced = {
         load: opts.rate === undefined ? opts.load : NaN,
@@ -1303,7 +1398,8 @@ async function main(): Promise<void> {
       warn_log_sample: srv.warnLines.slice(0, 3),
       stderr: srv.stderr.slice(0, 5),
     };
-    if (opts.trace && srv.other.length > 0) writeFileSync(`${opts.trace}.server.txt`, srv.other.map((o) => `${o.at.toFixed(1)} ${o.line}`).join("\n") + "\n");
+    if (opts.trace && srv.other.length > 0)
+      writeFileSync(`${opts.trace}.server.txt`, srv.other.map((o) => `${o.at.toFixed(1)} ${o.line}`).join("\n") + "\n");
     if (profDir) {
       await sleep(500);
       profiles = summariseProfiles(profDir, 15);
@@ -1338,7 +1434,11 @@ async function main(): Promise<void> {
     /** (a) frames paced at the rate of (d), to an echo server; what the slow frames overlapped */
     const paced = async (server: Child, traceName: string) => {
       const ws = await connect(server.port);
-      const { fig, slow, sched } = await pacedFigure({ ws, src: srcA, answerAll: true, cursor: { t: 0 }, rate: dRate, serverPid: server.pid }, traceName, "the echo server");
+      const { fig, slow, sched } = await pacedFigure(
+        { ws, src: srcA, answerAll: true, cursor: { t: 0 }, rate: dRate, serverPid: server.pid },
+        traceName,
+        "the echo server",
+      );
       await closeWs(ws);
       return { frames_per_s_target: dRate, ...strip(fig), slow, sched };
     };
@@ -1359,7 +1459,9 @@ async function main(): Promise<void> {
       const fig = await paced(busy, "busy_echo");
       await stopChild(busy);
       c.step_frames_paced_busy = { work_us: work, ...fig };
-      log(`(c) step frames paced at ${dRate.toFixed(0)}/s to an echo spinning ${work} µs of CPU per frame: p99 ${fig.latency.p99_ms.toFixed(3)} ms`);
+      log(
+        `(c) step frames paced at ${dRate.toFixed(0)}/s to an echo spinning ${work} µs of CPU per frame: p99 ${fig.latency.p99_ms.toFixed(3)} ms`,
+      );
     }
     results.c_echo = c;
   }
@@ -1468,7 +1570,15 @@ async function main(): Promise<void> {
     // state an open stream holds, without the garbage RSS also counts
     const { Service, DEFAULT_LIMITS } = await import("../src/service/service.js");
     const { pino } = await import("pino");
-    const local = new Service({ host: "127.0.0.1", port: 0, grpcPort: -1, workers: 0, drainTimeoutMs: 2000, limits: DEFAULT_LIMITS, logger: pino({ level: "silent" }) });
+    const local = new Service({
+      host: "127.0.0.1",
+      port: 0,
+      grpcPort: -1,
+      workers: 0,
+      drainTimeoutMs: 2000,
+      limits: DEFAULT_LIMITS,
+      logger: pino({ level: "silent" }),
+    });
     const localPorts = await local.start();
     const wsLocal = await connect(localPorts.port);
     const held = () => {
@@ -1480,7 +1590,15 @@ async function main(): Promise<void> {
     // a first cycle fills what is cached once per process (token strings,
     // compiled code); the second is measured
     const cycleLocal = async (ws: WebSocket) => {
-      const rl = await run({ ws, src: open, cursor: { t: 0 }, window: 4, maxFrames: open.frames.length, verify: true, decode: decodeCount });
+      const rl = await run({
+        ws,
+        src: open,
+        cursor: { t: 0 },
+        window: 4,
+        maxFrames: open.frames.length,
+        verify: true,
+        decode: decodeCount,
+      });
       mismatches.push(...rl.mismatches);
       await sleep(200);
       return held();
@@ -1550,7 +1668,11 @@ async function main(): Promise<void> {
     total_seconds: Number(((performance.now() - t0) / 1000).toFixed(1)),
   };
   const report = { machine, setup, data: { completions: completions.length, completion_tokens: completionTokens }, ...results };
-  const jsonText = JSON.stringify(report, (_k, v: unknown) => (typeof v === "number" && !Number.isInteger(v) ? Number(v.toPrecision(6)) : v), 2);
+  const jsonText = JSON.stringify(
+    report,
+    (_k, v: unknown) => (typeof v === "number" && !Number.isInteger(v) ? Number(v.toPrecision(6)) : v),
+    2,
+  );
   if (opts.jsonFile) writeFileSync(opts.jsonFile, jsonText + "\n");
   if (opts.json) {
     console.log(jsonText);
@@ -1582,15 +1704,47 @@ type PacedFig = SFig & {
   slow: ReturnType<typeof slowFrames>;
   sched?: { server: ReturnType<typeof schedWaits>["summary"]; client: ReturnType<typeof schedWaits>["summary"] };
 };
-type SFig = Omit<Figure, "runs"> & { runs_tokens_per_s: number[]; runs_frames_per_s: number[]; window?: number; warmup_mismatches?: string[] };
+type SFig = Omit<Figure, "runs"> & {
+  runs_tokens_per_s: number[];
+  runs_frames_per_s: number[];
+  window?: number;
+  warmup_mismatches?: string[];
+};
 interface Report {
   machine: { cpu: string; cores: number; memory_gib: number; node: string; platform: string; loadavg_at_end: number[] };
-  setup: { service: string; commit: string; handles: boolean; client_heap_growth: number; cpus: { children: string; client: string } | null; runs: number; seconds: number; warmup_seconds: number; total_seconds: number };
+  setup: {
+    service: string;
+    commit: string;
+    handles: boolean;
+    client_heap_growth: number;
+    cpus: { children: string; client: string } | null;
+    runs: number;
+    seconds: number;
+    warmup_seconds: number;
+    total_seconds: number;
+  };
   data: { completions: number; completion_tokens: number };
-  a_step_frames?: { streams: number; frames: ReturnType<LaneSource["stats"]> & { compose_us_per_frame: number }; best_window: number; windows: Record<string, SFig> };
+  a_step_frames?: {
+    streams: number;
+    frames: ReturnType<LaneSource["stats"]> & { compose_us_per_frame: number };
+    best_window: number;
+    windows: Record<string, SFig>;
+  };
   b_single_stream?: { ring: ReturnType<Ring["stats"]>; sequential: SFig; pipelined: SFig };
-  c_echo?: { step_frames?: SFig; single_sequential?: SFig; single_pipelined?: SFig; step_frames_paced?: PacedFig; step_frames_paced_busy?: PacedFig & { work_us: number } };
-  d_paced?: PacedFig & { load: number; tokens_per_s_target: number; service_gc?: GcSummary; service_frame_time: ReturnType<typeof frameTimeShares>; service_rss_bytes: number };
+  c_echo?: {
+    step_frames?: SFig;
+    single_sequential?: SFig;
+    single_pipelined?: SFig;
+    step_frames_paced?: PacedFig;
+    step_frames_paced_busy?: PacedFig & { work_us: number };
+  };
+  d_paced?: PacedFig & {
+    load: number;
+    tokens_per_s_target: number;
+    service_gc?: GcSummary;
+    service_frame_time: ReturnType<typeof frameTimeShares>;
+    service_rss_bytes: number;
+  };
   e_memory?: {
     streams: number;
     tokens_per_stream: number;
@@ -1621,22 +1775,32 @@ function markdown(r: Report): string {
   const met = (ok: boolean) => (ok ? "met" : "**not met**");
   const L: string[] = [];
   const m = r.machine;
-  L.push(`Machine: ${m.cpu}, ${m.cores} cores, ${m.memory_gib} GiB; Node ${m.node}; ${m.platform}; load average at end ${m.loadavg_at_end.join(" ")}`);
+  L.push(
+    `Machine: ${m.cpu}, ${m.cores} cores, ${m.memory_gib} GiB; Node ${m.node}; ${m.platform}; load average at end ${m.loadavg_at_end.join(" ")}`,
+  );
   const where = r.setup.cpus
     ? `the service and the echo server pinned to CPU ${r.setup.cpus.children} (taskset), the client allowed CPU ${r.setup.cpus.client}`
     : `all on the same ${m.cores} cores`;
-  L.push(`Setup: ${r.setup.service}, built from ${r.setup.commit}; echo server and client in their own processes, ${where}, loopback. Streams in (a), (b), (d) named by ${r.setup.handles ? "numeric handle" : "name"}. The client's V8 heap growth: ${r.setup.client_heap_growth > 0 ? `${r.setup.client_heap_growth}%` : "V8's own"}.`);
-  L.push(`Medians of ${r.setup.runs} timed runs of ${r.setup.seconds} s after ${r.setup.warmup_seconds} s of warm-up; latency percentiles over all timed runs. Total ${r.setup.total_seconds} s.`);
+  L.push(
+    `Setup: ${r.setup.service}, built from ${r.setup.commit}; echo server and client in their own processes, ${where}, loopback. Streams in (a), (b), (d) named by ${r.setup.handles ? "numeric handle" : "name"}. The client's V8 heap growth: ${r.setup.client_heap_growth > 0 ? `${r.setup.client_heap_growth}%` : "V8's own"}.`,
+  );
+  L.push(
+    `Medians of ${r.setup.runs} timed runs of ${r.setup.seconds} s after ${r.setup.warmup_seconds} s of warm-up; latency percentiles over all timed runs. Total ${r.setup.total_seconds} s.`,
+  );
   L.push(`Data: ${r.data.completions} completions, ${r.data.completion_tokens} tokens (primed).`);
   L.push("");
   L.push("| workload | tokens/s | frames/s | RTT p50 ms | RTT p99 ms | CPU server (main) / client |");
   L.push("|---|---|---|---|---|---|");
   const row = (name: string, f: SFig | undefined, tokens = true) => {
     if (!f) return;
-    L.push(`| ${name} | ${tokens ? k(f.tokens_per_s) : "–"} | ${k(f.frames_per_s)} | ${ms(f.latency.p50_ms)} | ${ms(f.latency.p99_ms)} | ${cpu(f)} |`);
+    L.push(
+      `| ${name} | ${tokens ? k(f.tokens_per_s) : "–"} | ${k(f.frames_per_s)} | ${ms(f.latency.p50_ms)} | ${ms(f.latency.p99_ms)} | ${cpu(f)} |`,
+    );
   };
   const a = r.a_step_frames;
-  if (a) for (const [w, f] of Object.entries(a.windows)) row(`(a) ${a.streams} streams × 1 token/frame, window ${w}${Number(w) === a.best_window ? " (best)" : ""}`, f);
+  if (a)
+    for (const [w, f] of Object.entries(a.windows))
+      row(`(a) ${a.streams} streams × 1 token/frame, window ${w}${Number(w) === a.best_window ? " (best)" : ""}`, f);
   const b = r.b_single_stream;
   if (b) {
     row("(b) 1 stream × 1 token/frame, sequential", b.sequential);
@@ -1656,12 +1820,17 @@ function markdown(r: Report): string {
     if (busy) row(`(c) echo spinning ${busy.work_us} µs of CPU per frame (as busy as the service in (d)), same rate`, busy, false);
   }
   L.push("");
-  if (a) L.push(`(a) frames: ${a.frames.lanes} lanes, each looping over its own completions (periods ${a.frames.lane_period_steps.min}–${a.frames.lane_period_steps.max} steps); ${a.frames.mean_frame_bytes} bytes per frame on average, ${a.frames.answered_pct.toFixed(1)}% of frames answered; composing a frame from pre-encoded ops costs the client ${a.frames.compose_us_per_frame.toFixed(1)} µs.`);
+  if (a)
+    L.push(
+      `(a) frames: ${a.frames.lanes} lanes, each looping over its own completions (periods ${a.frames.lane_period_steps.min}–${a.frames.lane_period_steps.max} steps); ${a.frames.mean_frame_bytes} bytes per frame on average, ${a.frames.answered_pct.toFixed(1)}% of frames answered; composing a frame from pre-encoded ops costs the client ${a.frames.compose_us_per_frame.toFixed(1)} µs.`,
+    );
   if (b) L.push(`(b) ring: ${b.ring.frames} frames (${b.ring.mean_frame_bytes} bytes on average), every one answered with one event.`);
   if (d && a) {
     const best = a.windows[String(a.best_window)]!;
     const per = (f: SFig, x: number) => ((1000 * x) / f.frames_per_s).toFixed(2);
-    L.push(`(d) service CPU per frame: ${per(d, d.server_cpu)} ms (main thread ${per(d, d.server_main_cpu)} ms) paced, against ${per(best, best.server_cpu)} ms (${per(best, best.server_main_cpu)} ms) at the max of (a); client GC pauses during (d): ${d.client_gc.count} (${d.client_gc.major} major), longest ${d.client_gc.max_ms.toFixed(1)} ms.`);
+    L.push(
+      `(d) service CPU per frame: ${per(d, d.server_cpu)} ms (main thread ${per(d, d.server_main_cpu)} ms) paced, against ${per(best, best.server_cpu)} ms (${per(best, best.server_main_cpu)} ms) at the max of (a); client GC pauses during (d): ${d.client_gc.count} (${d.client_gc.major} major), longest ${d.client_gc.max_ms.toFixed(1)} ms.`,
+    );
   }
   const gc = d?.service_gc;
   if (gc) {
@@ -1676,29 +1845,50 @@ function markdown(r: Report): string {
     const o = sl.overlapping;
     const parts = [`a GC pause of the client ${o.client_gc ?? 0}`];
     if (o.server_gc !== undefined) parts.push(`of the ${server} ${o.server_gc}`);
-    if (o.server_waited_for_cpu !== undefined) parts.push(`a wait for a CPU of the ${server}'s main thread ${o.server_waited_for_cpu}`, `of the client's ${o.client_waited_for_cpu ?? 0}`);
-    L.push(`${name} frames over ${sl.threshold_ms} ms: ${sl.over} of ${sl.frames} (${sl.over_pct.toFixed(2)}%) in ${sl.clusters} clusters; overlapping ${parts.join(", ")}; none of these ${sl.overlapping_none}.`);
+    if (o.server_waited_for_cpu !== undefined)
+      parts.push(
+        `a wait for a CPU of the ${server}'s main thread ${o.server_waited_for_cpu}`,
+        `of the client's ${o.client_waited_for_cpu ?? 0}`,
+      );
+    L.push(
+      `${name} frames over ${sl.threshold_ms} ms: ${sl.over} of ${sl.frames} (${sl.over_pct.toFixed(2)}%) in ${sl.clusters} clusters; overlapping ${parts.join(", ")}; none of these ${sl.overlapping_none}.`,
+    );
     const w = f.sched;
     if (w) {
       const one = (x: NonNullable<PacedFig["sched"]>["server"]) =>
-        `${x.waits} waits over ${x.waits_over_ms} ms (${x.waits_over_2ms} over 2 ms, longest ${x.max_wait_ms.toFixed(1)} ms, ${x.total_wait_ms.toFixed(0)} ms in all) in ${x.switch_ins} switch-ins; on its CPU meanwhile: ${Object.entries(x.ran_instead_ms).map(([t, v]) => `${t} ${v.toFixed(1)} ms`).join(", ") || "nothing recorded"}`;
-      L.push(`${name} scheduling (perf sched, timed runs): the ${server}'s main thread ${one(w.server)}. The client's main thread ${one(w.client)}.`);
+        `${x.waits} waits over ${x.waits_over_ms} ms (${x.waits_over_2ms} over 2 ms, longest ${x.max_wait_ms.toFixed(1)} ms, ${x.total_wait_ms.toFixed(0)} ms in all) in ${x.switch_ins} switch-ins; on its CPU meanwhile: ${
+          Object.entries(x.ran_instead_ms)
+            .map(([t, v]) => `${t} ${v.toFixed(1)} ms`)
+            .join(", ") || "nothing recorded"
+        }`;
+      L.push(
+        `${name} scheduling (perf sched, timed runs): the ${server}'s main thread ${one(w.server)}. The client's main thread ${one(w.client)}.`,
+      );
     }
   };
   if (d) {
     const ft = d.service_frame_time;
-    L.push(`(d) the service's own time per frame (harmony_frame_latency_seconds, a frame read to its answer handed to the socket; warm-up included, ${ft.frames} frames): ${ft.within.map((x) => `${x.pct.toFixed(2)}% within ${x.ms} ms`).join(", ")}. Service RSS right after (d): ${(d.service_rss_bytes / 2 ** 20).toFixed(0)} MiB.`);
+    L.push(
+      `(d) the service's own time per frame (harmony_frame_latency_seconds, a frame read to its answer handed to the socket; warm-up included, ${ft.frames} frames): ${ft.within.map((x) => `${x.pct.toFixed(2)}% within ${x.ms} ms`).join(", ")}. Service RSS right after (d): ${(d.service_rss_bytes / 2 ** 20).toFixed(0)} MiB.`,
+    );
   }
   pacedNotes("(d)", "service", d);
   pacedNotes("(c) echo paced:", "echo server", c?.step_frames_paced);
   pacedNotes(`(c) busy echo paced:`, "echo server", c?.step_frames_paced_busy);
-  if (d?.latency_sched) L.push(`(d) latency from each frame's scheduled send time (coordinated omission corrected): p50 ${ms(d.latency_sched.p50_ms)} ms, p99 ${ms(d.latency_sched.p99_ms)} ms, max ${ms(d.latency_sched.max_ms)} ms; most frames in flight ${d.max_inflight}.`);
+  if (d?.latency_sched)
+    L.push(
+      `(d) latency from each frame's scheduled send time (coordinated omission corrected): p50 ${ms(d.latency_sched.p50_ms)} ms, p99 ${ms(d.latency_sched.p99_ms)} ms, max ${ms(d.latency_sched.max_ms)} ms; most frames in flight ${d.max_inflight}.`,
+    );
   const e = r.e_memory;
   if (e) {
     const mib = (x: number) => (x / 2 ** 20).toFixed(1);
     L.push("");
-    L.push(`(e) ${e.streams} open streams (opened ${e.tokens_per_stream} tokens deep, ${e.per_frame} per frame), service RSS (VmRSS, all threads): ${e.rss_points.map((p) => `${mib(p.rss_bytes)} MiB at ${p.streams}`).join(", ")} open streams → ${mib(e.rss_after_close_bytes)} MiB after the connection closed${e.rss_after_more_cycles_bytes.length === 0 ? "" : `; after ${e.rss_after_more_cycles_bytes.length} more cycles of opening ${e.streams} streams on a new connection and disconnecting: ${e.rss_after_more_cycles_bytes.map(mib).join(" MiB, ")} MiB`}.`);
-    L.push(`By the service process's RSS: ${(e.bytes_per_stream / 1024).toFixed(2)} KiB per open stream (least-squares slope over the ${e.rss_points.length} samples: ${(e.bytes_per_stream_slope / 1024).toFixed(2)} KiB; RSS also moves with garbage not yet collected and heap pages returned, so it is a rough figure). The same streams on a service in the bench's own process (no worker threads), heap and external memory after forced GCs: **${(e.in_process_bytes_per_stream / 1024).toFixed(2)} KiB per open stream** (JS heap ${(e.in_process_heap_bytes_per_stream / 1024).toFixed(2)} KiB), and once the connection closed, ${(e.in_process_bytes_after_close / 2 ** 20).toFixed(2)} MiB held compared with before it opened (a second cycle of ${e.streams} streams, after a first one filled the process's caches). harmony_open_streams: ${e.open_streams_metric_full} open, ${e.open_streams_metric_after_close} after close.`);
+    L.push(
+      `(e) ${e.streams} open streams (opened ${e.tokens_per_stream} tokens deep, ${e.per_frame} per frame), service RSS (VmRSS, all threads): ${e.rss_points.map((p) => `${mib(p.rss_bytes)} MiB at ${p.streams}`).join(", ")} open streams → ${mib(e.rss_after_close_bytes)} MiB after the connection closed${e.rss_after_more_cycles_bytes.length === 0 ? "" : `; after ${e.rss_after_more_cycles_bytes.length} more cycles of opening ${e.streams} streams on a new connection and disconnecting: ${e.rss_after_more_cycles_bytes.map(mib).join(" MiB, ")} MiB`}.`,
+    );
+    L.push(
+      `By the service process's RSS: ${(e.bytes_per_stream / 1024).toFixed(2)} KiB per open stream (least-squares slope over the ${e.rss_points.length} samples: ${(e.bytes_per_stream_slope / 1024).toFixed(2)} KiB; RSS also moves with garbage not yet collected and heap pages returned, so it is a rough figure). The same streams on a service in the bench's own process (no worker threads), heap and external memory after forced GCs: **${(e.in_process_bytes_per_stream / 1024).toFixed(2)} KiB per open stream** (JS heap ${(e.in_process_heap_bytes_per_stream / 1024).toFixed(2)} KiB), and once the connection closed, ${(e.in_process_bytes_after_close / 2 ** 20).toFixed(2)} MiB held compared with before it opened (a second cycle of ${e.streams} streams, after a first one filled the process's caches). harmony_open_streams: ${e.open_streams_metric_full} open, ${e.open_streams_metric_after_close} after close.`,
+    );
   }
   L.push("");
   L.push("### Against the targets");
@@ -1714,30 +1904,49 @@ function markdown(r: Report): string {
     const rp = b.pipelined.frames_per_s / c.single_pipelined.frames_per_s;
     L.push(`| (b) ≥ 80% of echo frames/s | sequential ${pct(rs)}, pipelined ${pct(rp)} | ${met(rs >= 0.8)} / ${met(rp >= 0.8)} |`);
   }
-  if (d) L.push(`| p99 < 2 ms at ${Number.isNaN(d.load) ? `${k(d.frames_per_s_target)} frames/s` : `${pct(d.load)} of max load`} | p99 ${ms(d.latency.p99_ms)} ms (p50 ${ms(d.latency.p50_ms)} ms) | ${met(d.latency.p99_ms < 2)} |`);
+  if (d)
+    L.push(
+      `| p99 < 2 ms at ${Number.isNaN(d.load) ? `${k(d.frames_per_s_target)} frames/s` : `${pct(d.load)} of max load`} | p99 ${ms(d.latency.p99_ms)} ms (p50 ${ms(d.latency.p50_ms)} ms) | ${met(d.latency.p99_ms < 2)} |`,
+    );
   if (e) {
     L.push(
       `| ≤ 4 KB per open stream | ${(e.in_process_bytes_per_stream / 1000).toFixed(2)} KB held per stream (forced GC); ${(e.bytes_per_stream / 1000).toFixed(2)} KB by service RSS | ${met(e.in_process_bytes_per_stream <= 4000)} |`,
     );
   }
   const mism = [
-    ...Object.values(a?.windows ?? {}).flatMap((f) => [...f.mismatches, ...((f as { warmup_mismatches?: string[] }).warmup_mismatches ?? [])]),
+    ...Object.values(a?.windows ?? {}).flatMap((f) => [
+      ...f.mismatches,
+      ...((f as { warmup_mismatches?: string[] }).warmup_mismatches ?? []),
+    ]),
     ...(b ? [...b.sequential.mismatches, ...((b.sequential as { warmup_mismatches?: string[] }).warmup_mismatches ?? [])] : []),
     ...(e?.mismatches ?? []),
   ];
   L.push("");
-  L.push(mism.length === 0 ? "Answers checked in the warm-ups: every answer frame held the number of events the local replay predicts." : `Answer mismatches: ${mism.join("; ")}`);
+  L.push(
+    mism.length === 0
+      ? "Answers checked in the warm-ups: every answer frame held the number of events the local replay predicts."
+      : `Answer mismatches: ${mism.join("; ")}`,
+  );
   if (r.service_checks) {
     const mt = r.service_checks.metrics_after_all_connections_closed;
     const errs = Object.entries(mt).filter(([key, v]) => key.startsWith("harmony_errors_total") && v > 0);
-    L.push(`Service metrics after the runs: ${mt["harmony_tokens_total"]} tokens, ${Object.entries(mt).filter(([key]) => key.startsWith("harmony_frames_total")).map(([, v]) => v).join("")} frames, open streams ${mt["harmony_open_streams"]}, connections ${mt['harmony_connections{transport="ws"}'] ?? 0}, errors ${errs.length === 0 ? "none" : errs.map(([key, v]) => `${key} ${v}`).join(", ")}; ${r.service_checks.warn_log_lines} warn log lines. Time from reading a frame to handing its answer to the socket, mean over all frames of every workload (harmony_frame_latency_seconds): ${frameServiceUs(mt)} µs.`);
+    L.push(
+      `Service metrics after the runs: ${mt["harmony_tokens_total"]} tokens, ${Object.entries(mt)
+        .filter(([key]) => key.startsWith("harmony_frames_total"))
+        .map(([, v]) => v)
+        .join(
+          "",
+        )} frames, open streams ${mt["harmony_open_streams"]}, connections ${mt['harmony_connections{transport="ws"}'] ?? 0}, errors ${errs.length === 0 ? "none" : errs.map(([key, v]) => `${key} ${v}`).join(", ")}; ${r.service_checks.warn_log_lines} warn log lines. Time from reading a frame to handing its answer to the socket, mean over all frames of every workload (harmony_frame_latency_seconds): ${frameServiceUs(mt)} µs.`,
+    );
   }
   if (r.cpu_profiles) {
     L.push("");
     L.push("### CPU profiles of the service child (all its phases, start-up excluded)");
     for (const p of r.cpu_profiles) {
       L.push("");
-      L.push(`${p.thread} (${p.file}): ${p.sampled_ms.toFixed(0)} ms sampled after start-up, ${p.idle_pct.toFixed(0)}% idle. Inclusive, % of busy: ${p.inclusive.map((x) => `${x.fn} ${x.pct.toFixed(0)}%`).join(", ")}.`);
+      L.push(
+        `${p.thread} (${p.file}): ${p.sampled_ms.toFixed(0)} ms sampled after start-up, ${p.idle_pct.toFixed(0)}% idle. Inclusive, % of busy: ${p.inclusive.map((x) => `${x.fn} ${x.pct.toFixed(0)}%`).join(", ")}.`,
+      );
       L.push("");
       L.push("| self % of busy | function |");
       L.push("|---|---|");

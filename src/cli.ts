@@ -30,9 +30,7 @@ program
     process.exitCode = await runParse(opts, { stdin: process.stdin, stdout: process.stdout, stderr: process.stderr });
   });
 
-const serve = program
-  .command("serve")
-  .description("serve parser streams over WebSocket and gRPC, with health and metrics endpoints");
+const serve = program.command("serve").description("serve parser streams over WebSocket and gRPC, with health and metrics endpoints");
 const help: Record<string, [string, string]> = {
   host: ["--host <addr>", "address to bind (both edges)"],
   port: ["--port <n>", "HTTP + WebSocket port (0: any free port)"],
@@ -50,9 +48,15 @@ const help: Record<string, [string, string]> = {
   upstream: ["--upstream <url>", "sidecar mode: the vLLM (OpenAI-compatible) server to drive by token ids"],
   upstreamTimeoutMs: ["--upstream-timeout-ms <n>", "sidecar mode: end a request when the upstream is silent this long"],
   reasoningField: ["--reasoning-field <name>", "sidecar mode: reasoning or reasoning_content in chat deltas"],
-  cotStoreBytes: ["--cot-store-bytes <n>", "reasoning remembered per tool call id, for restoring it into prompts (0: off, and streams keep no reasoning; at most 1 GiB)"],
+  cotStoreBytes: [
+    "--cot-store-bytes <n>",
+    "reasoning remembered per tool call id, for restoring it into prompts (0: off, and streams keep no reasoning; at most 1 GiB)",
+  ],
   cotStoreTtlMs: ["--cot-store-ttl-ms <n>", "how long remembered reasoning is kept"],
-  heapGrowth: ["--heap-growth <percent>", "how far V8's old generation may grow past the live size before its next full GC (V8's --heap-growing-percent; 0: V8's own heuristics; a node --heap-growing-percent flag wins)"],
+  heapGrowth: [
+    "--heap-growth <percent>",
+    "how far V8's old generation may grow past the live size before its next full GC (V8's --heap-growing-percent; 0: V8's own heuristics; a node --heap-growing-percent flag wins)",
+  ],
 };
 for (const [key, env, def] of SETTINGS) {
   const [flag, text] = help[key]!;

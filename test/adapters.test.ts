@@ -211,7 +211,7 @@ function parse(text: string, chunking: Chunking, end: EndReason = "eos", seed = 
   else if (chunking === "token") for (const id of ids) events.push(...p.write([id]));
   else {
     const r = rng(seed);
-    for (let i = 0; i < ids.length; ) {
+    for (let i = 0; i < ids.length;) {
       const n = 1 + Math.floor(r() * 5);
       events.push(...p.write(ids.slice(i, i + n)));
       i += n;
@@ -232,7 +232,10 @@ function accumulate(events: HarmonyEvent[], opts: Partial<ChatAdapterOptions> = 
   return acc.result();
 }
 
-function responseEvents(events: HarmonyEvent[], opts: Partial<ResponsesAdapterOptions> = {}): { out: ResponseStreamEvent[]; final: OAIResponse } {
+function responseEvents(
+  events: HarmonyEvent[],
+  opts: Partial<ResponsesAdapterOptions> = {},
+): { out: ResponseStreamEvent[]; final: OAIResponse } {
   const a = new ResponsesStreamAdapter({ ...RESP, ...opts });
   const out = events.flatMap((e) => a.push(e));
   expect(a.finished).toBe(true);
@@ -334,8 +337,22 @@ const ITEM_KEYS: Record<string, string[]> = {
   function_call: ["arguments", "call_id", "id", "name", "status", "type"],
 };
 const RESPONSE_KEYS = [
-  "created_at", "error", "id", "incomplete_details", "instructions", "metadata", "model", "object", "output",
-  "output_text", "parallel_tool_calls", "status", "temperature", "tool_choice", "tools", "top_p",
+  "created_at",
+  "error",
+  "id",
+  "incomplete_details",
+  "instructions",
+  "metadata",
+  "model",
+  "object",
+  "output",
+  "output_text",
+  "parallel_tool_calls",
+  "status",
+  "temperature",
+  "tool_choice",
+  "tools",
+  "top_p",
 ].sort();
 
 /** Replays a Responses stream and checks its grammar: ids, indexes, order, deltas vs dones, the final response. */
@@ -388,7 +405,9 @@ function checkResponsesStream(events: ResponseStreamEvent[]): OAIResponse {
         const it = byId(e.item_id, e.output_index);
         expect(e.content_index).toBe(0);
         expect(it.partOpen).toBe(false);
-        expect(e.part).toEqual(it.type === "reasoning" ? { type: "reasoning_text", text: "" } : { type: "output_text", text: "", annotations: [], logprobs: [] });
+        expect(e.part).toEqual(
+          it.type === "reasoning" ? { type: "reasoning_text", text: "" } : { type: "output_text", text: "", annotations: [], logprobs: [] },
+        );
         it.partOpen = true;
         break;
       }
@@ -419,7 +438,9 @@ function checkResponsesStream(events: ResponseStreamEvent[]): OAIResponse {
         expect(it.partOpen).toBe(true);
         expect(events[i - 1]!.type).toMatch(/\.done$/);
         expect(e.part).toEqual(
-          it.type === "reasoning" ? { type: "reasoning_text", text: it.text } : { type: "output_text", text: it.text, annotations: [], logprobs: [] },
+          it.type === "reasoning"
+            ? { type: "reasoning_text", text: it.text }
+            : { type: "output_text", text: it.text, annotations: [], logprobs: [] },
         );
         it.partOpen = false;
         break;
@@ -429,7 +450,8 @@ function checkResponsesStream(events: ResponseStreamEvent[]): OAIResponse {
         expect(it.partOpen).toBe(false);
         expect(keys(e.item)).toEqual(ITEM_KEYS[e.item.type]!);
         expect(e.item.type).toBe(it.type);
-        if (e.item.type === "message") expect(e.item.content).toEqual([{ type: "output_text", text: it.text, annotations: [], logprobs: [] }]);
+        if (e.item.type === "message")
+          expect(e.item.content).toEqual([{ type: "output_text", text: it.text, annotations: [], logprobs: [] }]);
         if (e.item.type === "reasoning") expect(e.item.content).toEqual([{ type: "reasoning_text", text: it.text }]);
         if (e.item.type === "function_call") expect(e.item.arguments).toBe(it.text);
         it.done = true;
@@ -448,7 +470,12 @@ function checkResponsesStream(events: ResponseStreamEvent[]): OAIResponse {
   expect(items.every((x) => x.done)).toBe(true);
   const response = (terminal as { response: OAIResponse }).response;
   expect(response.output).toEqual(items.map((x) => x.final));
-  expect(response.output_text).toBe(items.filter((x) => x.type === "message").map((x) => x.text).join(""));
+  expect(response.output_text).toBe(
+    items
+      .filter((x) => x.type === "message")
+      .map((x) => x.text)
+      .join(""),
+  );
   expect(response.status).toBe(
     terminal.type === "response.completed" ? "completed" : terminal.type === "response.incomplete" ? "incomplete" : "failed",
   );
@@ -488,7 +515,9 @@ function mockClient(body: string, seen: string[]): OpenAI {
 
 /** The SDK helpers add `parsed` / `parsed_arguments` / `output_parsed` (null without parse params). */
 function stripParsed<T>(v: T): T {
-  return JSON.parse(JSON.stringify(v, (k, x) => (k === "parsed" || k === "parsed_arguments" || k === "output_parsed" ? undefined : x))) as T;
+  return JSON.parse(
+    JSON.stringify(v, (k, x) => (k === "parsed" || k === "parsed_arguments" || k === "output_parsed" ? undefined : x)),
+  ) as T;
 }
 
 function chatView(c: ChatCompletion) {
@@ -516,7 +545,12 @@ describe("openai.chat", () => {
       const chunks = chatChunks(events);
       checkChatChunks(chunks);
       const folded = foldChat(chunks);
-      expect(folded).toEqual({ content: s.expected.content, reasoning: s.expected.reasoning, calls: s.expected.calls, finish: s.expected.chatFinish });
+      expect(folded).toEqual({
+        content: s.expected.content,
+        reasoning: s.expected.reasoning,
+        calls: s.expected.calls,
+        finish: s.expected.chatFinish,
+      });
 
       const completion = accumulate(events);
       const typed: ChatCompletion = completion; // the official type
@@ -537,7 +571,13 @@ describe("openai.chat", () => {
               refusal: null,
               reasoning: s.expected.reasoning,
               ...(s.expected.calls.length > 0
-                ? { tool_calls: s.expected.calls.map((c) => ({ id: c.id, type: "function", function: { name: c.name, arguments: c.arguments } })) }
+                ? {
+                    tool_calls: s.expected.calls.map((c) => ({
+                      id: c.id,
+                      type: "function",
+                      function: { name: c.name, arguments: c.arguments },
+                    })),
+                  }
                 : {}),
             },
           },
@@ -694,14 +734,26 @@ describe("openai.responses", () => {
       const response = checkResponsesStream(out);
       expect(response).toEqual(final);
       expect(out.at(-1)!.type).toBe(s.expected.terminal);
-      expect(final.output.map((i) => [i.type, i.type === "function_call" ? i.arguments : i.type === "message" ? i.content.map((c) => (c.type === "output_text" ? c.text : "")).join("") : (i.type === "reasoning" ? i.content ?? [] : []).map((c) => c.text).join(""), ...(i.type === "message" ? [i.phase] : [])])).toEqual(s.expected.items);
+      expect(
+        final.output.map((i) => [
+          i.type,
+          i.type === "function_call"
+            ? i.arguments
+            : i.type === "message"
+              ? i.content.map((c) => (c.type === "output_text" ? c.text : "")).join("")
+              : (i.type === "reasoning" ? (i.content ?? []) : []).map((c) => c.text).join(""),
+          ...(i.type === "message" ? [i.phase] : []),
+        ]),
+      ).toEqual(s.expected.items);
       // all items but the last are complete; the last carries the stream's outcome
       expect(final.output.map((i) => (i as { status?: string }).status)).toEqual(
         final.output.map((_, k) => (k === final.output.length - 1 ? s.expected.itemStatus : "completed")),
       );
       const calls = final.output.filter((i) => i.type === "function_call");
       expect(calls.map((c) => ({ id: c.call_id, name: c.name, arguments: c.arguments }))).toEqual(s.expected.calls);
-      expect(final.output.map((i) => i.id)).toEqual(final.output.map((i, k) => `${i.type === "reasoning" ? "rs" : i.type === "message" ? "msg" : "fc"}_test_${k}`));
+      expect(final.output.map((i) => i.id)).toEqual(
+        final.output.map((i, k) => `${i.type === "reasoning" ? "rs" : i.type === "message" ? "msg" : "fc"}_test_${k}`),
+      );
       expect(final).toMatchObject({ id: RESP.id, object: "response", created_at: RESP.created, model: RESP.model, error: null });
       if (s.end === "length") expect(final.incomplete_details).toEqual({ reason: "max_output_tokens" });
       else if (s.end === "abort") expect(final.incomplete_details).toEqual({});
@@ -747,10 +799,16 @@ describe("openai.responses", () => {
     const asReasoning = responseEvents(parse(b.text, "whole"), { commentary: "reasoning" }).final;
     expect(asReasoning.output.map((i) => i.type)).toEqual(["reasoning", "reasoning", "function_call", "function_call"]);
     expect(asReasoning.output_text).toBe("");
-    expect(responseEvents(parse(b.text, "whole"), { commentary: "drop" }).final.output.map((i) => i.type)).toEqual(["reasoning", "function_call", "function_call"]);
+    expect(responseEvents(parse(b.text, "whole"), { commentary: "drop" }).final.output.map((i) => i.type)).toEqual([
+      "reasoning",
+      "function_call",
+      "function_call",
+    ]);
     const builtin = SCENARIOS[2]!;
     expect(responseEvents(parse(builtin.text, "whole"), { builtinTools: "drop" }).final.output).toHaveLength(1);
-    const ids = responseEvents(parse(b.text, "whole"), { toolCallId: (e) => `call_x${e.call_index}` }).final.output.flatMap((i) => (i.type === "function_call" ? [i.call_id] : []));
+    const ids = responseEvents(parse(b.text, "whole"), { toolCallId: (e) => `call_x${e.call_index}` }).final.output.flatMap((i) =>
+      i.type === "function_call" ? [i.call_id] : [],
+    );
     expect(ids).toEqual(["call_x0", "call_x1"]);
 
     // a worker crash: error + done(error) -> response.failed with the error

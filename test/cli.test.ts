@@ -22,7 +22,14 @@ async function run(stdin: string, opts: Partial<ParseCommandOptions>) {
   stdout.on("data", (c) => (out += c));
   stderr.on("data", (c) => (err += c));
   const code = await runParse({ ...defaults, ...opts }, { stdin: Readable.from([stdin]), stdout, stderr }, enc);
-  return { code, lines: out.split("\n").filter((l) => l !== "").map((l) => JSON.parse(l)), err };
+  return {
+    code,
+    lines: out
+      .split("\n")
+      .filter((l) => l !== "")
+      .map((l) => JSON.parse(l)),
+    err,
+  };
 }
 
 describe("parse", () => {
@@ -83,14 +90,7 @@ describe("parse", () => {
     ].join("\n");
     const r = await run(input, { batch: true });
     expect(r.code).toBe(2);
-    expect(r.lines.map((l) => l.error?.code ?? "ok")).toEqual([
-      "bad_json",
-      "bad_tokens",
-      "bad_token_id",
-      "bad_role",
-      "bad_case",
-      "ok",
-    ]);
+    expect(r.lines.map((l) => l.error?.code ?? "ok")).toEqual(["bad_json", "bad_tokens", "bad_token_id", "bad_role", "bad_case", "ok"]);
     expect(r.lines.at(-1).messages).toEqual([{ role: "assistant", content: "x", channel: "final" }]);
   });
 

@@ -11,7 +11,11 @@ function meaning(r: ReadFrame) {
   return {
     fatal: r.fatal ?? null,
     errors: r.errors,
-    ops: r.ops.toArray().map((op) => (op.kind === 2 ? { kind: op.kind, stream: op.stream, handle: op.handle, ids: Array.from(r.ids.subarray(op.start, op.end)) } : op)),
+    ops: r.ops
+      .toArray()
+      .map((op) =>
+        op.kind === 2 ? { kind: op.kind, stream: op.stream, handle: op.handle, ids: Array.from(r.ids.subarray(op.start, op.end)) } : op,
+      ),
   };
 }
 
@@ -60,8 +64,14 @@ describe("BinaryFrameReader", () => {
     fc.assert(
       fc.property(fc.array(op, { maxLength: 300 }), (ops) => {
         const bytes = s.ClientFrame.encode({ ops }).finish();
-        const want = (s.ClientFrame.toObject(s.ClientFrame.decode(bytes), { defaults: true }) as { ops: Record<string, Record<string, unknown>>[] }).ops.map((o) =>
-          o.tokens ? { kind: 2, stream: o.tokens.stream, handle: o.tokens.handle, ids: o.tokens.ids } : o.open ? { kind: 1, ...o.open } : { kind: 3, ...o.close },
+        const want = (
+          s.ClientFrame.toObject(s.ClientFrame.decode(bytes), { defaults: true }) as { ops: Record<string, Record<string, unknown>>[] }
+        ).ops.map((o) =>
+          o.tokens
+            ? { kind: 2, stream: o.tokens.stream, handle: o.tokens.handle, ids: o.tokens.ids }
+            : o.open
+              ? { kind: 1, ...o.open }
+              : { kind: 3, ...o.close },
         );
         const got = meaning(reader.read(bytes, s, 1e7));
         expect(got.fatal).toBeNull();
@@ -73,15 +83,54 @@ describe("BinaryFrameReader", () => {
 
   it("Open and Close: the last of a repeated field wins; a known field of another wire type and unknown fields are skipped", () => {
     const str = (f: number, t: string) => [(f << 3) | 2, Buffer.byteLength(t), ...Buffer.from(t)];
-    const open = [...str(1, "a"), ...str(1, "b"), 0x10, 0x05, ...str(2, "none"), 0x20, 0x01, 0x20, 0x00, ...str(9, "x"), 0x48, 0x07, 0xa0, 0x01, 0x09, ...str(8, "m")];
+    const open = [
+      ...str(1, "a"),
+      ...str(1, "b"),
+      0x10,
+      0x05,
+      ...str(2, "none"),
+      0x20,
+      0x01,
+      0x20,
+      0x00,
+      ...str(9, "x"),
+      0x48,
+      0x07,
+      0xa0,
+      0x01,
+      0x09,
+      ...str(8, "m"),
+    ];
     const close = [0x1a, 0x00, ...str(2, "abort"), 0x18, 0x04, ...str(1, "b"), 0x12, 0x01, 0x41];
-    const frame = Uint8Array.from([0x0a, open.length + 2, 0x0a, open.length, ...open, 0x0a, close.length + 2, 0x1a, close.length, ...close]);
+    const frame = Uint8Array.from([
+      0x0a,
+      open.length + 2,
+      0x0a,
+      open.length,
+      ...open,
+      0x0a,
+      close.length + 2,
+      0x1a,
+      close.length,
+      ...close,
+    ]);
     for (const r of [readBinaryFrame(frame, s, 10), new BinaryFrameReader().read(frame, s, 10)]) {
       expect(meaning(r)).toEqual({
         fatal: null,
         errors: [],
         ops: [
-          { kind: 1, stream: "b", handle: 7, role: "none", mode: "", whole_messages: false, non_strict: false, format: "", reasoning_field: "", model: "m" },
+          {
+            kind: 1,
+            stream: "b",
+            handle: 7,
+            role: "none",
+            mode: "",
+            whole_messages: false,
+            non_strict: false,
+            format: "",
+            reasoning_field: "",
+            model: "m",
+          },
           { kind: 3, stream: "b", handle: 4, reason: "A" },
         ],
       });
@@ -118,7 +167,9 @@ describe("BinaryFrameReader", () => {
 
   it("a leading byte order mark is part of a name, as protobufjs and JSON keep it", () => {
     const name = "\uFEFFa-\u00e9";
-    const f = s.ClientFrame.encode({ ops: [{ open: { stream: name } }, { tokens: { stream: name, ids: [1] } }, { close: { stream: name, reason: "\uFEFFeos" } }] }).finish();
+    const f = s.ClientFrame.encode({
+      ops: [{ open: { stream: name } }, { tokens: { stream: name, ids: [1] } }, { close: { stream: name, reason: "\uFEFFeos" } }],
+    }).finish();
     for (const r of [readBinaryFrame(f, s, 10), new BinaryFrameReader().read(f, s, 10)]) {
       expect(r.ops.toArray().map((o) => o.stream)).toEqual([name, name, name]);
       expect((r.ops.toArray()[2] as { reason: string }).reason).toBe("\uFEFFeos");
@@ -132,7 +183,13 @@ describe("BinaryFrameReader", () => {
     expect(r.ops.n).toBe(5000);
     expect(r.ops.toArray()[4999]).toMatchObject({ kind: 2, handle: 5000, stream: "" });
     expect(Array.from(r.ids.subarray(r.ops.starts[4999], r.ops.ends[4999]))).toEqual([4999]);
-    const small = meaning(reader.read(s.ClientFrame.encode({ ops: [{ close: { stream: "z", handle: 3 } }, { tokens: { stream: "y", ids: [7] } }] }).finish(), s, 1e6));
+    const small = meaning(
+      reader.read(
+        s.ClientFrame.encode({ ops: [{ close: { stream: "z", handle: 3 } }, { tokens: { stream: "y", ids: [7] } }] }).finish(),
+        s,
+        1e6,
+      ),
+    );
     expect(small.ops).toEqual([
       { kind: 3, stream: "z", handle: 3, reason: "" },
       { kind: 2, stream: "y", handle: 0, ids: [7] },
@@ -141,7 +198,11 @@ describe("BinaryFrameReader", () => {
 
   it("an Open or Close op is let go at the next frame, not kept until its slot is reused", () => {
     const reader = new BinaryFrameReader();
-    const first = reader.read(s.ClientFrame.encode({ ops: [{ tokens: { handle: 1, ids: [1] } }, { open: { stream: "a" } }, { close: { stream: "b" } }] }).finish(), s, 1e6);
+    const first = reader.read(
+      s.ClientFrame.encode({ ops: [{ tokens: { handle: 1, ids: [1] } }, { open: { stream: "a" } }, { close: { stream: "b" } }] }).finish(),
+      s,
+      1e6,
+    );
     expect(first.ops.rare.filter((x) => x !== undefined)).toHaveLength(2);
     const next = reader.read(s.ClientFrame.encode({ ops: [{ tokens: { handle: 1, ids: [2] } }] }).finish(), s, 1e6);
     expect(next.ops.rare.filter((x) => x !== undefined)).toHaveLength(0);

@@ -20,7 +20,7 @@ function randomChunks(seed: number): Chunker {
   return (t) => {
     const r = rng(seed);
     const out: number[][] = [];
-    for (let i = 0; i < t.length; ) {
+    for (let i = 0; i < t.length;) {
       const n = 1 + Math.floor(r() * (r() < 0.2 ? 64 : 8));
       out.push(Array.from(t as number[]).slice(i, i + n));
       i += n;
@@ -41,9 +41,7 @@ function expectedStrict(c: ConformanceCase, which: "reference" | "reference_non_
   return {
     messages: ref.messages,
     first_error:
-      fe === null
-        ? null
-        : { message: fe.message, index: fe.index === "eos" ? c.tokens.length : fe.index, token: fe.token ?? null },
+      fe === null ? null : { message: fe.message, index: fe.index === "eos" ? c.tokens.length : fe.index, token: fe.token ?? null },
   };
 }
 
@@ -84,9 +82,7 @@ describe("reference vectors (strict mode)", () => {
       }
       const exp = data.expected;
       expect(messages).toEqual(exp.messages);
-      expect(errors).toEqual(
-        exp.errors.map((e: any) => ({ at_token_index: e.at_token_index, token: e.token, message: e.message })),
-      );
+      expect(errors).toEqual(exp.errors.map((e: any) => ({ at_token_index: e.at_token_index, token: e.token, message: e.message })));
       expect(eos).toEqual(exp.process_eos ?? null);
       // the state the reference is left in (after process_eos when it was called)
       const finalState = eos === null ? stateBeforeEos : (eos as { ok: boolean }).ok ? "ExpectStart" : "Header";

@@ -18,7 +18,13 @@ function model(texts: string[]): string {
   return out;
 }
 
-const text = fc.oneof(fc.string(), fc.string({ unit: "grapheme" }), fc.constant("é😀家"), fc.constant("x".repeat(5000)), fc.constant("家".repeat(3000)));
+const text = fc.oneof(
+  fc.string(),
+  fc.string({ unit: "grapheme" }),
+  fc.constant("é😀家"),
+  fc.constant("x".repeat(5000)),
+  fc.constant("家".repeat(3000)),
+);
 
 describe("CotBuffer", () => {
   it("holds the appended texts in order, up to the byte limit, never splitting a character", () => {

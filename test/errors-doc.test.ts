@@ -6,7 +6,12 @@ import { RECOVERY_KINDS } from "../src/core/events.js";
 
 const doc = readFileSync(new URL("../docs/errors.md", import.meta.url), "utf8");
 const codesIn = (section: string) =>
-  [...doc.split(section)[1]!.split("\n## ")[0]!.matchAll(/^\| `([a-z_]+)` \|/gm)].map((m) => m[1]);
+  [
+    ...doc
+      .split(section)[1]!
+      .split("\n## ")[0]!
+      .matchAll(/^\| `([a-z_]+)` \|/gm),
+  ].map((m) => m[1]);
 
 describe("docs/errors.md", () => {
   it("documents every parser error code", () => {

@@ -12,7 +12,7 @@ const delta = fc.record({
   type: fc.constant("delta" as const),
   index: fc.oneof(fc.constant(0), fc.nat(), fc.integer({ min: 128, max: 2 ** 31 - 1 })),
   kind: fc.constantFrom(...kinds),
-  text: fc.oneof(fc.string(), fc.string({ unit: "grapheme" }), fc.constant(""), fc.constant("😀 家族 \u0000 \"q\" \\ \n")),
+  text: fc.oneof(fc.string(), fc.string({ unit: "grapheme" }), fc.constant(""), fc.constant('😀 家族 \u0000 "q" \\ \n')),
 });
 const name = fc.oneof(fc.string({ minLength: 0, maxLength: 40 }), fc.constant("请求-1"), fc.constant("x".repeat(300)));
 /** How an event names its stream: by name, or by a handle (streams opened with one). */
@@ -22,12 +22,26 @@ const ref: fc.Arbitrary<StreamRef> = fc.oneof(
 );
 const fieldOf = (r: StreamRef) => ("handle" in r ? handleField(r.handle) : streamField(r.stream));
 
-const text = fc.oneof(fc.string({ maxLength: 60 }), fc.string({ unit: "grapheme", maxLength: 20 }), fc.constant(""), fc.constant("functions.get_weather"), fc.constant("x".repeat(200)));
+const text = fc.oneof(
+  fc.string({ maxLength: 60 }),
+  fc.string({ unit: "grapheme", maxLength: 20 }),
+  fc.constant(""),
+  fc.constant("functions.get_weather"),
+  fc.constant("x".repeat(200)),
+);
 const maybe = fc.option(text, { nil: null });
 const u32 = fc.oneof(fc.nat({ max: 300 }), fc.integer({ min: 0, max: 0xffffffff }));
 /** The events FrameWriter.common writes itself (and a few it hands back). */
 const common: fc.Arbitrary<HarmonyEvent> = fc.oneof(
-  fc.record({ type: fc.constant("message_start" as const), index: u32, role: text, name: maybe, channel: maybe, recipient: maybe, content_type: maybe }),
+  fc.record({
+    type: fc.constant("message_start" as const),
+    index: u32,
+    role: text,
+    name: maybe,
+    channel: maybe,
+    recipient: maybe,
+    content_type: maybe,
+  }),
   fc.record({
     type: fc.constant("tool_call_start" as const),
     index: u32,
@@ -39,10 +53,30 @@ const common: fc.Arbitrary<HarmonyEvent> = fc.oneof(
     channel: maybe,
     content_type: maybe,
   }),
-  fc.record({ type: fc.constant("message_end" as const), index: u32, stop: fc.constantFrom("end", "call", "return", "eos") }) as fc.Arbitrary<HarmonyEvent>,
-  fc.record({ type: fc.constant("done" as const), finish_reason: fc.constantFrom("stop", "tool_calls", "length", "abort", "error"), tokens: u32, messages: u32, recoveries: u32 }) as fc.Arbitrary<HarmonyEvent>,
-  fc.record({ type: fc.constant("recovery" as const), at: u32, kind: fc.constant("header_restart"), detail: text }) as fc.Arbitrary<HarmonyEvent>,
-  fc.constant({ type: "message_end", index: 1, stop: "end", message: { role: "assistant", channel: "final", content: "hi" } } as HarmonyEvent),
+  fc.record({
+    type: fc.constant("message_end" as const),
+    index: u32,
+    stop: fc.constantFrom("end", "call", "return", "eos"),
+  }) as fc.Arbitrary<HarmonyEvent>,
+  fc.record({
+    type: fc.constant("done" as const),
+    finish_reason: fc.constantFrom("stop", "tool_calls", "length", "abort", "error"),
+    tokens: u32,
+    messages: u32,
+    recoveries: u32,
+  }) as fc.Arbitrary<HarmonyEvent>,
+  fc.record({
+    type: fc.constant("recovery" as const),
+    at: u32,
+    kind: fc.constant("header_restart"),
+    detail: text,
+  }) as fc.Arbitrary<HarmonyEvent>,
+  fc.constant({
+    type: "message_end",
+    index: 1,
+    stop: "end",
+    message: { role: "assistant", channel: "final", content: "hi" },
+  } as HarmonyEvent),
 );
 
 describe("FrameWriter", () => {
@@ -101,7 +135,10 @@ describe("FrameWriter", () => {
         const got = w.take();
         const exp = want.take();
         if (items.every(([r]) => !("stream" in r && r.stream === ""))) expect(Buffer.from(got)).toEqual(Buffer.from(exp));
-        else expect(decodeServerFrame(s, got).map((e) => fromWire(e)!.event)).toEqual(decodeServerFrame(s, exp).map((e) => fromWire(e)!.event));
+        else
+          expect(decodeServerFrame(s, got).map((e) => fromWire(e)!.event)).toEqual(
+            decodeServerFrame(s, exp).map((e) => fromWire(e)!.event),
+          );
         expect(decodeServerFrame(s, got).length).toBe(items.length);
       }),
       { numRuns: 400 },
@@ -142,7 +179,10 @@ describe("FrameWriter", () => {
   it("writes JSON that parses to the wire event", () => {
     fc.assert(
       fc.property(ref, delta, (r, ev) => {
-        expect(JSON.parse(deltaJson(jsonRef(r), ev as DeltaEvent))).toEqual({ ...r, delta: { index: ev.index, kind: ev.kind, text: ev.text } });
+        expect(JSON.parse(deltaJson(jsonRef(r), ev as DeltaEvent))).toEqual({
+          ...r,
+          delta: { index: ev.index, kind: ev.kind, text: ev.text },
+        });
       }),
       { numRuns: 300 },
     );

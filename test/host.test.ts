@@ -86,53 +86,60 @@ describe("SessionHost", () => {
   it("text steps written straight from the vocabulary's bytes are the bytes the events would encode to, for any chunking", () => {
     const wire = schema();
     const cases = [...loadJsonl("wellformed.jsonl"), ...loadJsonl("malformed.jsonl")].filter((_, i) => i % 3 === 0);
-    const long = enc.encode(`<|channel|>analysis<|message|>${"Deep thought, ünïcode 思考 🙂. ".repeat(1400)}<|end|><|start|>assistant to=functions.f<|channel|>commentary json<|message|>{}<|call|>`);
+    const long = enc.encode(
+      `<|channel|>analysis<|message|>${"Deep thought, ünïcode 思考 🙂. ".repeat(1400)}<|end|><|start|>assistant to=functions.f<|channel|>commentary json<|message|>{}<|call|>`,
+    );
     const all = [...cases.map((c) => ({ tokens: c.tokens, role: c.role })), { tokens: long, role: "assistant" as string | null }];
     fc.assert(
-      fc.property(fc.integer({ min: 0, max: all.length - 1 }), fc.array(fc.integer({ min: 1, max: 9 }), { minLength: 1, maxLength: 20 }), fc.boolean(), (which, cuts, byHandle) => {
-        const { tokens, role } = all[which]!;
-        const ids = Uint32Array.from(tokens);
-        const open = { ...spec("s", byHandle ? 9 : 0), role };
-        const fast = new SessionHost(vocab, wire);
-        const slow = new SessionHost(vocab, wire); // JSON answers: every op through write()
-        const parser = new HarmonyParser(vocab, { role, callIdPrefix: "call_t_" });
-        const field = byHandle ? handleField(9) : streamField("s");
-        const ref = byHandle ? { handle: 9 } : { stream: "s" };
-        const w = new FrameWriter();
-        const expectBatch = (events: ReturnType<HarmonyParser["write"]>) => {
-          for (const ev of events) {
-            if (ev.type === "delta") w.deltaOf(field, ev);
-            else w.event(wire.Event.encode(toWire(ref, ev)).finish());
+      fc.property(
+        fc.integer({ min: 0, max: all.length - 1 }),
+        fc.array(fc.integer({ min: 1, max: 9 }), { minLength: 1, maxLength: 20 }),
+        fc.boolean(),
+        (which, cuts, byHandle) => {
+          const { tokens, role } = all[which]!;
+          const ids = Uint32Array.from(tokens);
+          const open = { ...spec("s", byHandle ? 9 : 0), role };
+          const fast = new SessionHost(vocab, wire);
+          const slow = new SessionHost(vocab, wire); // JSON answers: every op through write()
+          const parser = new HarmonyParser(vocab, { role, callIdPrefix: "call_t_" });
+          const field = byHandle ? handleField(9) : streamField("s");
+          const ref = byHandle ? { handle: 9 } : { stream: "s" };
+          const w = new FrameWriter();
+          const expectBatch = (events: ReturnType<HarmonyParser["write"]>) => {
+            for (const ev of events) {
+              if (ev.type === "delta") w.deltaOf(field, ev);
+              else w.event(wire.Event.encode(toWire(ref, ev)).finish());
+            }
+            return Buffer.from(w.take());
+          };
+          let at = 0;
+          let k = 0;
+          for (let step = 0; at <= ids.length; step++) {
+            const end = Math.min(ids.length, at + cuts[k++ % cuts.length]!);
+            fast.begin(1, false);
+            slow.begin(1, true);
+            if (step === 0) {
+              fast.openStream(1, open);
+              slow.openStream(1, open);
+            }
+            if (at < ids.length) {
+              fast.tokens(1, ids, at, end);
+              slow.tokens(1, ids, at, end);
+            } else {
+              fast.closeStream(1, "eos");
+              slow.closeStream(1, "eos");
+            }
+            const want = expectBatch(at < ids.length ? parser.write(ids, at, end) : parser.end("eos"));
+            const a = fast.finish();
+            const b = slow.finish();
+            expect(Buffer.from(a.bin!)).toEqual(want);
+            expect(a.memos).toEqual(b.memos);
+            expect(a.counts).toEqual(b.counts);
+            if (at === ids.length) break;
+            at = end;
           }
-          return Buffer.from(w.take());
-        };
-        let at = 0;
-        let k = 0;
-        for (let step = 0; at <= ids.length; step++) {
-          const end = Math.min(ids.length, at + cuts[k++ % cuts.length]!);
-          fast.begin(1, false);
-          slow.begin(1, true);
-          if (step === 0) {
-            fast.openStream(1, open);
-            slow.openStream(1, open);
-          }
-          if (at < ids.length) {
-            fast.tokens(1, ids, at, end);
-            slow.tokens(1, ids, at, end);
-          } else {
-            fast.closeStream(1, "eos");
-            slow.closeStream(1, "eos");
-          }
-          const want = expectBatch(at < ids.length ? parser.write(ids, at, end) : parser.end("eos"));
-          const a = fast.finish();
-          const b = slow.finish();
-          expect(Buffer.from(a.bin!)).toEqual(want);
-          expect(a.memos).toEqual(b.memos);
-          expect(a.counts).toEqual(b.counts);
-          if (at === ids.length) break;
-          at = end;
-        }
-      }),
+        },
+      ),
       { numRuns: 150 },
     );
   });
@@ -163,7 +170,7 @@ describe("SessionHost", () => {
         open,
         fc.integer({ min: 1, max: 7 }),
         (first, second, a, b, step) => {
-          const openOf = (c: (typeof cases)[number], o: (typeof a), name: string) => ({
+          const openOf = (c: (typeof cases)[number], o: typeof a, name: string) => ({
             ...spec(name, o.byHandle ? 7 : 0),
             role: c.role,
             mode: o.mode,
@@ -222,7 +229,8 @@ describe("SessionHost", () => {
     let cjk = -1;
     for (let id = 0; id < vocab.size && cjk < 0; id++) {
       const b0 = vocab.byteStart(id);
-      if (vocab.byteEnd(id) - b0 === 3 && vocab.bytes[b0]! >= 0xe4 && vocab.bytes[b0]! <= 0xe9 && (vocab.flags[id]! & FLAG_WHOLE) !== 0) cjk = id;
+      if (vocab.byteEnd(id) - b0 === 3 && vocab.bytes[b0]! >= 0xe4 && vocab.bytes[b0]! <= 0xe9 && (vocab.flags[id]! & FLAG_WHOLE) !== 0)
+        cjk = id;
     }
     expect(cjk).toBeGreaterThanOrEqual(0);
     const ids = Uint32Array.from([
@@ -233,7 +241,9 @@ describe("SessionHost", () => {
     const memoOf = (json: boolean, step: number, sink = false) => {
       let memos: { id: string; text: string }[] = [];
       // with a sink (the main thread's host) memos go there as found, and none come back in results
-      const remember = sink ? (id: string, bytes: Uint8Array, s: number, e: number) => memos.push({ id, text: new TextDecoder().decode(bytes.subarray(s, e)) }) : null;
+      const remember = sink
+        ? (id: string, bytes: Uint8Array, s: number, e: number) => memos.push({ id, text: new TextDecoder().decode(bytes.subarray(s, e)) })
+        : null;
       const host = new SessionHost(vocab, wire, remember);
       host.begin(1, json);
       host.openStream(1, spec("s"));

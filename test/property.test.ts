@@ -31,7 +31,22 @@ const T = {
 } as const;
 const HARMONY_SPECIALS = [T.return, T.constrain, T.channel, T.start, T.end, T.message, T.call];
 /** Ids that are not tokens at all. */
-const NOT_TOKENS = [201089, 201090, 300000, -1, -200006, 0.5, 200006.5, NaN, Infinity, -Infinity, 2 ** 31, 4294967295, 2 ** 32, Number.MAX_SAFE_INTEGER];
+const NOT_TOKENS = [
+  201089,
+  201090,
+  300000,
+  -1,
+  -200006,
+  0.5,
+  200006.5,
+  NaN,
+  Infinity,
+  -Infinity,
+  2 ** 31,
+  4294967295,
+  2 ** 32,
+  Number.MAX_SAFE_INTEGER,
+];
 
 let enc: HarmonyEncoding;
 let vocab: Vocabulary;
@@ -68,10 +83,7 @@ const BUGS = {
 
 beforeAll(() => {
   ({ enc, vocab } = harmony());
-  const samples = [
-    "😀🎉👍🏽 家族 👨‍👩‍👧 中文字符 日本語のテキスト 한국어 𝄞 🤖🧠",
-    "ẞ ǅ ﷺ 𒀀 🏳️‍🌈 🦀🐍 ☕️ Ωμέγα",
-  ];
+  const samples = ["😀🎉👍🏽 家族 👨‍👩‍👧 中文字符 日本語のテキスト 한국어 𝄞 🤖🧠", "ẞ ǅ ﷺ 𒀀 🏳️‍🌈 🦀🐍 ☕️ Ωμέγα"];
   const partial = new Set<number>();
   for (const s of samples) for (const id of enc.encodeOrdinary(s)) if ((vocab.flags[id]! & FLAG_WHOLE) === 0) partial.add(id);
   partialIds = [...partial];
@@ -180,7 +192,11 @@ function chunks(ids: readonly number[], sizes: readonly number[]): number[][] {
 }
 
 /** Feed `ids` in chunks (as plain arrays or typed arrays), then end(). */
-function run(ids: readonly number[], opts: ParserOptions, sizes: readonly number[] = [ids.length || 1]): {
+function run(
+  ids: readonly number[],
+  opts: ParserOptions,
+  sizes: readonly number[] = [ids.length || 1],
+): {
   events: HarmonyEvent[];
   endEvents: HarmonyEvent[];
   parser: HarmonyParser;
@@ -348,7 +364,12 @@ describe("property: any id sequence, any chunking", () => {
         },
       ),
       params(400, [
-        [BUGS.crashAtStop(), { mode: "resilient" as const, nonStrict: false, role: "assistant" as const, wholeMessages: true }, [1], undefined],
+        [
+          BUGS.crashAtStop(),
+          { mode: "resilient" as const, nonStrict: false, role: "assistant" as const, wholeMessages: true },
+          [1],
+          undefined,
+        ],
         [BUGS.crashAtEnd(), { mode: "resilient" as const, nonStrict: false, role: "assistant" as const, wholeMessages: true }, [3], "eos"],
       ]),
     );
@@ -399,25 +420,36 @@ describe("property: any id sequence, any chunking", () => {
 describe("property: a restarted parser is a new parser", () => {
   it("after any stream, finished or not, restart(options) gives exactly the events of new HarmonyParser(options)", () => {
     fc.assert(
-      fc.property(idStream(80), options, fc.boolean(), idStream(60), options, fc.constantFrom(undefined, "call_", "x_"), chunking, (before, optsBefore, ended, ids, optsAfter, prefix, sizes) => {
-        const opts = prefix === undefined ? optsAfter : { ...optsAfter, callIdPrefix: prefix };
-        const reused = new HarmonyParser(vocab, { ...optsBefore, callIdPrefix: "before_" });
-        for (const c of chunks(before, sizes)) reused.write(c);
-        if (ended) reused.end("eos");
-        reused.restart(opts);
-        const fresh = new HarmonyParser(vocab, opts);
-        // every field but the kept buffers is as new
-        const state = (p: HarmonyParser) => {
-          // (the vocabulary's tables and the preset are shared: the same objects)
-          // (a kept window may be larger than a new one: its mask then is too)
-          const { window, mask, hdr, pend, vocab: v, flags, scratch, preset, ...rest } = p as unknown as Record<string, unknown>;
-          const shared = [v, flags, scratch, preset].every((x, i) => x === [vocab, vocab.flags, vocab.scratch, (fresh as unknown as Record<string, unknown>).preset][i]);
-          return { ...rest, shared, windowFits: (window as Uint8Array).length / 3 - 1 === mask };
-        };
-        expect(state(reused)).toEqual(state(fresh));
-        for (const c of chunks(ids, sizes)) expect(reused.write(c)).toEqual(fresh.write(c));
-        expect(reused.end("eos")).toEqual(fresh.end("eos"));
-      }),
+      fc.property(
+        idStream(80),
+        options,
+        fc.boolean(),
+        idStream(60),
+        options,
+        fc.constantFrom(undefined, "call_", "x_"),
+        chunking,
+        (before, optsBefore, ended, ids, optsAfter, prefix, sizes) => {
+          const opts = prefix === undefined ? optsAfter : { ...optsAfter, callIdPrefix: prefix };
+          const reused = new HarmonyParser(vocab, { ...optsBefore, callIdPrefix: "before_" });
+          for (const c of chunks(before, sizes)) reused.write(c);
+          if (ended) reused.end("eos");
+          reused.restart(opts);
+          const fresh = new HarmonyParser(vocab, opts);
+          // every field but the kept buffers is as new
+          const state = (p: HarmonyParser) => {
+            // (the vocabulary's tables and the preset are shared: the same objects)
+            // (a kept window may be larger than a new one: its mask then is too)
+            const { window, mask, hdr, pend, vocab: v, flags, scratch, preset, ...rest } = p as unknown as Record<string, unknown>;
+            const shared = [v, flags, scratch, preset].every(
+              (x, i) => x === [vocab, vocab.flags, vocab.scratch, (fresh as unknown as Record<string, unknown>).preset][i],
+            );
+            return { ...rest, shared, windowFits: (window as Uint8Array).length / 3 - 1 === mask };
+          };
+          expect(state(reused)).toEqual(state(fresh));
+          for (const c of chunks(ids, sizes)) expect(reused.write(c)).toEqual(fresh.write(c));
+          expect(reused.end("eos")).toEqual(fresh.end("eos"));
+        },
+      ),
       params(300),
     );
   });
@@ -582,8 +614,18 @@ describe("property: chunking independence", () => {
         expect(b).toEqual(a);
       }),
       params(300, [
-        [BUGS.recoveryBeforeDelta(), { mode: "resilient" as const, nonStrict: false, role: "assistant" as const, wholeMessages: true }, [3], [1]],
-        [BUGS.missingEndBeforeDelta(), { mode: "resilient" as const, nonStrict: false, role: "assistant" as const, wholeMessages: true }, [3], [1]],
+        [
+          BUGS.recoveryBeforeDelta(),
+          { mode: "resilient" as const, nonStrict: false, role: "assistant" as const, wholeMessages: true },
+          [3],
+          [1],
+        ],
+        [
+          BUGS.missingEndBeforeDelta(),
+          { mode: "resilient" as const, nonStrict: false, role: "assistant" as const, wholeMessages: true },
+          [3],
+          [1],
+        ],
       ]),
     );
   });
@@ -628,7 +670,14 @@ describe("property: writing a range of a larger array", () => {
   it("bounds outside the array are clamped, never thrown on", () => {
     const parser = new HarmonyParser(vocab, { role: "assistant" });
     const ids = [T.channel];
-    for (const [s, e] of [[-3, 1], [0, 99], [NaN, NaN], [2, 1], [0, -1]] as const) expect(() => parser.write(ids, s, e)).not.toThrow();
+    for (const [s, e] of [
+      [-3, 1],
+      [0, 99],
+      [NaN, NaN],
+      [2, 1],
+      [0, -1],
+    ] as const)
+      expect(() => parser.write(ids, s, e)).not.toThrow();
     expect(parser.tokens).toBe(3); // [-3, 1), [0, 99) and [NaN, NaN) (the whole array) read the one id; the rest read none
   });
 });
@@ -641,13 +690,18 @@ describe("the token window grows with the stream", () => {
     const tail = enc.encode(
       '<|end|><|start|>assistant to=functions.get_weather<|start|>assistant<|channel|>commentary json<|message|>{"city":"Paris"}<|call|>',
     );
-    for (const filler of [0, 20, 25, 28, 29, 30, 31, 32, 33, 60, 61, 62, 63, 64, 125, 126, 127, 128, 250, 254, 255, 256, 500, 505, 510, 600]) {
+    for (const filler of [
+      0, 20, 25, 28, 29, 30, 31, 32, 33, 60, 61, 62, 63, 64, 125, 126, 127, 128, 250, 254, 255, 256, 500, 505, 510, 600,
+    ]) {
       const ids = [...head, ...Array(filler).fill(word), ...tail];
       for (const sizes of [[ids.length], [1], [7]]) {
         const { events } = run(ids, { role: "assistant" }, sizes);
         const call = events.find((e) => e.type === "tool_call_start");
         expect(call, `filler ${filler}, chunks ${sizes}`).toMatchObject({ name: "get_weather" });
-        expect(events.some((e) => e.type === "recovery" && e.kind === "recipient_spliced"), `filler ${filler}`).toBe(true);
+        expect(
+          events.some((e) => e.type === "recovery" && e.kind === "recipient_spliced"),
+          `filler ${filler}`,
+        ).toBe(true);
       }
     }
   });
@@ -660,7 +714,7 @@ const contentText: fc.Arbitrary<string> = fc
   .array(
     fc.oneof(
       fc.stringMatching(/^[a-z]{1,10}$/),
-      fc.constantFrom(" ", " ", "\n", ", ", ". ", "{\"a\": 1}", "<|end|>", "😀", "👨‍👩‍👧", "日本語", "中文", "한국어", "🏳️‍🌈", "é", "𝄞"),
+      fc.constantFrom(" ", " ", "\n", ", ", ". ", '{"a": 1}', "<|end|>", "😀", "👨‍👩‍👧", "日本語", "中文", "한국어", "🏳️‍🌈", "é", "𝄞"),
       fc.string({ unit: "grapheme", maxLength: 4 }),
     ),
     { maxLength: 15 },
@@ -721,19 +775,21 @@ const assistantMessage: fc.Arbitrary<GenMessage> = fc
   });
 
 const otherMessage: fc.Arbitrary<GenMessage> = fc.oneof(
-  fc.record({
-    role: fc.constantFrom<"user" | "system" | "developer">("user", "system", "developer"),
-    content: contentText,
-  }).map(({ role, content }) => ({
-    role,
-    channel: null,
-    recipient: null,
-    contentType: null,
-    headerRest: "",
-    name: null,
-    content,
-    stop: T.end,
-  })),
+  fc
+    .record({
+      role: fc.constantFrom<"user" | "system" | "developer">("user", "system", "developer"),
+      content: contentText,
+    })
+    .map(({ role, content }) => ({
+      role,
+      channel: null,
+      recipient: null,
+      contentType: null,
+      headerRest: "",
+      name: null,
+      content,
+      stop: T.end,
+    })),
   fc.record({ tool: toolName, content: contentText }).map(({ tool, content }) => ({
     role: "tool" as const,
     channel: "commentary",
@@ -823,9 +879,9 @@ describe("property: resilient mode loses nothing", () => {
   it("every word of junk text between specials reaches a delta, a recovery's raw, or a header field", () => {
     // words that the header grammar can consume as fields are left out: roles, channels,
     // content types, anything with '=' or '.' (recipients, tool names)
-    const word = fc.stringMatching(/^[a-z]{3,9}$/).filter(
-      (w) => !["assistant", "user", "system", "developer", "tool", "analysis", "commentary", "final", "json", "code"].includes(w),
-    );
+    const word = fc
+      .stringMatching(/^[a-z]{3,9}$/)
+      .filter((w) => !["assistant", "user", "system", "developer", "tool", "analysis", "commentary", "final", "json", "code"].includes(w));
     const segment = fc.array(word, { minLength: 1, maxLength: 6 }).map((ws) => ws.join(" "));
     const special = fc.oneof(fc.constantFrom(...HARMONY_SPECIALS), reservedId, notTokenId);
     fc.assert(
@@ -855,8 +911,22 @@ describe("property: resilient mode loses nothing", () => {
       ),
       params(300, [
         // <|channel|>aaa <|channel|>bbb ccc ddd — "aaa" is dropped without a trace
-        [[[[T.channel], "aaa", true], [[T.channel], "bbb ccc ddd", true]], "assistant", [20]],
-        [[[[T.constrain], "aaa", false], [[T.constrain], "bbb ccc ddd", false]], "assistant", [20]],
+        [
+          [
+            [[T.channel], "aaa", true],
+            [[T.channel], "bbb ccc ddd", true],
+          ],
+          "assistant",
+          [20],
+        ],
+        [
+          [
+            [[T.constrain], "aaa", false],
+            [[T.constrain], "bbb ccc ddd", false],
+          ],
+          "assistant",
+          [20],
+        ],
       ]),
     );
   });
@@ -937,9 +1007,7 @@ describe("property: well-formed conversations", () => {
         // tool calls: one per assistant message with a recipient, numbered in order
         const calls = resilient.filter((e) => e.type === "tool_call_start");
         const wantCalls = msgs.filter((m) => m.role === "assistant" && m.recipient !== null);
-        expect(calls.map((c) => (c.type === "tool_call_start" ? c.recipient : null))).toEqual(
-          wantCalls.map((m) => m.recipient),
-        );
+        expect(calls.map((c) => (c.type === "tool_call_start" ? c.recipient : null))).toEqual(wantCalls.map((m) => m.recipient));
       }),
       params(300),
     );

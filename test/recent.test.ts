@@ -53,7 +53,8 @@ function check<K extends string | number>(key: fc.Arbitrary<K>) {
 describe("RecentSet", () => {
   it("remembers what the model does: numbers from a small range (long probe runs)", () => check(fc.integer({ min: 0, max: 60 })));
   it("remembers what the model does: any uint32", () => check(fc.oneof(fc.integer({ min: 0, max: 20 }), fc.nat({ max: 0xffffffff }))));
-  it("remembers what the model does: strings", () => check(fc.oneof(fc.constantFrom("a", "b", "lane-1", "lane-2", "请求"), fc.string({ maxLength: 6 }))));
+  it("remembers what the model does: strings", () =>
+    check(fc.oneof(fc.constantFrom("a", "b", "lane-1", "lane-2", "请求"), fc.string({ maxLength: 6 }))));
 
   it("keeps the last 1024 of many closes, and nothing before them", () => {
     const r = new RecentSet<number>(1024);

@@ -271,14 +271,7 @@ const CASES: Case[] = [
     // Python's render_conversation(convo): default config, auto_drop_analysis on.
     file: "test_keep_analysis_between_finals.txt",
     completion: false,
-    messages: [
-      user("What is 2 + 2?"),
-      analysis("thinking 2+2"),
-      final("4"),
-      user("What is 3 + 5?"),
-      analysis("thinking 3+5"),
-      final("8"),
-    ],
+    messages: [user("What is 2 + 2?"), analysis("thinking 2+2"), final("4"), user("What is 3 + 5?"), analysis("thinking 3+5"), final("8")],
   },
 ];
 
@@ -296,15 +289,15 @@ function render(c: Case, extra: RenderConversationOptions = {}): string {
 
 function renderPieces(c: Case, extra: RenderConversationOptions = {}): RenderPiece[] {
   const o = { ...c.options, ...extra };
-  return c.completion
-    ? renderConversationForCompletionPieces(c.messages, "assistant", o)
-    : renderConversationPieces(c.messages, o);
+  return c.completion ? renderConversationForCompletionPieces(c.messages, "assistant", o) : renderConversationPieces(c.messages, o);
 }
 
 describe("reference renderings (upstream test-data), byte for byte", () => {
   it("covers every render output in the folder", () => {
     const dir = new URL("./fixtures/conformance/reference-test-data/", import.meta.url);
-    const files = readdirSync(dir).filter((f) => f.endsWith(".txt")).sort();
+    const files = readdirSync(dir)
+      .filter((f) => f.endsWith(".txt"))
+      .sort();
     const covered = [...CASES.map((c) => c.file), ...PARSER_INPUTS].sort();
     expect(covered).toEqual(files);
     expect(CASES).toHaveLength(19);
@@ -395,9 +388,7 @@ describe("replay rules", () => {
       call("g", "{}"),
       result("g", "r2"),
     ];
-    expect(kept(convo, { forCompletion: true })).toEqual([
-      "q1", "a1", "q2", "cot2", "{}", "r1", "cot2b", "{}", "r2",
-    ]);
+    expect(kept(convo, { forCompletion: true })).toEqual(["q1", "a1", "q2", "cot2", "{}", "r1", "cot2b", "{}", "r2"]);
     const text = renderConversationForCompletion(convo);
     expect(text).toContain("<|start|>assistant<|channel|>analysis<|message|>cot2<|end|>");
     expect(text).toContain("<|start|>assistant to=functions.f<|channel|>commentary <|constrain|>json<|message|>{}<|call|>");
@@ -406,14 +397,7 @@ describe("replay rules", () => {
   });
 
   it("once the tool-using turn produces a final and the user speaks, its analysis goes; its tool calls stay", () => {
-    const convo = [
-      user("q1"),
-      analysis("cot1"),
-      call("f", "{}"),
-      result("f", "r1"),
-      final("a1"),
-      user("q2"),
-    ];
+    const convo = [user("q1"), analysis("cot1"), call("f", "{}"), result("f", "r1"), final("a1"), user("q2")];
     expect(kept(convo, { forCompletion: true })).toEqual(["q1", "{}", "r1", "a1", "q2"]);
   });
 
@@ -453,9 +437,7 @@ describe("replay rules", () => {
 
   it("a replayed final ends with <|end|>; training renders end with <|return|>", () => {
     const convo = [user("hi"), final("hello")];
-    expect(renderConversation(convo)).toBe(
-      "<|start|>user<|message|>hi<|end|><|start|>assistant<|channel|>final<|message|>hello<|end|>",
-    );
+    expect(renderConversation(convo)).toBe("<|start|>user<|message|>hi<|end|><|start|>assistant<|channel|>final<|message|>hello<|end|>");
     expect(renderConversationForTraining(convo)).toBe(
       "<|start|>user<|message|>hi<|end|><|start|>assistant<|channel|>final<|message|>hello<|return|>",
     );
@@ -556,7 +538,7 @@ describe("JSON schema → TypeScript", () => {
         "maybe?: number | null, // default: 1.5",
         "free?: any,",
         "flag?: boolean, // default: true",
-        'opts?: {',
+        "opts?: {",
         '    }, // default: {"a":[1,"b"]}',
         "}",
       ].join("\n"),
@@ -576,7 +558,13 @@ describe("JSON schema → TypeScript", () => {
       jsonSchemaToTypeScript({
         type: "object",
         properties: {
-          v: { description: "same", oneOf: [{ type: "number", description: "same" }, { type: "boolean", description: "other" }] },
+          v: {
+            description: "same",
+            oneOf: [
+              { type: "number", description: "same" },
+              { type: "boolean", description: "other" },
+            ],
+          },
         },
         required: ["v"],
       }),
@@ -667,12 +655,7 @@ describe("fromOpenAIRequest", () => {
           { role: "user", content: "What about 9 / 2?" },
         ],
       });
-      expect(messages.slice(1)).toEqual([
-        user("What is 2 + 2?"),
-        analysis("simple"),
-        final("2 + 2 equals 4."),
-        user("What about 9 / 2?"),
-      ]);
+      expect(messages.slice(1)).toEqual([user("What is 2 + 2?"), analysis("simple"), final("2 + 2 equals 4."), user("What about 9 / 2?")]);
       expect(renderConversationForCompletion(messages.slice(1))).toBe(expected("test_dropping_cot_by_default.txt"));
     }
   });
@@ -683,7 +666,13 @@ describe("fromOpenAIRequest", () => {
       messages: [
         { role: "developer", content: [{ type: "text", text: "Be brief." }] },
         { role: "system", content: "Use metric." },
-        { role: "user", content: [{ type: "text", text: "Weather in " }, { type: "text", text: "SF and NYC?" }] },
+        {
+          role: "user",
+          content: [
+            { type: "text", text: "Weather in " },
+            { type: "text", text: "SF and NYC?" },
+          ],
+        },
         {
           role: "assistant",
           content: "Checking both.",
@@ -737,7 +726,9 @@ describe("fromOpenAIRequest", () => {
       { modelIdentity: "You are Bob.", knowledgeCutoff: null, currentDate: "2030-01-02", builtinTools: { python: true } },
     );
     const text = renderMessage(sysMsg!);
-    expect(text.startsWith("<|start|>system<|message|>You are Bob.\nCurrent date: 2030-01-02\n\nReasoning: high\n\n# Tools\n\n## python\n\n")).toBe(true);
+    expect(
+      text.startsWith("<|start|>system<|message|>You are Bob.\nCurrent date: 2030-01-02\n\nReasoning: high\n\n# Tools\n\n## python\n\n"),
+    ).toBe(true);
     const [sys2] = convert({ messages: [], reasoning_effort: "minimal" }, { reasoningEffort: "high" });
     expect(renderMessage(sys2!)).toContain("Reasoning: low");
     const [sys3] = convert({ messages: [] }, { reasoningEffort: "high" });
@@ -797,22 +788,18 @@ describe("fromOpenAIRequest", () => {
     expect(err({ messages: [{ role: "user", content: [{ type: "image_url", image_url: {} }] }] })).toBe(
       "bad_content@messages[0].content[0]",
     );
-    expect(err({ messages: [{ role: "assistant", content: "x", reasoning: { text: "y" } }] })).toBe(
-      "bad_reasoning@messages[0].reasoning",
-    );
+    expect(err({ messages: [{ role: "assistant", content: "x", reasoning: { text: "y" } }] })).toBe("bad_reasoning@messages[0].reasoning");
     expect(err({ messages: [{ role: "assistant", tool_calls: [{ type: "function", function: {} }] }] })).toBe(
       "bad_tool_call@messages[0].tool_calls[0].function.name",
     );
-    expect(err({ messages: [{ role: "tool", tool_call_id: "nope", content: "x" }] })).toBe(
-      "unknown_tool_call_id@messages[0].tool_call_id",
-    );
+    expect(err({ messages: [{ role: "tool", tool_call_id: "nope", content: "x" }] })).toBe("unknown_tool_call_id@messages[0].tool_call_id");
     expect(err({ messages: [], tools: [{ type: "web_search" }] })).toBe("bad_tool@tools[0]");
     expect(err({ messages: [], reasoning_effort: "max" })).toBe("bad_reasoning_effort@reasoning_effort");
     const cyclic: Record<string, unknown> = {};
     cyclic.self = cyclic;
-    expect(
-      err({ messages: [{ role: "assistant", tool_calls: [{ type: "function", function: { name: "f", arguments: cyclic } }] }] }),
-    ).toBe("bad_tool_call@messages[0].tool_calls[0].function.arguments");
+    expect(err({ messages: [{ role: "assistant", tool_calls: [{ type: "function", function: { name: "f", arguments: cyclic } }] }] })).toBe(
+      "bad_tool_call@messages[0].tool_calls[0].function.arguments",
+    );
     expect(err({ messages: [] })).toBe(null);
   });
 });

@@ -43,14 +43,22 @@ const COT = "The user wants the weather in Oslo. Call get_weather.";
 const TOOLS = [
   {
     type: "function",
-    function: { name: "get_weather", description: "Get the weather", parameters: { type: "object", properties: { city: { type: "string" } } } },
+    function: {
+      name: "get_weather",
+      description: "Get the weather",
+      parameters: { type: "object", properties: { city: { type: "string" } } },
+    },
   },
 ];
 
 /** Stream a completion that reasons and calls a tool; returns the call id the service emitted. */
 async function callThroughService(client: HarmonyClient): Promise<string> {
   const s = client.open(`turn-${Math.random()}`);
-  s.write(enc.encode(`<|channel|>analysis<|message|>${COT}<|end|><|start|>assistant<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{"city":"Oslo"}<|call|>`));
+  s.write(
+    enc.encode(
+      `<|channel|>analysis<|message|>${COT}<|end|><|start|>assistant<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{"city":"Oslo"}<|call|>`,
+    ),
+  );
   s.close();
   const evs = await s.collect();
   const call = evs.find((e) => e.type === "tool_call_start");
@@ -194,62 +202,72 @@ describe("CotStore", () => {
     const step: fc.Arbitrary<Step> = fc.oneof(
       fc.record({ op: fc.constant("remember" as const), id: fc.nat({ max: 4 }), text: fc.string({ unit: "grapheme", maxLength: 30 }) }),
       // long enough for the store's bulk copy (256 bytes and more)
-      fc.record({ op: fc.constant("remember" as const), id: fc.nat({ max: 4 }), text: fc.tuple(fc.string({ minLength: 1, maxLength: 30 }), fc.integer({ min: 10, max: 60 })).map(([t, k]) => t.repeat(k)) }),
+      fc.record({
+        op: fc.constant("remember" as const),
+        id: fc.nat({ max: 4 }),
+        text: fc.tuple(fc.string({ minLength: 1, maxLength: 30 }), fc.integer({ min: 10, max: 60 })).map(([t, k]) => t.repeat(k)),
+      }),
       fc.record({ op: fc.constant("recall" as const), id: fc.nat({ max: 4 }) }),
       fc.record({ op: fc.constant("wait" as const), ms: fc.nat({ max: 700 }) }),
     );
     fc.assert(
-      fc.property(fc.array(step, { maxLength: 60 }), fc.integer({ min: 170, max: 4000 }), fc.integer({ min: 1, max: 4 }), fc.constantFrom(1, 16, 100, 5000), (steps, maxBytes, maxEntries, arenaBytes) => {
-        let now = 0;
-        // a tiny ring: it wraps, and repacks, within a few steps
-        const store = new CotStore({ maxBytes, maxEntries, ttlMs: 1000, now: () => now, arenaBytes });
-        // the model: insertion order is recency order
-        const model = new Map<string, { text: string; size: number; expires: number }>();
-        let bytes = 0;
-        let evictions = 0;
-        const drop = (id: string) => {
-          const e = model.get(id);
-          if (e) {
-            model.delete(id);
-            bytes -= e.size;
-          }
-        };
-        for (const st of steps) {
-          if (st.op === "wait") now += st.ms;
-          else if (st.op === "remember") {
-            const id = `call_${st.id}`;
-            const utf8Bytes = utf8(st.text);
-            store.remember(id, utf8Bytes);
-            const size = utf8Bytes.length + 2 * id.length + 160;
-            if (utf8Bytes.length === 0 || size > maxBytes) continue;
-            drop(id);
-            model.set(id, { text: st.text, size, expires: now + 1000 });
-            bytes += size;
-            for (const [k, e] of model) {
-              if (bytes <= maxBytes && model.size <= maxEntries && e.expires > now) break;
-              drop(k);
-              evictions++;
-            }
-          } else {
-            const id = `call_${st.id}`;
+      fc.property(
+        fc.array(step, { maxLength: 60 }),
+        fc.integer({ min: 170, max: 4000 }),
+        fc.integer({ min: 1, max: 4 }),
+        fc.constantFrom(1, 16, 100, 5000),
+        (steps, maxBytes, maxEntries, arenaBytes) => {
+          let now = 0;
+          // a tiny ring: it wraps, and repacks, within a few steps
+          const store = new CotStore({ maxBytes, maxEntries, ttlMs: 1000, now: () => now, arenaBytes });
+          // the model: insertion order is recency order
+          const model = new Map<string, { text: string; size: number; expires: number }>();
+          let bytes = 0;
+          let evictions = 0;
+          const drop = (id: string) => {
             const e = model.get(id);
-            const want = e && e.expires > now ? e.text : undefined;
-            if (e && want === undefined) drop(id);
-            if (e && want !== undefined) {
+            if (e) {
               model.delete(id);
-              model.set(id, e);
+              bytes -= e.size;
             }
-            expect(store.recall(id)).toBe(want);
+          };
+          for (const st of steps) {
+            if (st.op === "wait") now += st.ms;
+            else if (st.op === "remember") {
+              const id = `call_${st.id}`;
+              const utf8Bytes = utf8(st.text);
+              store.remember(id, utf8Bytes);
+              const size = utf8Bytes.length + 2 * id.length + 160;
+              if (utf8Bytes.length === 0 || size > maxBytes) continue;
+              drop(id);
+              model.set(id, { text: st.text, size, expires: now + 1000 });
+              bytes += size;
+              for (const [k, e] of model) {
+                if (bytes <= maxBytes && model.size <= maxEntries && e.expires > now) break;
+                drop(k);
+                evictions++;
+              }
+            } else {
+              const id = `call_${st.id}`;
+              const e = model.get(id);
+              const want = e && e.expires > now ? e.text : undefined;
+              if (e && want === undefined) drop(id);
+              if (e && want !== undefined) {
+                model.delete(id);
+                model.set(id, e);
+              }
+              expect(store.recall(id)).toBe(want);
+            }
+            expect(store.stats.entries).toBe(model.size);
+            expect(store.stats.bytes).toBe(bytes);
+            expect(store.stats.evictions).toBe(evictions);
+            let live = 0;
+            for (const e of model.values()) live += utf8(e.text).length;
+            expect(store.arenaBytes).toBeGreaterThanOrEqual(live);
+            expect(store.arenaReach).toBeLessThanOrEqual(store.arenaBytes);
           }
-          expect(store.stats.entries).toBe(model.size);
-          expect(store.stats.bytes).toBe(bytes);
-          expect(store.stats.evictions).toBe(evictions);
-          let live = 0;
-          for (const e of model.values()) live += utf8(e.text).length;
-          expect(store.arenaBytes).toBeGreaterThanOrEqual(live);
-          expect(store.arenaReach).toBeLessThanOrEqual(store.arenaBytes);
-        }
-      }),
+        },
+      ),
       { numRuns: 300 },
     );
   });

@@ -207,11 +207,7 @@ describe("events", () => {
           "<|start|>assistant<|channel|>final<|message|>c<|return|>",
       ),
     );
-    expect(evs.filter((e) => e.type === "delta").map((e) => (e as { kind: string }).kind)).toEqual([
-      "reasoning",
-      "commentary",
-      "content",
-    ]);
+    expect(evs.filter((e) => e.type === "delta").map((e) => (e as { kind: string }).kind)).toEqual(["reasoning", "commentary", "content"]);
     expect(evs.at(-1)).toMatchObject({ type: "done", finish_reason: "stop", messages: 3 });
   });
 

@@ -23,7 +23,10 @@ describe("harmony-sidecar serve", () => {
     expect(resolveOptions({}, { HARMONY_INLINE: "0" })).toMatchObject({ inline: 0 });
     expect(() => resolveOptions({ inline: "-1" }, {})).toThrow(/inline/);
     // an empty variable is unset (it used to read as 0: a random port); other non-decimal values are errors
-    expect(resolveOptions({}, { HARMONY_PORT: "", HARMONY_WORKERS: "" })).toMatchObject({ port: 8765, workers: defaultWorkers(os.availableParallelism()) });
+    expect(resolveOptions({}, { HARMONY_PORT: "", HARMONY_WORKERS: "" })).toMatchObject({
+      port: 8765,
+      workers: defaultWorkers(os.availableParallelism()),
+    });
     expect(() => resolveOptions({ port: "" }, {})).toThrow(/port \(HARMONY_PORT\)/);
     expect(() => resolveOptions({ workers: "0x2" }, {})).toThrow(/workers/);
     expect(() => resolveOptions({}, { HARMONY_MAX_STREAMS: "1e3" })).toThrow(/maxStreams/);
@@ -35,7 +38,8 @@ describe("harmony-sidecar serve", () => {
     expect(resolveHeapGrowth({}, {})).toBe(DEFAULT_HEAP_GROWTH);
     expect(resolveHeapGrowth({}, { HARMONY_HEAP_GROWTH: "0" })).toBe(0);
     expect(resolveHeapGrowth({ heapGrowth: "150" }, { HARMONY_HEAP_GROWTH: "0" })).toBe(150);
-    for (const bad of ["-1", "1001", "1.5", "lots", "", "1e2", "0x12c"]) expect(() => resolveHeapGrowth({ heapGrowth: bad }, {})).toThrow(/heapGrowth \(HARMONY_HEAP_GROWTH\)/);
+    for (const bad of ["-1", "1001", "1.5", "lots", "", "1e2", "0x12c"])
+      expect(() => resolveHeapGrowth({ heapGrowth: bad }, {})).toThrow(/heapGrowth \(HARMONY_HEAP_GROWTH\)/);
     expect(resolveHeapGrowth({}, { HARMONY_HEAP_GROWTH: "" })).toBe(DEFAULT_HEAP_GROWTH);
     const given: string[] = [];
     const node = (execArgv: string[]) => ({ execArgv, setFlags: (f: string) => given.push(f) });
@@ -48,7 +52,9 @@ describe("harmony-sidecar serve", () => {
   });
 
   it("says whether ws unmasks natively: bufferutil's binary where it has one for this platform, else a JS loop", () => {
-    const prebuilt = existsSync(fileURLToPath(new URL(`../node_modules/bufferutil/prebuilds/${process.platform}-${process.arch}/`, import.meta.url)));
+    const prebuilt = existsSync(
+      fileURLToPath(new URL(`../node_modules/bufferutil/prebuilds/${process.platform}-${process.arch}/`, import.meta.url)),
+    );
     const saved = process.env.WS_NO_BUFFER_UTIL;
     try {
       delete process.env.WS_NO_BUFFER_UTIL;

@@ -38,7 +38,12 @@ async function start(opts: Partial<Omit<ServiceOptions, "limits">> & { limits?: 
   });
   running.push(svc);
   const ports = await svc.start();
-  return { svc, ws: `ws://127.0.0.1:${ports.port}/v1/stream`, grpc: `grpc://127.0.0.1:${ports.grpcPort}`, http: `http://127.0.0.1:${ports.port}` };
+  return {
+    svc,
+    ws: `ws://127.0.0.1:${ports.port}/v1/stream`,
+    grpc: `grpc://127.0.0.1:${ports.grpcPort}`,
+    http: `http://127.0.0.1:${ports.port}`,
+  };
 }
 
 async function connect(url: string, opts: { json?: boolean; token?: string; handles?: boolean } = {}) {
@@ -145,7 +150,12 @@ describe("bad input gets an error event and the connection carries on", () => {
     st.write(enc.encode("<|channel|>final<|message|>fine<|return|>"));
     st.close();
     const evs = await st.collect();
-    expect(evs.filter((e) => e.type === "delta").map((e) => (e as { text: string }).text).join("")).toBe("fine");
+    expect(
+      evs
+        .filter((e) => e.type === "delta")
+        .map((e) => (e as { text: string }).text)
+        .join(""),
+    ).toBe("fine");
   }
   const errorOf = async (client: HarmonyClient, stream: string) => {
     for await (const ev of client.handle(stream)) if (ev.type === "error") return ev;
@@ -217,7 +227,12 @@ describe("bad input gets an error event and the connection carries on", () => {
     r.close();
     const evs = await r.collect();
     expect(evs.find((e) => e.type === "recovery")).toMatchObject({ kind: "invalid_token" });
-    expect(evs.filter((e) => e.type === "delta").map((e) => (e as { text: string }).text).join("")).toBe("a\uFFFDb");
+    expect(
+      evs
+        .filter((e) => e.type === "delta")
+        .map((e) => (e as { text: string }).text)
+        .join(""),
+    ).toBe("a\uFFFDb");
     // wrong types in the JSON form are refused with a code, nothing of the op is used
     client.sendRaw(JSON.stringify({ ops: [{ tokens: { stream: "r", ids: [1.5] } }] }));
     expect(await errorOf(client, "r")).toMatchObject({ code: "bad_token_id" });
@@ -256,7 +271,11 @@ async function rawClient(url: string, json = false) {
   const waiters: (() => void)[] = [];
   ws.on("message", (data: Buffer, isBinary) => {
     const got = isBinary
-      ? (schemaOf().ServerFrame.toObject(schemaOf().ServerFrame.decode(data), { defaults: false }) as { events?: Record<string, unknown>[] }).events ?? []
+      ? ((
+          schemaOf().ServerFrame.toObject(schemaOf().ServerFrame.decode(data), { defaults: false }) as {
+            events?: Record<string, unknown>[];
+          }
+        ).events ?? [])
       : (JSON.parse(data.toString("utf8")) as { events: Record<string, unknown>[] }).events;
     events.push(...got);
     for (const w of waiters.splice(0)) w();
@@ -306,12 +325,14 @@ describe("streams named by a numeric handle", () => {
   it("bad handles get a precise error, never on another stream's handle, and the connection carries on", async () => {
     const s = await start({ workers: 1 });
     const c = await rawClient(s.ws);
-    const errorFor = (handle: number, code: string) => c.until((e) => Number(e.handle) === handle && (e.error as { code?: string } | undefined)?.code === code);
+    const errorFor = (handle: number, code: string) =>
+      c.until((e) => Number(e.handle) === handle && (e.error as { code?: string } | undefined)?.code === code);
     c.send([{ tokens: { handle: 3, ids: [1] } }]);
     expect((await errorFor(3, "unknown_stream")).error).toMatchObject({ message: "no open stream with handle 3" });
     c.send([{ open: { stream: "a", handle: 4 } }, { open: { stream: "b", handle: 4 } }]);
     // errors about an op name the stream by the op's name when it gave one: handle 4 is another stream's
-    const byName = (stream: string, code: string) => c.until((e) => e.stream === stream && (e.error as { code?: string } | undefined)?.code === code);
+    const byName = (stream: string, code: string) =>
+      c.until((e) => e.stream === stream && (e.error as { code?: string } | undefined)?.code === code);
     const dup = await byName("b", "duplicate_stream");
     expect(dup.handle ?? 0).toBe(0);
     expect(dup.error).toMatchObject({ message: 'handle 4 is already in use by stream "a"' });
@@ -322,7 +343,9 @@ describe("streams named by a numeric handle", () => {
     c.send([{ close: { handle: 4, reason: "later" } }]);
     expect((await errorFor(4, "bad_option")).stream ?? "").toBe("");
     // of these, stream a (handle 4) gets only the error about its own close
-    expect(c.events.filter((e) => Number(e.handle) === 4 && e.error !== undefined).map((e) => (e.error as { code: string }).code)).toEqual(["bad_option"]);
+    expect(c.events.filter((e) => Number(e.handle) === 4 && e.error !== undefined).map((e) => (e.error as { code: string }).code)).toEqual([
+      "bad_option",
+    ]);
     c.send([{ close: { handle: 4 } }]);
     await c.until((e) => e.done !== undefined && Number(e.handle) === 4);
     c.send([{ tokens: { handle: 4, ids: [1] } }]);
@@ -332,11 +355,20 @@ describe("streams named by a numeric handle", () => {
     expect([noName.stream ?? "", Number(noName.handle ?? 0)]).toEqual(["", 0]); // a connection-level error
     // a closed handle may be given to a new stream
     c.send([{ open: { stream: "again", handle: 4 } }, { tokens: { handle: 4, ids: enc.encode(text) } }, { close: { handle: 4 } }]);
-    const done = await c.until((e) => e.done !== undefined && Number(e.handle) === 4 && c.events.indexOf(e) > c.events.findIndex((x) => (x.error as { code?: string } | undefined)?.code === "bad_frame"));
+    const done = await c.until(
+      (e) =>
+        e.done !== undefined &&
+        Number(e.handle) === 4 &&
+        c.events.indexOf(e) > c.events.findIndex((x) => (x.error as { code?: string } | undefined)?.code === "bad_frame"),
+    );
     expect(done.done).toMatchObject({ finish_reason: "stop" });
     // handles past the small ones kept in an array, up to the largest uint32
     for (const big of [8191, 8192, 0xffffffff]) {
-      c.send([{ open: { stream: `big${big}`, handle: big } }, { tokens: { handle: big, ids: enc.encode(text) } }, { close: { handle: big } }]);
+      c.send([
+        { open: { stream: `big${big}`, handle: big } },
+        { tokens: { handle: big, ids: enc.encode(text) } },
+        { close: { handle: big } },
+      ]);
       expect((await c.until((e) => e.done !== undefined && Number(e.handle) === big)).done).toMatchObject({ finish_reason: "stop" });
       c.send([{ tokens: { handle: big, ids: [1] } }]);
       await errorFor(big, "stream_closed");
@@ -345,7 +377,8 @@ describe("streams named by a numeric handle", () => {
     c.ws.send(Uint8Array.from([0x0a, 0x08, 0x12, 0x06, 0x18, 0x80, 0x80, 0x80, 0x80, 0x10]));
     await c.until((e) => (e.error as { message?: string } | undefined)?.message === "a handle does not fit uint32");
     // the same for Open (field 9) and Close (field 3), which protobufjs alone would cut to their low bits
-    const tooBig = (e: Record<string, unknown>) => (e.error as { message?: string } | undefined)?.message === "a handle does not fit uint32";
+    const tooBig = (e: Record<string, unknown>) =>
+      (e.error as { message?: string } | undefined)?.message === "a handle does not fit uint32";
     c.ws.send(Uint8Array.from([0x0a, 0x0b, 0x0a, 0x09, 0x0a, 0x01, 0x6f, 0x48, 0x85, 0x80, 0x80, 0x80, 0x10]));
     c.ws.send(Uint8Array.from([0x0a, 0x0b, 0x1a, 0x09, 0x0a, 0x01, 0x6f, 0x18, 0x85, 0x80, 0x80, 0x80, 0x10]));
     await c.until(() => c.events.filter(tooBig).length === 3);
@@ -395,9 +428,20 @@ describe("streams named by a numeric handle", () => {
       { open: { stream: "x" } },
       { tokens: { stream: "x", ids } },
     ]);
-    await c.until((e) => e.message_start !== undefined && e.stream === "x" && c.events.filter((f) => f.stream === "x" && f.done !== undefined).length === 1);
-    await c.until((e) => Number(e.handle) === 2 && e.message_start !== undefined && c.events.filter((f) => Number(f.handle) === 2 && f.done !== undefined).length === 1);
-    for (const [key, val] of [["handle", 2], ["stream", "x"]] as const) {
+    await c.until(
+      (e) =>
+        e.message_start !== undefined && e.stream === "x" && c.events.filter((f) => f.stream === "x" && f.done !== undefined).length === 1,
+    );
+    await c.until(
+      (e) =>
+        Number(e.handle) === 2 &&
+        e.message_start !== undefined &&
+        c.events.filter((f) => Number(f.handle) === 2 && f.done !== undefined).length === 1,
+    );
+    for (const [key, val] of [
+      ["handle", 2],
+      ["stream", "x"],
+    ] as const) {
       const mine = c.events.filter((e) => (key === "handle" ? Number(e.handle) === val : e.stream === val));
       const firstDone = mine.findIndex((e) => e.done !== undefined);
       const starts = mine.map((e, i) => (e.message_start !== undefined ? i : -1)).filter((i) => i >= 0);
@@ -431,7 +475,9 @@ describe("faults", () => {
   it("a worker killed mid-stream fails only its streams; the rest carry on and new streams work", async () => {
     const s = await start({ workers: 2 });
     const client = await connect(s.ws);
-    const ids = enc.encode("<|channel|>analysis<|message|>thinking about it<|end|><|start|>assistant<|channel|>final<|message|>done<|return|>");
+    const ids = enc.encode(
+      "<|channel|>analysis<|message|>thinking about it<|end|><|start|>assistant<|channel|>final<|message|>done<|return|>",
+    );
     const { crashed, fine } = await crashMidStream(s.svc, client, ids);
     expect(crashed.length).toBe(2); // streams are spread over both workers
     expect(fine.length).toBe(2);
@@ -451,7 +497,16 @@ describe("faults", () => {
     s.svc.pool.on("crash", (slot) => crashes.push(slot));
     await faultMidStream(s, async () => {
       // stand in for a bug: an open op without its spec makes the host throw
-      const bad = s.svc.pool.run(0, { t: "ops", conn: 999, json: false, kinds: [1], sids: [1], offs: [0, 0], ids: new Uint32Array(0), extra: [] });
+      const bad = s.svc.pool.run(0, {
+        t: "ops",
+        conn: 999,
+        json: false,
+        kinds: [1],
+        sids: [1],
+        offs: [0, 0],
+        ids: new Uint32Array(0),
+        extra: [],
+      });
       await expect(bad).rejects.toBeTruthy();
     });
     expect(crashes).toEqual([0]);
@@ -505,7 +560,12 @@ describe("faults", () => {
     const evs = await st.collect();
     expect(evs.find((e) => e.type === "error")).toMatchObject({ code: "shutting_down" });
     expect(evs.at(-1)).toMatchObject({ type: "done", finish_reason: "abort" });
-    expect(evs.filter((e) => e.type === "delta").map((e) => (e as { text: string }).text).join("")).toBe("half an ans");
+    expect(
+      evs
+        .filter((e) => e.type === "delta")
+        .map((e) => (e as { text: string }).text)
+        .join(""),
+    ).toBe("half an ans");
     expect(await closed).toBe(1001);
     await stopping;
   });
@@ -685,7 +745,13 @@ describe("sessions on the main thread (the inline slot)", () => {
   ] as const) {
     it(`${name}: the corpus multiplexed on one connection (WebSocket protobuf and JSON, gRPC; by name and by handle) gives the in-process events`, async () => {
       const s = await start(opts);
-      for (const [url, json, handles] of [[s.ws, false, false], [s.ws, true, false], [s.grpc, false, false], [s.ws, false, true], [s.grpc, false, true]] as const) {
+      for (const [url, json, handles] of [
+        [s.ws, false, false],
+        [s.ws, true, false],
+        [s.grpc, false, false],
+        [s.ws, false, true],
+        [s.grpc, false, true],
+      ] as const) {
         const client = await connect(url, { json, handles });
         const got = await runStepFrames(client, cases, 3);
         for (const [i, c] of cases.entries()) expect(normalize(got[i]!), c.id).toEqual(inProcess(c.tokens, c.role));
@@ -736,7 +802,9 @@ describe("sessions on the main thread (the inline slot)", () => {
     (raw as unknown as { _socket: { pause(): void } })._socket.pause();
     const frameOf = (ops: unknown[]) => s.svc.schema.ClientFrame.encode({ ops }).finish();
     raw.send(frameOf([{ open: { stream: "big" } }]));
-    const frame = frameOf([{ tokens: { stream: "big", ids: enc.encode("<|channel|>final<|message|>" + "lorem ipsum dolor sit amet ".repeat(400)) } }]);
+    const frame = frameOf([
+      { tokens: { stream: "big", ids: enc.encode("<|channel|>final<|message|>" + "lorem ipsum dolor sit amet ".repeat(400)) } },
+    ]);
     for (let i = 0; i < 400; i++) raw.send(frame);
     await new Promise((r) => setTimeout(r, 1500));
     const framesRead = Number((await (await fetch(`${s.http}/metrics`)).text()).match(/harmony_frames_total\{transport="ws"\} (\d+)/)?.[1]);

@@ -104,13 +104,20 @@ describe.each([2, 0])("sidecar mode, %i worker threads", (workers) => {
       expect(r.choices[0]!.message.content).toBe("2 + 2 = 4.");
       expect((r.choices[0]!.message as { reasoning_content?: string }).reasoning_content).toBe("Simple arithmetic.");
       expect(r.choices[1]!.finish_reason).toBe("tool_calls");
-      expect(r.choices[1]!.message.tool_calls![0]).toMatchObject({ type: "function", function: { name: "get_weather", arguments: '{"city":"Oslo"}' } });
+      expect(r.choices[1]!.message.tool_calls![0]).toMatchObject({
+        type: "function",
+        function: { name: "get_weather", arguments: '{"city":"Oslo"}' },
+      });
       expect(r.usage!.prompt_tokens).toBeGreaterThan(0);
     });
 
     it("streams tool calls through the SDK's stream helper", async () => {
       upstream.script({ tokens: completion(CALL) });
-      const runner = client.chat.completions.stream({ model: "gpt-oss", messages: [{ role: "user", content: "Weather in Oslo?" }], tools: TOOLS });
+      const runner = client.chat.completions.stream({
+        model: "gpt-oss",
+        messages: [{ role: "user", content: "Weather in Oslo?" }],
+        tools: TOOLS,
+      });
       const final = await runner.finalChatCompletion();
       const msg = final.choices[0]!.message;
       expect(final.choices[0]!.finish_reason).toBe("tool_calls");
@@ -120,7 +127,11 @@ describe.each([2, 0])("sidecar mode, %i worker threads", (workers) => {
 
     it("a multi-turn tool loop whose client drops the reasoning still sends the CoT upstream", async () => {
       upstream.script({ tokens: completion(CALL) });
-      const first = await client.chat.completions.create({ model: "gpt-oss", messages: [{ role: "user", content: "Weather in Oslo?" }], tools: TOOLS });
+      const first = await client.chat.completions.create({
+        model: "gpt-oss",
+        messages: [{ role: "user", content: "Weather in Oslo?" }],
+        tools: TOOLS,
+      });
       const call = first.choices[0]!.message.tool_calls![0]!;
       upstream.script({ tokens: completion("<|channel|>final<|message|>It is 3 °C in Oslo.<|return|>") });
       // a stateless client: history rebuilt from content and tool_calls only
@@ -150,9 +161,10 @@ describe.each([2, 0])("sidecar mode, %i worker threads", (workers) => {
         upstream.script({ tokens: s.tokens });
         const r = await client.chat.completions.create({ model: "gpt-oss", messages: [{ role: "user", content: "go" }], tools: TOOLS });
         const got = r.choices[0]!.message.tool_calls ?? [];
-        expect(got.map((c) => [`functions.${c.function.name}`, c.function.arguments]), `${s.fault} #${i}`).toEqual(
-          calls.map((m) => [m.recipient, m.content]),
-        );
+        expect(
+          got.map((c) => [`functions.${c.function.name}`, c.function.arguments]),
+          `${s.fault} #${i}`,
+        ).toEqual(calls.map((m) => [m.recipient, m.content]));
       }
       expect(checked).toBe(25);
     });
@@ -164,7 +176,14 @@ describe.each([2, 0])("sidecar mode, %i worker threads", (workers) => {
       const stream = client.responses.stream({
         model: "gpt-oss",
         input: "Weather in Oslo?",
-        tools: [{ type: "function", name: "get_weather", parameters: { type: "object", properties: { city: { type: "string" } } }, strict: false }],
+        tools: [
+          {
+            type: "function",
+            name: "get_weather",
+            parameters: { type: "object", properties: { city: { type: "string" } } },
+            strict: false,
+          },
+        ],
       });
       const types: string[] = [];
       for await (const ev of stream) types.push(ev.type);
@@ -192,7 +211,9 @@ describe.each([2, 0])("sidecar mode, %i worker threads", (workers) => {
         ],
       });
       expect(r2.output_text).toBe("Done.");
-      expect(decode(upstream.received.at(-1)!.body.prompt as number[])).toContain("<|start|>functions.get_weather to=assistant<|channel|>commentary<|message|>{\"temp_c\":3}<|end|>");
+      expect(decode(upstream.received.at(-1)!.body.prompt as number[])).toContain(
+        '<|start|>functions.get_weather to=assistant<|channel|>commentary<|message|>{"temp_c":3}<|end|>',
+      );
     });
   });
 
@@ -209,7 +230,9 @@ describe.each([2, 0])("sidecar mode, %i worker threads", (workers) => {
         code: "upstream_error",
       });
       upstream.script({ tokens: [], status: 500 });
-      await expect(client.chat.completions.create({ model: "m", messages: [{ role: "user", content: "x" }] })).rejects.toMatchObject({ status: 502 });
+      await expect(client.chat.completions.create({ model: "m", messages: [{ role: "user", content: "x" }] })).rejects.toMatchObject({
+        status: 502,
+      });
     });
 
     it("an unreachable upstream is a 502, a silent one a 504", async () => {
@@ -231,7 +254,9 @@ describe.each([2, 0])("sidecar mode, %i worker threads", (workers) => {
       });
       await dead.stop();
       upstream.script({ tokens: [], hang: true });
-      await expect(client.chat.completions.create({ model: "m", messages: [{ role: "user", content: "x" }] })).rejects.toMatchObject({ status: 504 });
+      await expect(client.chat.completions.create({ model: "m", messages: [{ role: "user", content: "x" }] })).rejects.toMatchObject({
+        status: 504,
+      });
     });
 
     it("a stream that breaks mid-way ends with an error the client sees, not a hang", async () => {
@@ -246,7 +271,10 @@ describe.each([2, 0])("sidecar mode, %i worker threads", (workers) => {
     it("a client that disconnects aborts the upstream request and frees its sessions", async () => {
       upstream.script({ tokens: completion(ANSWER), delayMs: 200 });
       const ctrl = new AbortController();
-      const stream = await client.chat.completions.create({ model: "m", messages: [{ role: "user", content: "x" }], stream: true }, { signal: ctrl.signal });
+      const stream = await client.chat.completions.create(
+        { model: "m", messages: [{ role: "user", content: "x" }], stream: true },
+        { signal: ctrl.signal },
+      );
       const it = stream[Symbol.asyncIterator]();
       await it.next();
       ctrl.abort();
@@ -257,7 +285,15 @@ describe.each([2, 0])("sidecar mode, %i worker threads", (workers) => {
     });
 
     it("without --upstream the OpenAI paths say so", async () => {
-      const plain = new Service({ host: "127.0.0.1", port: 0, grpcPort: -1, workers: 1, drainTimeoutMs: 1000, limits: DEFAULT_LIMITS, logger: pino({ level: "silent" }) });
+      const plain = new Service({
+        host: "127.0.0.1",
+        port: 0,
+        grpcPort: -1,
+        workers: 1,
+        drainTimeoutMs: 1000,
+        limits: DEFAULT_LIMITS,
+        logger: pino({ level: "silent" }),
+      });
       const { port } = await plain.start();
       const res = await fetch(`http://127.0.0.1:${port}/v1/chat/completions`, { method: "POST", body: "{}" });
       expect(res.status).toBe(404);

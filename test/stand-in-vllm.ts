@@ -64,7 +64,9 @@ export async function startStandIn(): Promise<StandIn> {
       const s = scripts.length > 1 ? scripts.shift()! : scripts[0]!;
       if (s.status) {
         res.writeHead(s.status, { "content-type": "application/json" });
-        res.end(s.errorBody ?? JSON.stringify({ object: "error", message: `scripted ${s.status}`, type: "BadRequestError", code: s.status }));
+        res.end(
+          s.errorBody ?? JSON.stringify({ object: "error", message: `scripted ${s.status}`, type: "BadRequestError", code: s.status }),
+        );
         return;
       }
       if (!Array.isArray(body.prompt) || body.return_token_ids !== true || body.stream !== true) {
@@ -80,7 +82,9 @@ export async function startStandIn(): Promise<StandIn> {
 
   async function stream(res: http.ServerResponse, s: Script, body: Record<string, unknown>, promptTokens: number): Promise<void> {
     const n = typeof body.n === "number" ? body.n : 1;
-    const per = Array.from({ length: n }, (_, i) => (Array.isArray(s.tokens[0]) ? ((s.tokens as number[][])[i] ?? []) : (s.tokens as number[])));
+    const per = Array.from({ length: n }, (_, i) =>
+      Array.isArray(s.tokens[0]) ? ((s.tokens as number[][])[i] ?? []) : (s.tokens as number[]),
+    );
     const max = typeof body.max_tokens === "number" ? body.max_tokens : Infinity;
     const id = `cmpl-${Math.random().toString(36).slice(2)}`;
     let sent = 0;
@@ -110,10 +114,14 @@ export async function startStandIn(): Promise<StandIn> {
         if (s.delayMs) await new Promise((r) => setTimeout(r, s.delayMs));
       }
       if (toks.length === 0) {
-        res.write(`data: ${JSON.stringify({ id, object: "text_completion", created: 0, model: body.model, choices: [{ index: choice, text: "", finish_reason: s.finish ?? "stop", token_ids: [] }], usage: null })}\n\n`);
+        res.write(
+          `data: ${JSON.stringify({ id, object: "text_completion", created: 0, model: body.model, choices: [{ index: choice, text: "", finish_reason: s.finish ?? "stop", token_ids: [] }], usage: null })}\n\n`,
+        );
       }
     }
-    res.write(`data: ${JSON.stringify({ id, object: "text_completion", created: 0, model: body.model, choices: [], usage: { prompt_tokens: promptTokens, completion_tokens: completion, total_tokens: promptTokens + completion } })}\n\n`);
+    res.write(
+      `data: ${JSON.stringify({ id, object: "text_completion", created: 0, model: body.model, choices: [], usage: { prompt_tokens: promptTokens, completion_tokens: completion, total_tokens: promptTokens + completion } })}\n\n`,
+    );
     res.end("data: [DONE]\n\n");
   }
 

@@ -68,11 +68,7 @@ export async function loadReferencePeer(): Promise<ReferencePeer> {
   const realFetch = globalThis.fetch;
   globalThis.fetch = async (input: string | URL | Request, init?: RequestInit) => {
     const url = typeof input === "string" ? input : input instanceof URL ? input.href : input.url;
-    const file = url.startsWith("file:")
-      ? fileURLToPath(url)
-      : url.startsWith(ORIGIN)
-        ? path.join(dir, url.slice(ORIGIN.length))
-        : null;
+    const file = url.startsWith("file:") ? fileURLToPath(url) : url.startsWith(ORIGIN) ? path.join(dir, url.slice(ORIGIN.length)) : null;
     if (file === null) return realFetch(input, init);
     const res = new Response(await readFile(file), {
       headers: { "content-type": file.endsWith(".wasm") ? "application/wasm" : "application/octet-stream" },

@@ -122,9 +122,7 @@ export function chatFinishReason(reason: FinishReason, functionCalls: number): C
   }
 }
 
-type Route =
-  | { kind: "function"; toolIndex: number }
-  | { kind: "builtin" };
+type Route = { kind: "function"; toolIndex: number } | { kind: "builtin" };
 
 /** Streaming adapter: harmony events in, `chat.completion.chunk` objects out. */
 export class ChatCompletionChunkAdapter {
@@ -199,9 +197,7 @@ export class ChatCompletionChunkAdapter {
     const toolIndex = this.functionCalls++;
     this.route = { kind: "function", toolIndex };
     const id = this.options.toolCallId ? this.options.toolCallId(e) : e.id;
-    out.push(
-      this.chunk({ tool_calls: [{ index: toolIndex, id, type: "function", function: { name: e.name, arguments: "" } }] }, null),
-    );
+    out.push(this.chunk({ tool_calls: [{ index: toolIndex, id, type: "function", function: { name: e.name, arguments: "" } }] }, null));
   }
 
   private delta(index: number, kind: DeltaKind, text: string, out: HarmonyChatCompletionChunk[]): void {

@@ -35,10 +35,7 @@ import type { DeltaKind, DoneEvent, ErrorEvent, FinishReason, HarmonyEvent, Tool
 
 /** Response fields echoed from the request (instructions, tools, tool_choice, temperature, ...). */
 export type ResponseEcho = Partial<
-  Omit<
-    Response,
-    "id" | "object" | "created_at" | "model" | "status" | "output" | "output_text" | "error" | "incomplete_details" | "usage"
-  >
+  Omit<Response, "id" | "object" | "created_at" | "model" | "status" | "output" | "output_text" | "error" | "incomplete_details" | "usage">
 >;
 
 export interface ResponsesAdapterOptions {
@@ -212,7 +209,12 @@ export class ResponsesStreamAdapter {
     this.open = it;
     const item = this.item(it, "in_progress");
     this.output.push(item);
-    out.push({ type: "response.output_item.added", sequence_number: this.seq++, output_index: outputIndex, item: this.item(it, "in_progress") });
+    out.push({
+      type: "response.output_item.added",
+      sequence_number: this.seq++,
+      output_index: outputIndex,
+      item: this.item(it, "in_progress"),
+    });
     if (target !== "function_call") {
       const part: ResponseContentPartAddedEvent["part"] =
         target === "reasoning" ? { type: "reasoning_text", text: "" } : { type: "output_text", text: "", annotations: [], logprobs: [] };
@@ -240,7 +242,14 @@ export class ResponsesStreamAdapter {
         break;
       case "final":
       case "commentary":
-        out.push({ type: "response.output_text.done", sequence_number: this.seq++, ...where, content_index: 0, text: it.text, logprobs: [] });
+        out.push({
+          type: "response.output_text.done",
+          sequence_number: this.seq++,
+          ...where,
+          content_index: 0,
+          text: it.text,
+          logprobs: [],
+        });
         part = { type: "output_text", text: it.text, annotations: [], logprobs: [] };
         break;
       case "function_call":

@@ -28,12 +28,7 @@ export type Chunker = (tokens: ArrayLike<number>) => ArrayLike<number>[];
  * before it, and the error itself (an error at end of input has index =
  * token count and token = null).
  */
-export function parseCase(
-  vocab: Vocabulary,
-  tokens: ArrayLike<number>,
-  options: ParserOptions,
-  chunker?: Chunker,
-): CaseResult {
+export function parseCase(vocab: Vocabulary, tokens: ArrayLike<number>, options: ParserOptions, chunker?: Chunker): CaseResult {
   const parser = new HarmonyParser(vocab, { ...options, wholeMessages: true });
   const messages: ReferenceMessage[] = [];
   const recoveries: { kind: RecoveryKind; at: number }[] = [];

@@ -144,7 +144,10 @@ export abstract class HarmonyClient {
   closed = false;
 
   static async connect(url: string, opts: ConnectOptions = {}): Promise<HarmonyClient> {
-    const c = url.startsWith("ws://") || url.startsWith("wss://") ? await WsClient.open(url, opts) : await GrpcClient.open(url.replace(/^grpc:\/\//, ""), opts);
+    const c =
+      url.startsWith("ws://") || url.startsWith("wss://")
+        ? await WsClient.open(url, opts)
+        : await GrpcClient.open(url.replace(/^grpc:\/\//, ""), opts);
     c.useHandles = opts.handles === true;
     return c;
   }
@@ -327,9 +330,7 @@ export class WsClient extends HarmonyClient {
 
   send(ops: ClientOpJson[]): void {
     if (this.json) {
-      const plain = ops.map((o) =>
-        "tokens" in o ? { tokens: { ...o.tokens, ids: Array.from(o.tokens.ids) } } : o,
-      );
+      const plain = ops.map((o) => ("tokens" in o ? { tokens: { ...o.tokens, ids: Array.from(o.tokens.ids) } } : o));
       this.ws.send(JSON.stringify({ ops: plain }));
     } else this.ws.send(this.encode(ops));
   }
@@ -372,9 +373,7 @@ export class GrpcClient extends HarmonyClient {
 
   static async open(address: string, opts: ConnectOptions): Promise<GrpcClient> {
     const c = new GrpcClient(address, opts);
-    await new Promise<void>((resolve, reject) =>
-      c.client.waitForReady(Date.now() + 10_000, (err) => (err ? reject(err) : resolve())),
-    );
+    await new Promise<void>((resolve, reject) => c.client.waitForReady(Date.now() + 10_000, (err) => (err ? reject(err) : resolve())));
     return c;
   }
 

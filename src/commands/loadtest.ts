@@ -29,14 +29,22 @@ export interface LoadtestFlags {
 
 function num(name: string, raw: string, min: number, max = Number.MAX_SAFE_INTEGER): number {
   const n = Number(raw);
-  if (!Number.isFinite(n) || n < min || n > max) throw new Error(`--${name} must be a number in [${min}, ${max}], got ${JSON.stringify(raw)}`);
+  if (!Number.isFinite(n) || n < min || n > max)
+    throw new Error(`--${name} must be a number in [${min}, ${max}], got ${JSON.stringify(raw)}`);
   return n;
 }
 
 export function loadtestOptions(f: LoadtestFlags): LoadtestOptions {
-  const faults = f.faults === "all" ? [...FAULT_KINDS] : f.faults.split(",").map((s) => s.trim()).filter(Boolean);
+  const faults =
+    f.faults === "all"
+      ? [...FAULT_KINDS]
+      : f.faults
+          .split(",")
+          .map((s) => s.trim())
+          .filter(Boolean);
   for (const k of faults) {
-    if (!(FAULT_KINDS as readonly string[]).includes(k)) throw new Error(`unknown fault kind ${JSON.stringify(k)}; known: ${FAULT_KINDS.join(", ")}`);
+    if (!(FAULT_KINDS as readonly string[]).includes(k))
+      throw new Error(`unknown fault kind ${JSON.stringify(k)}; known: ${FAULT_KINDS.join(", ")}`);
   }
   return {
     ...(f.url ? { url: f.url } : {}),

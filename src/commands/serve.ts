@@ -96,7 +96,11 @@ function atMost(n: number, max: number, what: string): number {
 
 /** The heap growth setting (percent; 0: V8's own heuristics). */
 export function resolveHeapGrowth(flags: ServeFlags, env: NodeJS.ProcessEnv): number {
-  return atMost(intSetting(flags, env, "heapGrowth", "HARMONY_HEAP_GROWTH", DEFAULT_HEAP_GROWTH, 0), 1000, "heapGrowth (HARMONY_HEAP_GROWTH)");
+  return atMost(
+    intSetting(flags, env, "heapGrowth", "HARMONY_HEAP_GROWTH", DEFAULT_HEAP_GROWTH, 0),
+    1000,
+    "heapGrowth (HARMONY_HEAP_GROWTH)",
+  );
 }
 
 /**
@@ -133,7 +137,8 @@ export function resolveOptions(flags: ServeFlags, env: NodeJS.ProcessEnv): Servi
     pingIntervalMs: int("pingIntervalMs", "HARMONY_PING_INTERVAL_MS", DEFAULT_LIMITS.pingIntervalMs, 100),
   };
   const upstreamUrl = get("upstream", "HARMONY_UPSTREAM", "");
-  if (upstreamUrl !== "" && !/^https?:\/\//.test(upstreamUrl)) throw new Error(`upstream (HARMONY_UPSTREAM) must be an http(s) URL, got ${JSON.stringify(upstreamUrl)}`);
+  if (upstreamUrl !== "" && !/^https?:\/\//.test(upstreamUrl))
+    throw new Error(`upstream (HARMONY_UPSTREAM) must be an http(s) URL, got ${JSON.stringify(upstreamUrl)}`);
   const reasoningField = get("reasoningField", "HARMONY_REASONING_FIELD", "reasoning");
   if (reasoningField !== "reasoning" && reasoningField !== "reasoning_content") {
     throw new Error(`reasoningField (HARMONY_REASONING_FIELD) must be reasoning or reasoning_content`);
@@ -157,7 +162,11 @@ export function resolveOptions(flags: ServeFlags, env: NodeJS.ProcessEnv): Servi
     drainTimeoutMs: int("drainTimeoutMs", "HARMONY_DRAIN_TIMEOUT_MS", DEFAULTS.drainTimeoutMs, 0),
     cotStore: {
       ...DEFAULT_COT_STORE,
-      maxBytes: atMost(int("cotStoreBytes", "HARMONY_COT_STORE_BYTES", DEFAULT_COT_STORE.maxBytes, 0), MAX_STORE_BYTES, "cotStoreBytes (HARMONY_COT_STORE_BYTES)"),
+      maxBytes: atMost(
+        int("cotStoreBytes", "HARMONY_COT_STORE_BYTES", DEFAULT_COT_STORE.maxBytes, 0),
+        MAX_STORE_BYTES,
+        "cotStoreBytes (HARMONY_COT_STORE_BYTES)",
+      ),
       ttlMs: int("cotStoreTtlMs", "HARMONY_COT_STORE_TTL_MS", DEFAULT_COT_STORE.ttlMs, 1000),
     },
     limits,

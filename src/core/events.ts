@@ -82,14 +82,7 @@ export interface DoneEvent {
   recoveries: number;
 }
 
-export type HarmonyEvent =
-  | MessageStartEvent
-  | ToolCallStartEvent
-  | DeltaEvent
-  | MessageEndEvent
-  | RecoveryEvent
-  | ErrorEvent
-  | DoneEvent;
+export type HarmonyEvent = MessageStartEvent | ToolCallStartEvent | DeltaEvent | MessageEndEvent | RecoveryEvent | ErrorEvent | DoneEvent;
 
 /** Every repair resilient mode can make. Documented in docs/errors.md. */
 export const RECOVERY_KINDS = [

@@ -20,8 +20,7 @@ export interface ParsedHeader {
 }
 
 export type ReferenceResult =
-  | { ok: true; header: ParsedHeader; remaining: string | null }
-  | { ok: false; code: HeaderErrorCode; message: string };
+  { ok: true; header: ParsedHeader; remaining: string | null } | { ok: false; code: HeaderErrorCode; message: string };
 
 export type HeaderErrorCode = "empty_channel" | "missing_role" | "unknown_role" | "header_trailing_tokens";
 
@@ -208,12 +207,7 @@ function countWords(s: string, from: number, max: number): number {
 }
 
 /** Tolerant header reading; never fails. `role` null: the text names the author. */
-export function parseHeaderTolerant(
-  text: string,
-  role: string | null,
-  preset: HarmonyPreset,
-  opts: TolerantOptions,
-): TolerantHeader {
+export function parseHeaderTolerant(text: string, role: string | null, preset: HarmonyPreset, opts: TolerantOptions): TolerantHeader {
   const { channel: channelMarker, constrain, recipient: toPrefix } = preset.markers;
   const len = text.length;
   const repairs: string[] = [];
@@ -303,8 +297,7 @@ export function parseHeaderTolerant(
       } else {
         const next = skipWs(e);
         const looksLikeTool =
-          IDENT.test(word) &&
-          (word.includes(".") || text.startsWith(toPrefix, next) || text.startsWith(channelMarker, next));
+          IDENT.test(word) && (word.includes(".") || text.startsWith(toPrefix, next) || text.startsWith(channelMarker, next));
         if (!looksLikeTool) {
           resolvedRole = preset.implicitRole;
           repairs.push("missing_role");

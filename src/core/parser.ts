@@ -18,15 +18,7 @@
  * of the current `write`, and the current message's content only when whole
  * messages were requested.
  */
-import type {
-  DeltaKind,
-  EndReason,
-  FinishReason,
-  HarmonyEvent,
-  RecoveryKind,
-  ReferenceMessage,
-  StopKind,
-} from "./events.js";
+import type { DeltaKind, EndReason, FinishReason, HarmonyEvent, RecoveryKind, ReferenceMessage, StopKind } from "./events.js";
 import type { ParseErrorCode } from "./errors.js";
 import {
   isRustWhitespace,
@@ -336,12 +328,7 @@ export class HarmonyParser {
 
   /** Bytes this stream holds beyond its fixed-size fields (for limits and tests). */
   heldBytes(): number {
-    return (
-      this.window.byteLength +
-      this.hdr.byteLength +
-      this.pend.byteLength +
-      2 * (this.dtext.length + this.mtext.length)
-    );
+    return this.window.byteLength + this.hdr.byteLength + this.pend.byteLength + 2 * (this.dtext.length + this.mtext.length);
   }
 
   /**
@@ -467,9 +454,7 @@ export class HarmonyParser {
     this.flushDelta();
     this.recoveries++;
     const ev: HarmonyEvent =
-      raw === undefined || raw === ""
-        ? { type: "recovery", at, kind, detail }
-        : { type: "recovery", at, kind, detail, raw };
+      raw === undefined || raw === "" ? { type: "recovery", at, kind, detail } : { type: "recovery", at, kind, detail, raw };
     this.out.push(ev);
   }
 
@@ -839,7 +824,8 @@ export class HarmonyParser {
       return;
     }
     this.abandonHeader(at, "abandoned_header", `a header was closed by <|${stop}|> before <|message|>`, th);
-    if (this.hdrKind === H_IMPLICIT && th.recipient === null) this.recover("stray_stop", at, `<|${stop}|> after text between messages; dropped`);
+    if (this.hdrKind === H_IMPLICIT && th.recipient === null)
+      this.recover("stray_stop", at, `<|${stop}|> after text between messages; dropped`);
     this.nextRole = null;
     this.state = S_EXPECT;
   }
@@ -924,8 +910,7 @@ export class HarmonyParser {
         `header text ran into content without <|message|>${repaired}`,
         th.repairs.length > 0 ? text.slice(0, th.restStart) : undefined,
       );
-    }
-    else this.recover("headerless_text", at, `text with no header; delivered as ${header.channel ?? "a"} message`);
+    } else this.recover("headerless_text", at, `text with no header; delivered as ${header.channel ?? "a"} message`);
     const tailBytes = this.hdr.slice(tail, this.hdrLen);
     this.nextRole = null;
     this.beginMessage(header);
@@ -943,8 +928,7 @@ export class HarmonyParser {
    */
   private abandonHeader(at: number, kind: RecoveryKind, detail: string, parsed?: TolerantHeader): void {
     const { text } = this.headerText(false);
-    const th =
-      parsed ?? parseHeaderTolerant(text, this.headerRole(), this.preset, { atMessage: false, carrying: false });
+    const th = parsed ?? parseHeaderTolerant(text, this.headerRole(), this.preset, { atMessage: false, carrying: false });
     if (th.recipient !== null && th.recipient !== this.preset.selfRecipient) {
       if (this.carryFrom >= 0) this.dropCarry(at, "a later abandoned header replaced it");
       this.carryFrom = this.hdrStart;

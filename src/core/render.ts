@@ -364,8 +364,7 @@ function toolsSection(namespaces: ToolNamespaceConfig[]): string {
   for (const ns of namespaces) {
     const lines = [`## ${ns.name}\n`];
     const hasTools = ns.tools.length > 0;
-    if (typeof ns.description === "string")
-      for (const line of rustLines(ns.description)) lines.push(hasTools ? `// ${line}` : line);
+    if (typeof ns.description === "string") for (const line of rustLines(ns.description)) lines.push(hasTools ? `// ${line}` : line);
     if (hasTools) {
       lines.push(`namespace ${ns.name} {\n`);
       for (const tool of ns.tools) {
@@ -544,10 +543,7 @@ function renderInto(out: Pieces, messages: readonly HarmonyMessage[], options: R
 }
 
 /** The pieces of a conversation (no next-turn header). */
-export function renderConversationPieces(
-  messages: readonly HarmonyMessage[],
-  options: RenderConversationOptions = {},
-): RenderPiece[] {
+export function renderConversationPieces(messages: readonly HarmonyMessage[], options: RenderConversationOptions = {}): RenderPiece[] {
   const out = new Pieces();
   renderInto(out, messages, { ...options, forCompletion: false });
   return out.list;
@@ -633,10 +629,7 @@ export function renderConversationForCompletion(
 }
 
 /** A training example: a trailing assistant final ends with `<|return|>`. */
-export function renderConversationForTraining(
-  messages: readonly HarmonyMessage[],
-  options: RenderConversationOptions = {},
-): string {
+export function renderConversationForTraining(messages: readonly HarmonyMessage[], options: RenderConversationOptions = {}): string {
   return piecesToText(renderConversationForTrainingPieces(messages, options));
 }
 
@@ -798,7 +791,7 @@ function toolsOf(tools: unknown, emptyAsNoArgs: boolean): ToolDescription[] {
   return tools.map((t, i) => {
     const path = `tools[${i}]`;
     if (!isObj(t) || (t.type !== undefined && t.type !== "function") || !isObj(t.function))
-      fault("bad_tool", path, "a tool must be {type: \"function\", function: {...}}");
+      fault("bad_tool", path, 'a tool must be {type: "function", function: {...}}');
     const f = t.function;
     if (typeof f.name !== "string" || f.name === "") fault("bad_tool", `${path}.function.name`, "a function needs a name");
     if (f.description !== undefined && f.description !== null && typeof f.description !== "string")
@@ -924,9 +917,10 @@ function convertRequest(request: unknown, options: FromOpenAIOptions): HarmonyMe
           calls.forEach((c: unknown, k: number) => {
             const cpath = `${path}.tool_calls[${k}]`;
             if (!isObj(c) || (c.type !== undefined && c.type !== "function") || !isObj(c.function))
-              fault("bad_tool_call", cpath, "a tool call must be {type: \"function\", function: {name, arguments}}");
+              fault("bad_tool_call", cpath, 'a tool call must be {type: "function", function: {name, arguments}}');
             const f = c.function;
-            if (typeof f.name !== "string" || f.name === "") fault("bad_tool_call", `${cpath}.function.name`, "a tool call needs a function name");
+            if (typeof f.name !== "string" || f.name === "")
+              fault("bad_tool_call", `${cpath}.function.name`, "a tool call needs a function name");
             if (typeof c.id === "string") callNames.set(c.id, f.name);
             out.push(callMessage(f.name, f.arguments, `${cpath}.function.arguments`, contentType));
           });
@@ -941,11 +935,7 @@ function convertRequest(request: unknown, options: FromOpenAIOptions): HarmonyMe
         if (m.role === "tool" && typeof m.tool_call_id === "string") fname = callNames.get(m.tool_call_id);
         if (fname === undefined && typeof m.name === "string" && m.name !== "") fname = m.name;
         if (fname === undefined)
-          fault(
-            "unknown_tool_call_id",
-            `${path}.tool_call_id`,
-            `no earlier tool call has id ${JSON.stringify(m.tool_call_id)}`,
-          );
+          fault("unknown_tool_call_id", `${path}.tool_call_id`, `no earlier tool call has id ${JSON.stringify(m.tool_call_id)}`);
         out.push({
           role: "tool",
           name: `functions.${fname}`,

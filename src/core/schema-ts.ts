@@ -208,14 +208,7 @@ function convertObject(schema: unknown, indent: string, depth: number): string {
   return out;
 }
 
-function propertyOneOf(
-  key: string,
-  opt: string,
-  val: unknown,
-  variants: unknown[],
-  indent: string,
-  depth: number,
-): string {
+function propertyOneOf(key: string, opt: string, val: unknown, variants: unknown[], indent: string, depth: number): string {
   let out = "";
   const propertyDesc = str(get(val, "description"));
   // The property's description is not repeated when the first variant has the same one.

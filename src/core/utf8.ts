@@ -78,11 +78,7 @@ export function decodeValidUtf8(bytes: Uint8Array, start: number, end: number): 
       cp = ((b & 0x0f) << 12) | ((bytes[i + 1]! & 0x3f) << 6) | (bytes[i + 2]! & 0x3f);
       i += 3;
     } else {
-      cp =
-        ((b & 0x07) << 18) |
-        ((bytes[i + 1]! & 0x3f) << 12) |
-        ((bytes[i + 2]! & 0x3f) << 6) |
-        (bytes[i + 3]! & 0x3f);
+      cp = ((b & 0x07) << 18) | ((bytes[i + 1]! & 0x3f) << 12) | ((bytes[i + 2]! & 0x3f) << 6) | (bytes[i + 3]! & 0x3f);
       i += 4;
     }
     if (cp > 0xffff) {
@@ -103,13 +99,7 @@ export function decodeValidUtf8(bytes: Uint8Array, start: number, end: number): 
  * incomplete character at the very end is not replaced but left undecoded;
  * `scratch[0]` then holds the index where decoding stopped.
  */
-export function decodeLossy(
-  bytes: Uint8Array,
-  start: number,
-  end: number,
-  scratch: Int32Array,
-  keepTail = false,
-): string {
+export function decodeLossy(bytes: Uint8Array, start: number, end: number, scratch: Int32Array, keepTail = false): string {
   let out = "";
   let i = start;
   while (i < end) {

@@ -92,7 +92,8 @@ export function check(intended: readonly ReferenceMessage[], got: Observed): Che
   for (const call of calls) {
     const byRecipient = got.messages.filter((m) => m.recipient === call.recipient);
     if (byRecipient.some((m) => m.content === call.content)) recovered++;
-    else if (byRecipient.length > 0) fail("wrong_arguments", `${call.recipient}: got ${JSON.stringify(byRecipient[0]!.content.slice(0, 80))}`);
+    else if (byRecipient.length > 0)
+      fail("wrong_arguments", `${call.recipient}: got ${JSON.stringify(byRecipient[0]!.content.slice(0, 80))}`);
     else fail("lost_tool_call", `${call.recipient} never arrived as a tool call`);
   }
   const finals = (ms: readonly ReferenceMessage[]) =>

@@ -112,7 +112,10 @@ const PREAMBLES = [
 ];
 
 const FUNCTIONS: { name: string; args: () => string[] }[] = [
-  { name: "get_weather", args: () => ['{"location":"San Francisco, CA"}', '{"location": "Kraków", "unit": "celsius"}', '{"location":"東京"}'] },
+  {
+    name: "get_weather",
+    args: () => ['{"location":"San Francisco, CA"}', '{"location": "Kraków", "unit": "celsius"}', '{"location":"東京"}'],
+  },
   { name: "get_current_time", args: () => ['{"timezone":"America/Toronto"}', '{"timezone": "Asia/Tokyo"}'] },
   { name: "search_restaurants", args: () => ['{"location":"서울","cuisine":"pâtisserie","open_now":true}'] },
   { name: "send_email", args: () => ['{"to":["jose.alvarez@example.es"],"subject":"Reunión 📅","body":"Hola,\\nNos vemos el lunes."}'] },
@@ -122,7 +125,11 @@ const FUNCTIONS: { name: string; args: () => string[] }[] = [
 ];
 
 const BUILTINS: { recipient: string; type: string | null; args: string[] }[] = [
-  { recipient: "python", type: "code", args: ["import math\nprint(math.sqrt(2))", "primes = [n for n in range(2, 50) if all(n % d for d in range(2, n))]\nprint(len(primes))"] },
+  {
+    recipient: "python",
+    type: "code",
+    args: ["import math\nprint(math.sqrt(2))", "primes = [n for n in range(2, 50) if all(n % d for d in range(2, n))]\nprint(len(primes))"],
+  },
   { recipient: "browser.search", type: null, args: ['{"query":"gpt-oss harmony format","topn":5}'] },
   { recipient: "browser.open", type: null, args: ['{"id":3,"loc":120}'] },
   { recipient: "container.exec", type: "<|constrain|>json", args: ['{"cmd":["python3","-c","print(sum(range(10)))"]}'] },
@@ -364,7 +371,9 @@ function inject(
       const i = pick(r, laterTools);
       const m = parts[i]!.msg;
       const abandoned =
-        r() < 0.5 ? `<|start|>assistant to=${m.recipient}<|channel|>${m.channel}<|end|>` : `<|start|>assistant<|channel|>${m.channel} to=${m.recipient}<|end|>`;
+        r() < 0.5
+          ? `<|start|>assistant to=${m.recipient}<|channel|>${m.channel}<|end|>`
+          : `<|start|>assistant<|channel|>${m.channel} to=${m.recipient}<|end|>`;
       const restart = `<|start|>assistant<|channel|>${m.channel}${typeSpelling(m.content_type)}<|message|>`;
       return { tokens: render(parts, enc, (k) => (k === i ? abandoned + restart : undefined)).tokens, intended };
     }
@@ -437,12 +446,16 @@ function inject(
       if (parts.length < 2) return null;
       const i = 1 + Math.floor(r() * (parts.length - 1));
       const p = parts[i]!;
-      return { tokens: render(parts, enc, (k) => (k === i ? `<|start|><|start|>assistant${p.header}<|message|>` : undefined)).tokens, intended };
+      return {
+        tokens: render(parts, enc, (k) => (k === i ? `<|start|><|start|>assistant${p.header}<|message|>` : undefined)).tokens,
+        intended,
+      };
     }
     case "stray_header_before_analysis": {
       if (parts[0]!.msg.channel !== "analysis" || parts[0]!.msg.recipient) return null;
       return {
-        tokens: render(parts, enc, (k) => (k === 0 ? "<|channel|>commentary to=assistant<|channel|>analysis<|message|>" : undefined)).tokens,
+        tokens: render(parts, enc, (k) => (k === 0 ? "<|channel|>commentary to=assistant<|channel|>analysis<|message|>" : undefined))
+          .tokens,
         intended,
       };
     }

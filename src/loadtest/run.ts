@@ -164,7 +164,20 @@ async function pass(
     }
     if (opts.only !== undefined) {
       process.stdout.write(
-        JSON.stringify({ index: l.gen.index, fault: l.gen.fault, shape: l.gen.shape, tokens: l.gen.tokens, intended: l.gen.intended, got: got.messages, events: l.events, failures: r.failures }, null, 2) + "\n",
+        JSON.stringify(
+          {
+            index: l.gen.index,
+            fault: l.gen.fault,
+            shape: l.gen.shape,
+            tokens: l.gen.tokens,
+            intended: l.gen.intended,
+            got: got.messages,
+            events: l.events,
+            failures: r.failures,
+          },
+          null,
+          2,
+        ) + "\n",
       );
     }
   };
@@ -212,7 +225,13 @@ async function pass(
       if (l.pos > l.gen.tokens.length) continue; // closed, waiting for done
       const left = l.gen.tokens.length - l.pos;
       const size =
-        opts.chunking === "one" ? 1 : opts.chunking === "whole" ? left : opts.chunking === "step" ? opts.stepTokens : 1 + Math.floor(chunkRng() * 8);
+        opts.chunking === "one"
+          ? 1
+          : opts.chunking === "whole"
+            ? left
+            : opts.chunking === "step"
+              ? opts.stepTokens
+              : 1 + Math.floor(chunkRng() * 8);
       const chunk = l.gen.tokens.slice(l.pos, l.pos + size);
       if (chunk.length > 0) frame.tokens(name, chunk);
       tokens += chunk.length;
@@ -353,9 +372,15 @@ export function formatReport(r: Report): string {
     lines.push("");
     lines.push("| | resilient (default) | strict (reference) |");
     lines.push("|---|---|---|");
-    lines.push(`| streams failed | ${p.failed_streams} (${pct(p.failed_streams, p.streams)}%) | ${s.failed_streams} (${pct(s.failed_streams, s.streams)}%) |`);
-    lines.push(`| streams with a parser error (an HTTP 500 in a typical server) | ${p.failures.protocol_error ?? 0} | ${s.failures.protocol_error ?? 0} |`);
-    lines.push(`| intended tool calls recovered | ${p.tool_calls.recovered} of ${p.tool_calls.intended} | ${s.tool_calls.recovered} of ${s.tool_calls.intended} |`);
+    lines.push(
+      `| streams failed | ${p.failed_streams} (${pct(p.failed_streams, p.streams)}%) | ${s.failed_streams} (${pct(s.failed_streams, s.streams)}%) |`,
+    );
+    lines.push(
+      `| streams with a parser error (an HTTP 500 in a typical server) | ${p.failures.protocol_error ?? 0} | ${s.failures.protocol_error ?? 0} |`,
+    );
+    lines.push(
+      `| intended tool calls recovered | ${p.tool_calls.recovered} of ${p.tool_calls.intended} | ${s.tool_calls.recovered} of ${s.tool_calls.intended} |`,
+    );
     for (const k of FAILURE_KINDS) {
       if (k === "protocol_error") continue;
       if (p.failures[k] || s.failures[k]) lines.push(`| ${k} | ${p.failures[k] ?? 0} | ${s.failures[k] ?? 0} |`);

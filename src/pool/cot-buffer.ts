@@ -141,4 +141,3 @@ export class CotBuffer {
     if (this.buf !== null && this.buf.length > 4096) this.buf = null;
   }
 }
-

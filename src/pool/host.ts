@@ -16,7 +16,18 @@ import { toStruct } from "../protocol/struct.js";
 import { ChatCompletionChunkAdapter } from "../adapters/openai-chat.js";
 import { ResponsesStreamAdapter } from "../adapters/openai-responses.js";
 import { CotBuffer, type MemoSink } from "./cot-buffer.js";
-import { K_CLOSE, K_OPEN, K_TOKENS, type Counts, type OpenSpec, type OpenWith, type OpsResult, type OpsTask, type ReasoningMemo, type RecoveryNote } from "./task.js";
+import {
+  K_CLOSE,
+  K_OPEN,
+  K_TOKENS,
+  type Counts,
+  type OpenSpec,
+  type OpenWith,
+  type OpsResult,
+  type OpsTask,
+  type ReasoningMemo,
+  type RecoveryNote,
+} from "./task.js";
 
 /** A stream: its parser, and (when asked) the reasoning of the current turn. */
 export interface Session {

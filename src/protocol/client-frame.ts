@@ -382,7 +382,18 @@ function readOpen(r: Reader, buf: Uint8Array, names: Map<number, string> | null)
     } else r.skip(w);
   }
   if (bad) return { code: "bad_frame", message: `an open ${NOT_UTF8}`, stream, handle };
-  return { kind: OP_OPEN, stream, handle, role, mode, whole_messages: whole, non_strict: nonStrict, format, reasoning_field: reasoningField, model };
+  return {
+    kind: OP_OPEN,
+    stream,
+    handle,
+    role,
+    mode,
+    whole_messages: whole,
+    non_strict: nonStrict,
+    format,
+    reasoning_field: reasoningField,
+    model,
+  };
 }
 
 function readClose(r: Reader, buf: Uint8Array, names: Map<number, string> | null): CloseOp | OpError {
@@ -472,7 +483,17 @@ function internName(buf: Uint8Array, s: number, e: number, names: Map<number, st
 
 /** Read one binary ClientFrame with fresh buffers. `maxIds` bounds the ids of the whole frame. */
 export function readBinaryFrame(buf: Uint8Array, s: Schema, maxIds: number): ReadFrame {
-  return readBinary(buf, s, maxIds, new IdSink(buf.length), new OpList(), new Reader(buf, 0, buf.length), new Reader(buf, 0, 0), new Reader(buf, 0, 0), null);
+  return readBinary(
+    buf,
+    s,
+    maxIds,
+    new IdSink(buf.length),
+    new OpList(),
+    new Reader(buf, 0, buf.length),
+    new Reader(buf, 0, 0),
+    new Reader(buf, 0, 0),
+    null,
+  );
 }
 
 function readBinary(
@@ -533,8 +554,7 @@ function readBinary(
             const v = readStr(r, buf, names);
             if (v === null) bad = true;
             else stream = v;
-          }
-          else if (f === 2 && w === 2) {
+          } else if (f === 2 && w === 2) {
             const len = r.varint();
             const ie = r.pos + len;
             if (len > r.end - r.pos) throw new WireError("length-delimited field runs past its parent");
@@ -628,7 +648,11 @@ export function readJsonFrame(text: string, maxIds: number): ReadFrame {
       const id = isObject(body) ? field(body, "request_id") : undefined;
       const json = isObject(body) ? field(body, "request_json") : undefined;
       if (typeof id !== "string" || typeof json !== "string") {
-        errors.push({ code: "bad_frame", message: `ops[${i}].render needs request_id and request_json strings`, stream: typeof id === "string" ? id : "" });
+        errors.push({
+          code: "bad_frame",
+          message: `ops[${i}].render needs request_id and request_json strings`,
+          stream: typeof id === "string" ? id : "",
+        });
         continue;
       }
       ops.other({ kind: OP_RENDER, stream: id, handle: 0, json });

@@ -12,11 +12,27 @@ import type { StreamRef } from "./events.js";
 const KINDS = ["reasoning", "content", "commentary", "tool_args", "other"];
 /** Delta.kind (field 2) with its tag and length, per kind. */
 const KIND_FIELDS = new Map(KINDS.map((k) => [k, Uint8Array.from([0x12, k.length, ...Buffer.from(k, "utf8")])]));
-const [REASONING, CONTENT, COMMENTARY, TOOL_ARGS, OTHER] = KINDS.map((k) => KIND_FIELDS.get(k)!) as [Uint8Array, Uint8Array, Uint8Array, Uint8Array, Uint8Array];
+const [REASONING, CONTENT, COMMENTARY, TOOL_ARGS, OTHER] = KINDS.map((k) => KIND_FIELDS.get(k)!) as [
+  Uint8Array,
+  Uint8Array,
+  Uint8Array,
+  Uint8Array,
+  Uint8Array,
+];
 
 /** A kind's field: a few string compares on the five kinds cost less than hashing for a Map. */
 function kindField(kind: string): Uint8Array {
-  return kind === "reasoning" ? REASONING : kind === "content" ? CONTENT : kind === "tool_args" ? TOOL_ARGS : kind === "commentary" ? COMMENTARY : kind === "other" ? OTHER : KIND_FIELDS.get(kind)!;
+  return kind === "reasoning"
+    ? REASONING
+    : kind === "content"
+      ? CONTENT
+      : kind === "tool_args"
+        ? TOOL_ARGS
+        : kind === "commentary"
+          ? COMMENTARY
+          : kind === "other"
+            ? OTHER
+            : KIND_FIELDS.get(kind)!;
 }
 
 function varintSize(v: number): number {
@@ -259,12 +275,27 @@ export class FrameWriter {
     switch (ev.type) {
       case "message_start":
         tag = 0x12;
-        size = 1 + varintSize(ev.index) + strSize(ev.role) + strSize(ev.name) + strSize(ev.channel) + strSize(ev.recipient) + strSize(ev.content_type);
+        size =
+          1 +
+          varintSize(ev.index) +
+          strSize(ev.role) +
+          strSize(ev.name) +
+          strSize(ev.channel) +
+          strSize(ev.recipient) +
+          strSize(ev.content_type);
         break;
       case "tool_call_start":
         tag = 0x1a;
         size =
-          2 + varintSize(ev.index) + varintSize(ev.call_index) + strSize(ev.id) + strSize(ev.recipient) + strSize(ev.namespace) + strSize(ev.name) + strSize(ev.channel) + strSize(ev.content_type);
+          2 +
+          varintSize(ev.index) +
+          varintSize(ev.call_index) +
+          strSize(ev.id) +
+          strSize(ev.recipient) +
+          strSize(ev.namespace) +
+          strSize(ev.name) +
+          strSize(ev.channel) +
+          strSize(ev.content_type);
         break;
       case "message_end":
         if (ev.message !== undefined) return false;

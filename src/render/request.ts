@@ -24,8 +24,7 @@ export interface Restored {
 }
 
 export type RenderOutcome =
-  | { ok: true; ids: number[]; text: string; restored: Restored[] }
-  | { ok: false; error: { code: string; message: string; path: string } };
+  { ok: true; ids: number[]; text: string; restored: Restored[] } | { ok: false; error: { code: string; message: string; path: string } };
 
 export interface RenderDeps {
   encodeOrdinary(text: string): ArrayLike<number>;

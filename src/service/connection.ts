@@ -196,14 +196,22 @@ export class Connection {
       const handle = ops.handles[i]!;
       if (name === "" && (handle === 0 || kind === OP_OPEN)) {
         // (an open's handle may be another stream's: that error is the connection's)
-        fail({ code: "bad_frame", message: kind === OP_OPEN ? "an open without a stream name" : "an op without a stream name or handle", stream: "", handle: kind === OP_OPEN ? 0 : handle });
+        fail({
+          code: "bad_frame",
+          message: kind === OP_OPEN ? "an open without a stream name" : "an op without a stream name or handle",
+          stream: "",
+          handle: kind === OP_OPEN ? 0 : handle,
+        });
         continue;
       }
       if (kind === OP_RENDER) {
         // answered in frame order with the rest of this frame
         const r = svc.renderJson((ops.rare[i] as RenderOp).json);
         if (r.ok) immediate.push({ stream: name, rendered: { request_id: name, ids: r.ids, text: r.text, restored: r.restored } });
-        else immediate.push(this.errorEvent(name, "bad_request", `${r.error.code}${r.error.path ? ` at ${r.error.path}` : ""}: ${r.error.message}`));
+        else
+          immediate.push(
+            this.errorEvent(name, "bad_request", `${r.error.code}${r.error.path ? ` at ${r.error.path}` : ""}: ${r.error.message}`),
+          );
         continue;
       }
       let st: StreamState | undefined;
@@ -221,7 +229,9 @@ export class Connection {
         }
         const holder = handle !== 0 ? this.handles.get(handle) : undefined;
         if (holder) {
-          immediate.push(this.errorEvent(name, "duplicate_stream", `handle ${handle} is already in use by stream ${JSON.stringify(holder.name)}`));
+          immediate.push(
+            this.errorEvent(name, "duplicate_stream", `handle ${handle} is already in use by stream ${JSON.stringify(holder.name)}`),
+          );
           continue;
         }
         if (this.streams.size >= svc.limits.maxStreamsPerConnection) {
@@ -258,7 +268,9 @@ export class Connection {
           const given = (ops.rare[i] as CloseOp).reason;
           reason = given === "" ? "eos" : given;
           if (!REASONS.has(reason)) {
-            immediate.push(this.errorEvent(opRef(name, handle), "bad_option", `close reason must be eos, length or abort, not ${JSON.stringify(given)}`));
+            immediate.push(
+              this.errorEvent(opRef(name, handle), "bad_option", `close reason must be eos, length or abort, not ${JSON.stringify(given)}`),
+            );
             continue;
           }
           this.forget(st);
@@ -368,7 +380,8 @@ export class Connection {
     for (const st of [...this.streams.values()]) {
       if (st.slot !== slot || st.generation >= generation) continue;
       this.forget(st);
-      const where = slot === this.service.pool.inlineSlot ? "the main thread's parser sessions failed" : "the worker holding this stream stopped";
+      const where =
+        slot === this.service.pool.inlineSlot ? "the main thread's parser sessions failed" : "the worker holding this stream stopped";
       const ref = refOf(st);
       lost.push(this.errorEvent(ref, "worker_crashed", `${where}; the stream is lost`));
       lost.push({ ...ref, done: { finish_reason: "error", tokens: 0, messages: 0, recoveries: 0 } });
@@ -456,12 +469,21 @@ export class Connection {
   /** The error for tokens or close naming a stream that is not open here (or a handle and a name that disagree). */
   private lateOp(name: string, handle: number, st: StreamState | undefined): WireEvent {
     const ref = opRef(name, handle);
-    if (st) return this.errorEvent(ref, "unknown_stream", `handle ${handle} is stream ${JSON.stringify(st.name)}, not ${JSON.stringify(name)}`);
+    if (st)
+      return this.errorEvent(ref, "unknown_stream", `handle ${handle} is stream ${JSON.stringify(st.name)}, not ${JSON.stringify(name)}`);
     const byName = handle === 0;
     if (byName ? this.closed.has(name) : this.closedHandles.has(handle)) {
-      return this.errorEvent(ref, "stream_closed", byName ? `stream ${JSON.stringify(name)} is closed` : `the stream with handle ${handle} is closed`);
+      return this.errorEvent(
+        ref,
+        "stream_closed",
+        byName ? `stream ${JSON.stringify(name)} is closed` : `the stream with handle ${handle} is closed`,
+      );
     }
-    return this.errorEvent(ref, "unknown_stream", byName ? `no open stream ${JSON.stringify(name)}` : `no open stream with handle ${handle}`);
+    return this.errorEvent(
+      ref,
+      "unknown_stream",
+      byName ? `no open stream ${JSON.stringify(name)}` : `no open stream with handle ${handle}`,
+    );
   }
 
   /** An error event for a stream name, or for how an op or a stream is named. */

@@ -35,7 +35,12 @@ export function createMetrics(): Metrics {
   let tokenTally = 0;
   const m: Metrics = {
     registry,
-    connections: new Gauge({ name: "harmony_connections", help: "Open client connections", labelNames: ["transport"], registers: [registry] }),
+    connections: new Gauge({
+      name: "harmony_connections",
+      help: "Open client connections",
+      labelNames: ["transport"],
+      registers: [registry],
+    }),
     openStreams: new Gauge({ name: "harmony_open_streams", help: "Open parser streams", registers: [registry] }),
     frames: new Counter({
       name: "harmony_frames_total",
@@ -66,7 +71,12 @@ export function createMetrics(): Metrics {
         eventTally.clear();
       },
     }),
-    recoveries: new Counter({ name: "harmony_recoveries_total", help: "Resilient-mode repairs, by kind", labelNames: ["kind"], registers: [registry] }),
+    recoveries: new Counter({
+      name: "harmony_recoveries_total",
+      help: "Resilient-mode repairs, by kind",
+      labelNames: ["kind"],
+      registers: [registry],
+    }),
     errors: new Counter({ name: "harmony_errors_total", help: "Error events, by code", labelNames: ["code"], registers: [registry] }),
     frameLatency: new Histogram({
       name: "harmony_frame_latency_seconds",
@@ -74,9 +84,22 @@ export function createMetrics(): Metrics {
       buckets: [0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5, 1],
       registers: [registry],
     }),
-    workerRestarts: new Counter({ name: "harmony_worker_restarts_total", help: "Worker threads replaced after dying", registers: [registry] }),
-    renders: new Counter({ name: "harmony_renders_total", help: "Render requests, by outcome", labelNames: ["outcome"], registers: [registry] }),
-    cotRestored: new Counter({ name: "harmony_cot_restored_total", help: "Dropped reasoning put back into rendered prompts", registers: [registry] }),
+    workerRestarts: new Counter({
+      name: "harmony_worker_restarts_total",
+      help: "Worker threads replaced after dying",
+      registers: [registry],
+    }),
+    renders: new Counter({
+      name: "harmony_renders_total",
+      help: "Render requests, by outcome",
+      labelNames: ["outcome"],
+      registers: [registry],
+    }),
+    cotRestored: new Counter({
+      name: "harmony_cot_restored_total",
+      help: "Dropped reasoning put back into rendered prompts",
+      registers: [registry],
+    }),
     countFrame(transport) {
       frameTally.set(transport, (frameTally.get(transport) ?? 0) + 1);
     },
@@ -88,9 +111,30 @@ export function createMetrics(): Metrics {
     },
     watchCotStore(store) {
       const stats = store.stats;
-      new Gauge({ name: "harmony_cot_store_entries", help: "Remembered chains of thought", registers: [registry], collect() { this.set(stats.entries); } });
-      new Gauge({ name: "harmony_cot_store_bytes", help: "Approximate bytes held by remembered chains of thought", registers: [registry], collect() { this.set(stats.bytes); } });
-      new Gauge({ name: "harmony_cot_store_evictions", help: "Remembered chains of thought evicted (size or age) since start", registers: [registry], collect() { this.set(stats.evictions); } });
+      new Gauge({
+        name: "harmony_cot_store_entries",
+        help: "Remembered chains of thought",
+        registers: [registry],
+        collect() {
+          this.set(stats.entries);
+        },
+      });
+      new Gauge({
+        name: "harmony_cot_store_bytes",
+        help: "Approximate bytes held by remembered chains of thought",
+        registers: [registry],
+        collect() {
+          this.set(stats.bytes);
+        },
+      });
+      new Gauge({
+        name: "harmony_cot_store_evictions",
+        help: "Remembered chains of thought evicted (size or age) since start",
+        registers: [registry],
+        collect() {
+          this.set(stats.evictions);
+        },
+      });
       new Gauge({
         name: "harmony_cot_store_ring_bytes",
         help: "Bytes of the remembered reasoning's ring written so far (what it can hold resident; its address space is twice the budget)",

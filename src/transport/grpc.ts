@@ -107,7 +107,10 @@ export async function startGrpc(svc: Service, host: string, port: number): Promi
       }
       const r = svc.renderJson(req.request_json);
       if (!r.ok) {
-        cb({ code: grpc.status.INVALID_ARGUMENT, details: `${r.error.code}${r.error.path ? ` at ${r.error.path}` : ""}: ${r.error.message}` });
+        cb({
+          code: grpc.status.INVALID_ARGUMENT,
+          details: `${r.error.code}${r.error.path ? ` at ${r.error.path}` : ""}: ${r.error.message}`,
+        });
         return;
       }
       const { Rendered } = svc.schema;

@@ -121,7 +121,12 @@ export async function startHttp(svc: Service, host: string, port: number): Promi
     if (!svc.authorized(req.headers.authorization)) return fail(401, "unauthorized", "a valid bearer token is required");
     const want = path === "/v1/models" ? "GET" : "POST";
     if (req.method !== want) return fail(405, "method_not_allowed", `${path} takes ${want}`);
-    const done = path === "/v1/models" ? handleModels(up, res) : path === "/v1/chat/completions" ? handleChat(svc, up, req, res) : handleResponses(svc, up, req, res);
+    const done =
+      path === "/v1/models"
+        ? handleModels(up, res)
+        : path === "/v1/chat/completions"
+          ? handleChat(svc, up, req, res)
+          : handleResponses(svc, up, req, res);
     done.catch((e: Error) => {
       svc.logger.error({ err: e.message, path }, "request failed");
       if (!res.headersSent) json(res, 500, { error: { message: "internal error", type: "server_error", param: null, code: "internal" } });
@@ -132,7 +137,8 @@ export async function startHttp(svc: Service, host: string, port: number): Promi
   /** POST /v1/render: a chat request in, {ids, text, restored} out. */
   function render(req: http.IncomingMessage, res: http.ServerResponse): void {
     if (req.method !== "POST") return json(res, 405, { error: { code: "method_not_allowed", message: "POST a chat request" } });
-    if (!svc.authorized(req.headers.authorization)) return json(res, 401, { error: { code: "unauthorized", message: "a valid bearer token is required" } });
+    if (!svc.authorized(req.headers.authorization))
+      return json(res, 401, { error: { code: "unauthorized", message: "a valid bearer token is required" } });
     const chunks: Buffer[] = [];
     let size = 0;
     let refused = false;
@@ -164,7 +170,11 @@ export async function startHttp(svc: Service, host: string, port: number): Promi
   });
 
   function accept(ws: WebSocket, socket: Duplex): void {
-    const cork = new Cork(socket, () => performance.now(), (f) => process.nextTick(f));
+    const cork = new Cork(
+      socket,
+      () => performance.now(),
+      (f) => process.nextTick(f),
+    );
     const transport: Transport = {
       kind: "ws",
       send(frame, done) {

@@ -47,11 +47,21 @@ function sendJson(res: http.ServerResponse, status: number, value: unknown): voi
   res.end(body);
 }
 
-function sendError(res: http.ServerResponse, status: number, type: string, code: string, message: string, param: string | null = null): void {
+function sendError(
+  res: http.ServerResponse,
+  status: number,
+  type: string,
+  code: string,
+  message: string,
+  param: string | null = null,
+): void {
   if (!res.headersSent) sendJson(res, status, { error: { message, type, param, code } });
 }
 
-async function readJson(req: http.IncomingMessage, limit: number): Promise<{ ok: true; value: unknown } | { ok: false; status: number; message: string }> {
+async function readJson(
+  req: http.IncomingMessage,
+  limit: number,
+): Promise<{ ok: true; value: unknown } | { ok: false; status: number; message: string }> {
   const chunks: Buffer[] = [];
   let size = 0;
   for await (const c of req) {
@@ -168,15 +178,20 @@ export async function handleChat(svc: Service, cfg: UpstreamConfig, req: http.In
     return sendError(res, 400, "invalid_request_error", "bad_request", "n must be an integer from 1 to 16", "n");
   }
   const rendered = svc.render(request);
-  if (!rendered.ok) return sendError(res, 400, "invalid_request_error", rendered.error.code, rendered.error.message, rendered.error.path || null);
+  if (!rendered.ok)
+    return sendError(res, 400, "invalid_request_error", rendered.error.code, rendered.error.message, rendered.error.path || null);
   const h = isObj(request.harmony) ? request.harmony : {};
-  const reasoningField = h.reasoning_field === "reasoning_content" || h.reasoning_field === "reasoning" ? h.reasoning_field : cfg.reasoningField;
+  const reasoningField =
+    h.reasoning_field === "reasoning_content" || h.reasoning_field === "reasoning" ? h.reasoning_field : cfg.reasoningField;
   const model = typeof request.model === "string" ? request.model : "gpt-oss";
   const stream = request.stream === true;
   const includeUsage = isObj(request.stream_options) && request.stream_options.include_usage === true;
   const id = `chatcmpl-${Math.random().toString(36).slice(2, 14)}`;
   const created = Math.floor(Date.now() / 1000);
-  const accumulators = Array.from({ length: n }, (_, i) => new ChatCompletionAccumulator({ id, model, created, reasoningField, choiceIndex: i }));
+  const accumulators = Array.from(
+    { length: n },
+    (_, i) => new ChatCompletionAccumulator({ id, model, created, reasoningField, choiceIndex: i }),
+  );
   const body = upstreamBody(request, rendered.ids, n, request.max_completion_tokens ?? request.max_tokens);
   let started = false;
   const gen = generate(svc, cfg, body, n, { format: "openai.chat", model, reasoning_field: reasoningField }, (choice, obj) => {
@@ -215,8 +230,10 @@ export async function handleChat(svc: Service, cfg: UpstreamConfig, req: http.In
     if (error) return sendError(res, error.status, "upstream_error", error.code, error.message);
     setupSse(res);
   }
-  if (error) res.write(`data: ${JSON.stringify({ error: { message: error.message, type: "upstream_error", param: null, code: error.code } })}\n\n`);
-  if (includeUsage && usageObj) res.write(`data: ${JSON.stringify({ id, object: "chat.completion.chunk", created, model, choices: [], usage: usageObj })}\n\n`);
+  if (error)
+    res.write(`data: ${JSON.stringify({ error: { message: error.message, type: "upstream_error", param: null, code: error.code } })}\n\n`);
+  if (includeUsage && usageObj)
+    res.write(`data: ${JSON.stringify({ id, object: "chat.completion.chunk", created, model, choices: [], usage: usageObj })}\n\n`);
   res.end("data: [DONE]\n\n");
 }
 
@@ -225,7 +242,8 @@ export async function handleChat(svc: Service, cfg: UpstreamConfig, req: http.In
 /** Responses `input` (and `instructions`, `tools`) → a chat request for the renderer. */
 export function responsesToChat(request: Obj): { ok: true; chat: Obj } | { ok: false; message: string; param: string } {
   const messages: Obj[] = [];
-  if (typeof request.instructions === "string" && request.instructions !== "") messages.push({ role: "developer", content: request.instructions });
+  if (typeof request.instructions === "string" && request.instructions !== "")
+    messages.push({ role: "developer", content: request.instructions });
   const input = request.input;
   const textOf = (content: unknown): string | null => {
     if (typeof content === "string") return content;
@@ -257,7 +275,8 @@ export function responsesToChat(request: Obj): { ok: true; chat: Obj } | { ok: f
       } else if (type === "reasoning") {
         const parts = Array.isArray(item.content) ? item.content : Array.isArray(item.summary) ? item.summary : [];
         const a = pending();
-        a.reasoning = ((a.reasoning as string | undefined) ?? "") + parts.map((p) => (isObj(p) && typeof p.text === "string" ? p.text : "")).join("");
+        a.reasoning =
+          ((a.reasoning as string | undefined) ?? "") + parts.map((p) => (isObj(p) && typeof p.text === "string" ? p.text : "")).join("");
       } else if (type === "function_call") {
         const a = pending();
         const calls = (a.tool_calls as Obj[] | undefined) ?? [];
@@ -265,7 +284,11 @@ export function responsesToChat(request: Obj): { ok: true; chat: Obj } | { ok: f
         a.tool_calls = calls;
       } else if (type === "function_call_output") {
         flush();
-        messages.push({ role: "tool", tool_call_id: item.call_id, content: typeof item.output === "string" ? item.output : JSON.stringify(item.output) });
+        messages.push({
+          role: "tool",
+          tool_call_id: item.call_id,
+          content: typeof item.output === "string" ? item.output : JSON.stringify(item.output),
+        });
       } else return { ok: false, message: `unsupported input item type ${JSON.stringify(type)}`, param: `input[${i}].type` };
     }
     flush();
@@ -281,11 +304,21 @@ export function responsesToChat(request: Obj): { ok: true; chat: Obj } | { ok: f
   const effort = isObj(request.reasoning) ? request.reasoning.effort : undefined;
   return {
     ok: true,
-    chat: { messages, ...(tools ? { tools } : {}), ...(effort ? { reasoning_effort: effort } : {}), ...(isObj(request.harmony) ? { harmony: request.harmony } : {}) },
+    chat: {
+      messages,
+      ...(tools ? { tools } : {}),
+      ...(effort ? { reasoning_effort: effort } : {}),
+      ...(isObj(request.harmony) ? { harmony: request.harmony } : {}),
+    },
   };
 }
 
-export async function handleResponses(svc: Service, cfg: UpstreamConfig, req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
+export async function handleResponses(
+  svc: Service,
+  cfg: UpstreamConfig,
+  req: http.IncomingMessage,
+  res: http.ServerResponse,
+): Promise<void> {
   const read = await readJson(req, svc.limits.maxFrameBytes);
   if (!read.ok) return sendError(res, read.status, "invalid_request_error", "bad_json", read.message);
   const request = read.value;
@@ -293,7 +326,8 @@ export async function handleResponses(svc: Service, cfg: UpstreamConfig, req: ht
   const conv = responsesToChat(request);
   if (!conv.ok) return sendError(res, 400, "invalid_request_error", "bad_request", conv.message, conv.param);
   const rendered = svc.render(conv.chat);
-  if (!rendered.ok) return sendError(res, 400, "invalid_request_error", rendered.error.code, rendered.error.message, rendered.error.path || null);
+  if (!rendered.ok)
+    return sendError(res, 400, "invalid_request_error", rendered.error.code, rendered.error.message, rendered.error.path || null);
   const model = typeof request.model === "string" ? request.model : "gpt-oss";
   const stream = request.stream === true;
   const body = upstreamBody(request, rendered.ids, 1, request.max_output_tokens);
@@ -322,7 +356,8 @@ export async function handleResponses(svc: Service, cfg: UpstreamConfig, req: ht
   const finished = final as Obj | null;
   const response = finished && isObj(finished.response) ? finished.response : null;
   if (!stream) {
-    if (error && (!response || response.status !== "completed")) return sendError(res, error.status, "upstream_error", error.code, error.message);
+    if (error && (!response || response.status !== "completed"))
+      return sendError(res, error.status, "upstream_error", error.code, error.message);
     sendJson(res, 200, response);
     return;
   }
@@ -330,7 +365,8 @@ export async function handleResponses(svc: Service, cfg: UpstreamConfig, req: ht
     if (error) return sendError(res, error.status, "upstream_error", error.code, error.message);
     setupSse(res);
   }
-  if (error) res.write(`event: error\ndata: ${JSON.stringify({ type: "error", code: error.code, message: error.message, param: null })}\n\n`);
+  if (error)
+    res.write(`event: error\ndata: ${JSON.stringify({ type: "error", code: error.code, message: error.message, param: null })}\n\n`);
   res.end();
 }
 

@@ -122,7 +122,11 @@ export async function* streamCompletions(body: Record<string, unknown>, opts: Up
           }
           if (chunk.error) {
             const err = chunk.error as { message?: string } | string;
-            throw new UpstreamError(502, "upstream_error", `the upstream reported an error mid-stream: ${typeof err === "string" ? err : err.message}`);
+            throw new UpstreamError(
+              502,
+              "upstream_error",
+              `the upstream reported an error mid-stream: ${typeof err === "string" ? err : err.message}`,
+            );
           }
           const choices = Array.isArray(chunk.choices) ? (chunk.choices as Record<string, unknown>[]) : [];
           yield {
