@@ -10,7 +10,7 @@ $(NODE_MODULES): package.json package-lock.json
 
 install: $(NODE_MODULES)
 
-$(BUILD): $(NODE_MODULES) $(shell find src workers bench -name '*.ts' 2>/dev/null) tsconfig.json
+$(BUILD): $(NODE_MODULES) $(shell find src bench -name '*.ts' 2>/dev/null) tsconfig.json
 	npx tsc -p tsconfig.json
 	@touch $@
 

@@ -2,7 +2,8 @@
 /** The `harmony-sidecar` binary: one entry point, one subcommand per job. */
 import { Command, Option } from "commander";
 import { runParse, type ParseCommandOptions } from "./commands/parse.js";
-import { runServe, SETTINGS, type ServeFlags } from "./commands/serve.js";
+import { runServe } from "./commands/serve.js";
+import { helpText, SETTINGS, type ServeFlags } from "./commands/settings.js";
 import { runLoadtestCommand, type LoadtestFlags } from "./commands/loadtest.js";
 import { FAULT_KINDS } from "./loadtest/generate.js";
 import { runRender } from "./commands/render.js";
@@ -31,37 +32,7 @@ program
   });
 
 const serve = program.command("serve").description("serve parser streams over WebSocket and gRPC, with health and metrics endpoints");
-const help: Record<string, [string, string]> = {
-  host: ["--host <addr>", "address to bind (both edges)"],
-  port: ["--port <n>", "HTTP + WebSocket port (0: any free port)"],
-  grpcPort: ["--grpc-port <n>", "gRPC port (0: any free port, -1: off)"],
-  workers: ["--workers <n>", "parser worker threads (0: parse on the main thread)"],
-  inline: ["--inline <n>", "streams the main thread parses itself, with no thread hop, before new ones go to workers"],
-  token: ["--token <secret>", "bearer token clients must present"],
-  logLevel: ["--log-level <level>", "pino log level"],
-  maxFrameBytes: ["--max-frame-bytes <n>", "largest client frame"],
-  maxStreams: ["--max-streams <n>", "open streams per connection"],
-  maxIdsPerFrame: ["--max-ids-per-frame <n>", "token ids per frame"],
-  idleTimeoutMs: ["--idle-timeout-ms <n>", "close connections silent this long"],
-  pingIntervalMs: ["--ping-interval-ms <n>", "WebSocket ping / gRPC keepalive interval"],
-  drainTimeoutMs: ["--drain-timeout-ms <n>", "graceful stop deadline"],
-  upstream: ["--upstream <url>", "sidecar mode: the vLLM (OpenAI-compatible) server to drive by token ids"],
-  upstreamTimeoutMs: ["--upstream-timeout-ms <n>", "sidecar mode: end a request when the upstream is silent this long"],
-  reasoningField: ["--reasoning-field <name>", "sidecar mode: reasoning or reasoning_content in chat deltas"],
-  cotStoreBytes: [
-    "--cot-store-bytes <n>",
-    "reasoning remembered per tool call id, for restoring it into prompts (0: off, and streams keep no reasoning; at most 1 GiB)",
-  ],
-  cotStoreTtlMs: ["--cot-store-ttl-ms <n>", "how long remembered reasoning is kept"],
-  heapGrowth: [
-    "--heap-growth <percent>",
-    "how far V8's old generation may grow past the live size before its next full GC (V8's --heap-growing-percent; 0: V8's own heuristics; a node --heap-growing-percent flag wins)",
-  ],
-};
-for (const [key, env, def] of SETTINGS) {
-  const [flag, text] = help[key]!;
-  serve.option(flag, `${text} [env ${env}, default ${def === "" ? "none" : def}]`);
-}
+for (const setting of SETTINGS) serve.option(setting.flag, helpText(setting));
 serve.action(async (flags: ServeFlags) => {
   await runServe(flags);
 });

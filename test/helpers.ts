@@ -1,5 +1,6 @@
 /** Shared test fixtures: one vocabulary per test file (built once, ~0.5 s). */
 import { readFileSync, readdirSync } from "node:fs";
+import type fc from "fast-check";
 import { fileURLToPath } from "node:url";
 import { Vocabulary } from "../src/core/vocab.js";
 import { loadHarmonyEncoding, type HarmonyEncoding } from "../src/vocab/index.js";
@@ -46,3 +47,17 @@ export function loadReferenceCases(): { file: string; data: any }[] {
 
 /** A deterministic PRNG (mulberry32) for chunkings: the load tester's. */
 export { rng } from "../src/loadtest/generate.js";
+
+const FC_SEED = process.env.FC_SEED === undefined ? undefined : Number(process.env.FC_SEED);
+/** FC_SCALE=<k> multiplies every property's number of runs (for a longer soak). */
+const FC_SCALE = Number(process.env.FC_SCALE ?? 1) || 1;
+
+/**
+ * fast-check parameters for every property test: `runs` runs (times
+ * FC_SCALE), replaying FC_SEED when it is set; `examples` run first on
+ * every run (regression cases for bugs the properties found).
+ */
+export function fcParams<Ts>(runs: number, examples: NoInfer<Ts>[] = []): fc.Parameters<Ts> {
+  const numRuns = Math.max(1, Math.round(runs * FC_SCALE));
+  return FC_SEED === undefined ? { numRuns, examples } : { numRuns, examples, seed: FC_SEED };
+}

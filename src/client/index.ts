@@ -15,7 +15,7 @@ import WebSocket from "ws";
 import type { HarmonyEvent } from "../core/events.js";
 import { decodeServerFrame, fromWire, type StreamRef } from "../protocol/events.js";
 import { schema, type Schema } from "../protocol/schema.js";
-import { HARMONY_SERVICE } from "../transport/grpc.js";
+import { HARMONY_SERVICE } from "../protocol/grpc-methods.js";
 
 export interface OpenOptions {
   role?: "assistant" | "none";

@@ -2,8 +2,11 @@
 import { writeFileSync } from "node:fs";
 import { Vocabulary } from "../core/vocab.js";
 import { FAULT_KINDS, type FaultKind } from "../loadtest/generate.js";
-import { formatReport, runLoadtest, type Chunking, type LoadtestOptions } from "../loadtest/run.js";
-import { loadHarmonyEncoding } from "../vocab/index.js";
+import { pino } from "pino";
+import { formatReport, runLoadtest, type Chunking, type LoadtestOptions, type Report } from "../loadtest/run.js";
+import { Server } from "../server.js";
+import { DEFAULT_LIMITS } from "../service/service.js";
+import { loadHarmonyEncoding, type HarmonyEncoding } from "../vocab/index.js";
 
 export interface LoadtestFlags {
   url?: string;
@@ -68,6 +71,26 @@ export function loadtestOptions(f: LoadtestFlags): LoadtestOptions {
   };
 }
 
+/** Run the load test against `opts.url` or `opts.grpc`, or, with neither, against a server started here on a free loopback port. */
+export async function loadtest(opts: LoadtestOptions, enc: HarmonyEncoding, vocab: Vocabulary): Promise<Report> {
+  if (opts.url || opts.grpc) return runLoadtest(opts, enc, vocab);
+  const server = new Server({
+    host: "127.0.0.1",
+    port: 0,
+    grpcPort: -1,
+    workers: 2,
+    drainTimeoutMs: 5000,
+    limits: DEFAULT_LIMITS,
+    logger: pino({ level: "silent" }),
+  });
+  try {
+    const { port } = await server.start();
+    return await runLoadtest({ ...opts, url: `ws://127.0.0.1:${port}/v1/stream` }, enc, vocab, "in-process server on a free loopback port");
+  } finally {
+    await server.stop();
+  }
+}
+
 export async function runLoadtestCommand(flags: LoadtestFlags): Promise<number> {
   let opts: LoadtestOptions;
   try {
@@ -80,7 +103,7 @@ export async function runLoadtestCommand(flags: LoadtestFlags): Promise<number> 
   const vocab = new Vocabulary(enc.table);
   let report;
   try {
-    report = await runLoadtest(opts, enc, vocab);
+    report = await loadtest(opts, enc, vocab);
   } catch (e) {
     // a server that refuses us or goes away is not a test result: say so plainly
     process.stderr.write(`loadtest: ${(e as Error).message}\n`);

@@ -9,7 +9,7 @@
  */
 import { createInterface } from "node:readline";
 import type { Readable, Writable } from "node:stream";
-import { parseCase } from "../batch/reference.js";
+import { parseCase } from "../core/reference.js";
 import type { InputErrorCode } from "../core/errors.js";
 import { HarmonyParser, type ParserOptions } from "../core/parser.js";
 import { Vocabulary } from "../core/vocab.js";

@@ -5,7 +5,7 @@
  * service's POST /v1/render and Render op do.
  */
 import type { Readable, Writable } from "node:stream";
-import { renderRequest } from "../render/request.js";
+import { renderRequest } from "../openai/render.js";
 import { loadHarmonyEncoding, type HarmonyEncoding } from "../vocab/index.js";
 
 export async function runRender(

@@ -1,6 +1,9 @@
 /**
- * Stable error codes. The single table of codes, with reasons, is
- * docs/errors.md; `test/errors-doc.test.ts` keeps the two in step.
+ * Every stable code the project emits, one table per kind: parse errors,
+ * input errors, service errors, render and request errors, HTTP API errors,
+ * close codes and recovery kinds. Each is typed as a union of its keys, and
+ * docs/errors.md has the same tables; `test/core/errors-doc.test.ts` checks
+ * both ways that they list the same codes.
  */
 export const PARSE_ERROR_CODES = {
   unexpected_token: "A token other than <|start|> arrived between messages (strict mode).",
@@ -43,3 +46,80 @@ export const SERVICE_ERROR_CODES = {
 } as const;
 
 export type ServiceErrorCode = keyof typeof SERVICE_ERROR_CODES;
+
+/** Repairs resilient mode makes (`recovery` events). */
+export const RECOVERY_KINDS = [
+  "missing_start",
+  "stray_stop",
+  "junk_text",
+  "dropped_token",
+  "invalid_token",
+  "double_start",
+  "header_restart",
+  "abandoned_header",
+  "recipient_spliced",
+  "unused_recipient",
+  "header_repaired",
+  "missing_message",
+  "headerless_text",
+  "missing_end",
+  "truncated_header",
+] as const;
+
+export type RecoveryKind = (typeof RECOVERY_KINDS)[number];
+
+/** Why the renderer refused a conversation (src/core/render.ts's RenderError). */
+export const RENDER_ERROR_CODES = {
+  bad_message: "A message is not an object, or its role is not one of system, developer, user, assistant, tool.",
+  tool_without_name: "A tool message has no name (the reference's `Tools should have a name!`).",
+  misplaced_content: "System content outside a system message, or developer content outside a developer message.",
+  bad_content: "Content, a content object, a tool namespace or a header field has the wrong type or value.",
+  unknown_special: "piecesToTokens: a special piece that the preset does not define.",
+} as const;
+
+export type RenderErrorCode = keyof typeof RENDER_ERROR_CODES;
+
+/** Why an OpenAI chat request could not be turned into a conversation (src/openai/request.ts), or read at all. */
+export const REQUEST_ERROR_CODES = {
+  bad_json: "The request is not JSON.",
+  bad_request: "The request is not an object, or `messages` is not an array.",
+  bad_message: "A message is not an object, or its role is unknown.",
+  bad_content: "Content is not a string, null or an array of text parts (images and audio are not supported).",
+  bad_reasoning: "`reasoning`, `reasoning_content` or `thinking` is present but not a string.",
+  bad_tool_call: "A tool call is not a function call with a name and string or object arguments.",
+  unknown_tool_call_id: "A tool message's `tool_call_id` matches no earlier tool call, and it has no `name`.",
+  bad_tool: "A `tools` entry is not a function with a name.",
+  bad_reasoning_effort: "`reasoning_effort` is not low, medium or high (minimal and none count as low).",
+} as const;
+
+export type RequestErrorCode = keyof typeof REQUEST_ERROR_CODES;
+
+/** Codes of the HTTP API's error bodies (`/v1/render`, the OpenAI front) beyond the request codes above. */
+export const HTTP_ERROR_CODES = {
+  unauthorized: "A bearer token is required and none, or a wrong one, was given (401).",
+  method_not_allowed: "The path takes another method (405).",
+  too_large: "The body is over --max-frame-bytes (413).",
+  no_upstream: "An OpenAI path was asked of a server started without --upstream (404).",
+  internal: "A bug: the request failed in a way that is not the client's or the upstream's (500).",
+  upstream_unreachable: "The upstream could not be reached (502).",
+  upstream_error: "The upstream answered with an error, before or during the stream (its 4xx kept, else 502).",
+  upstream_timeout: "The upstream sent nothing for --upstream-timeout-ms (504).",
+  upstream_bad_response: "The upstream answered with something that is not its streaming format (502).",
+  upstream_broken_stream: "The upstream's stream broke or ended without [DONE] (502).",
+} as const;
+
+export type HttpErrorCode = keyof typeof HTTP_ERROR_CODES;
+
+/** The upstream's failures, as the OpenAI front reports them. */
+export type UpstreamErrorCode = Extract<HttpErrorCode, `upstream_${string}`>;
+
+/** WebSocket close codes the service ends a connection with (1007 and 1009 are sent by `ws` itself). */
+export const CLOSE_CODES = {
+  normal: 1000,
+  going_away: 1001,
+  invalid_payload: 1007,
+  message_too_big: 1009,
+  idle_timeout: 4408,
+} as const;
+
+export type CloseCode = (typeof CLOSE_CODES)[keyof typeof CLOSE_CODES];

@@ -2,6 +2,9 @@
  * The public event stream: a discriminated union on `type`, mirrored one to
  * one by the protobuf `Event` oneof. Field names are the JSON names.
  */
+import type { RecoveryKind } from "./errors.js";
+
+export type { RecoveryKind };
 
 export type DeltaKind = "reasoning" | "content" | "commentary" | "tool_args" | "other";
 export type StopKind = "end" | "call" | "return" | "eos";
@@ -83,23 +86,3 @@ export interface DoneEvent {
 }
 
 export type HarmonyEvent = MessageStartEvent | ToolCallStartEvent | DeltaEvent | MessageEndEvent | RecoveryEvent | ErrorEvent | DoneEvent;
-
-/** Every repair resilient mode can make. Documented in docs/errors.md. */
-export const RECOVERY_KINDS = [
-  "missing_start",
-  "stray_stop",
-  "junk_text",
-  "dropped_token",
-  "invalid_token",
-  "double_start",
-  "header_restart",
-  "abandoned_header",
-  "recipient_spliced",
-  "unused_recipient",
-  "header_repaired",
-  "missing_message",
-  "headerless_text",
-  "missing_end",
-  "truncated_header",
-] as const;
-export type RecoveryKind = (typeof RECOVERY_KINDS)[number];

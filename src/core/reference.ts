@@ -3,9 +3,9 @@
  * `parse_messages_from_completion_tokens` (used by `parse --batch`,
  * `--output messages` and the conformance tests).
  */
-import type { HarmonyEvent, RecoveryKind, ReferenceMessage } from "../core/events.js";
-import { HarmonyParser, type ParserOptions } from "../core/parser.js";
-import type { Vocabulary } from "../core/vocab.js";
+import type { HarmonyEvent, RecoveryKind, ReferenceMessage } from "./events.js";
+import { HarmonyParser, type ParserOptions } from "./parser.js";
+import type { Vocabulary } from "./vocab.js";
 
 export interface FirstError {
   message: string;

@@ -25,6 +25,7 @@
  * Pure: never throws, whatever the input (a nesting depth above
  * {@link MAX_SCHEMA_DEPTH}, or a cycle, renders as `any`).
  */
+import { isObj } from "./json.js";
 
 /** Deeper schemas render as `any` (the reference would recurse without bound). */
 export const MAX_SCHEMA_DEPTH = 64;
@@ -42,10 +43,6 @@ function get(v: unknown, key: string): Got {
 
 function str(v: Got): string | null {
   return typeof v === "string" ? v : null;
-}
-
-function isObject(v: unknown): v is Record<string, unknown> {
-  return v !== null && typeof v === "object" && !Array.isArray(v);
 }
 
 function isEnum(schema: unknown): boolean {
@@ -168,7 +165,7 @@ function convertObject(schema: unknown, indent: string, depth: number): string {
   out += "{\n";
 
   const props = get(schema, "properties");
-  if (isObject(props)) {
+  if (isObj(props)) {
     const required = new Set<string>();
     const req = get(schema, "required");
     if (Array.isArray(req)) for (const r of req) if (typeof r === "string") required.add(r);

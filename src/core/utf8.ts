@@ -124,35 +124,3 @@ export function decodeLossy(bytes: Uint8Array, start: number, end: number, scrat
   scratch[0] = i;
   return out;
 }
-
-/** Encode a JS string as UTF-8 (lone surrogates become U+FFFD). */
-export function encodeUtf8(text: string): Uint8Array {
-  const out = new Uint8Array(text.length * 3);
-  let n = 0;
-  for (let i = 0; i < text.length; i++) {
-    let cp = text.charCodeAt(i);
-    if (cp >= 0xd800 && cp <= 0xdbff && i + 1 < text.length) {
-      const lo = text.charCodeAt(i + 1);
-      if (lo >= 0xdc00 && lo <= 0xdfff) {
-        cp = 0x10000 + ((cp - 0xd800) << 10) + (lo - 0xdc00);
-        i++;
-      }
-    }
-    if (cp >= 0xd800 && cp <= 0xdfff) cp = 0xfffd;
-    if (cp < 0x80) out[n++] = cp;
-    else if (cp < 0x800) {
-      out[n++] = 0xc0 | (cp >> 6);
-      out[n++] = 0x80 | (cp & 0x3f);
-    } else if (cp < 0x10000) {
-      out[n++] = 0xe0 | (cp >> 12);
-      out[n++] = 0x80 | ((cp >> 6) & 0x3f);
-      out[n++] = 0x80 | (cp & 0x3f);
-    } else {
-      out[n++] = 0xf0 | (cp >> 18);
-      out[n++] = 0x80 | ((cp >> 12) & 0x3f);
-      out[n++] = 0x80 | ((cp >> 6) & 0x3f);
-      out[n++] = 0x80 | (cp & 0x3f);
-    }
-  }
-  return out.subarray(0, n);
-}

@@ -6,11 +6,9 @@
  */
 import cliProgress from "cli-progress";
 import hdr from "hdr-histogram-js";
-import { pino } from "pino";
 import { HarmonyClient } from "../client/index.js";
 import type { HarmonyEvent } from "../core/events.js";
 import type { Vocabulary } from "../core/vocab.js";
-import { DEFAULT_LIMITS, Service } from "../service/service.js";
 import { check, FAILURE_KINDS, observe, type FailureKind } from "./check.js";
 import { generateStream, type Encoder, type FaultKind, type GeneratedStream } from "./generate.js";
 
@@ -289,30 +287,20 @@ async function pass(
   };
 }
 
-export async function runLoadtest(opts: LoadtestOptions, enc: Encoder, vocab: Vocabulary): Promise<Report> {
-  let service: Service | null = null;
-  let target: string;
-  if (opts.url) target = opts.url;
-  else if (opts.grpc) target = `grpc://${opts.grpc}`;
-  else {
-    service = new Service({
-      host: "127.0.0.1",
-      port: 0,
-      grpcPort: -1,
-      workers: 2,
-      drainTimeoutMs: 5000,
-      limits: DEFAULT_LIMITS,
-      logger: pino({ level: "silent" }),
-    });
-    const { port } = await service.start();
-    target = `ws://127.0.0.1:${port}/v1/stream`;
-  }
+/**
+ * Run against `opts.url` (WebSocket) or `opts.grpc`; `label` names the
+ * target in the report instead of its address (an in-process server's port
+ * says nothing).
+ */
+export async function runLoadtest(opts: LoadtestOptions, enc: Encoder, vocab: Vocabulary, label?: string): Promise<Report> {
+  const target = opts.url ?? (opts.grpc ? `grpc://${opts.grpc}` : null);
+  if (target === null) throw new Error("no target: give a WebSocket URL or a gRPC address");
   const client = await HarmonyClient.connect(target, { ...(opts.token ? { token: opts.token } : {}), handles: opts.handles === true });
   try {
     const resilient = await pass(client, opts, opts.mode, enc, vocab, opts.mode === "strict" ? "strict" : "resilient");
     const strict = opts.compareStrict && opts.mode !== "strict" ? await pass(client, opts, "strict", enc, vocab, "strict") : undefined;
     return {
-      target: service ? "in-process server on a free loopback port" : target,
+      target: label ?? target,
       seed: opts.seed,
       fault_rate: opts.faultRate,
       chunking: opts.chunking,
@@ -322,7 +310,6 @@ export async function runLoadtest(opts: LoadtestOptions, enc: Encoder, vocab: Vo
     };
   } finally {
     await client.close().catch(() => undefined);
-    await service?.stop();
   }
 }
 

@@ -8,14 +8,10 @@
  *    "harmony": {"model_identity", "knowledge_cutoff", "current_date",
  *                "builtin_tools": {"browser", "python"}, "restore_reasoning": true}}
  */
-import {
-  fromOpenAIRequest,
-  piecesToText,
-  piecesToTokens,
-  renderConversationForCompletionPieces,
-  RenderError,
-  type FromOpenAIOptions,
-} from "../core/render.js";
+import type { RenderErrorCode, RequestErrorCode } from "../core/errors.js";
+import { isObj, type JsonObject as Obj } from "../core/json.js";
+import { piecesToText, piecesToTokens, renderConversationForCompletionPieces, RenderError } from "../core/render.js";
+import { fromOpenAIRequest, type FromOpenAIOptions } from "./request.js";
 
 export interface Restored {
   tool_call_id: string;
@@ -24,7 +20,8 @@ export interface Restored {
 }
 
 export type RenderOutcome =
-  { ok: true; ids: number[]; text: string; restored: Restored[] } | { ok: false; error: { code: string; message: string; path: string } };
+  | { ok: true; ids: number[]; text: string; restored: Restored[] }
+  | { ok: false; error: { code: RequestErrorCode | RenderErrorCode; message: string; path: string } };
 
 export interface RenderDeps {
   encodeOrdinary(text: string): ArrayLike<number>;
@@ -32,8 +29,6 @@ export interface RenderDeps {
   recall?(toolCallId: string): string | undefined;
 }
 
-type Obj = Record<string, unknown>;
-const isObj = (v: unknown): v is Obj => typeof v === "object" && v !== null && !Array.isArray(v);
 const hasReasoning = (m: Obj) =>
   ["reasoning", "reasoning_content", "thinking"].some((k) => typeof m[k] === "string" && (m[k] as string).trim() !== "");
 

@@ -10,12 +10,12 @@ import { HarmonyParser, type ParserOptions } from "../core/parser.js";
 import { HARMONY } from "../core/preset.js";
 import type { Vocabulary } from "../core/vocab.js";
 import { toWire, type StreamRef } from "../protocol/events.js";
-import { deltaJson, FrameWriter, handleField, jsonRef, streamField } from "../protocol/fast-events.js";
+import { deltaJson, FrameWriter, handleField, jsonRef, streamField } from "../protocol/frame-writer.js";
 import type { Schema } from "../protocol/schema.js";
 import { toStruct } from "../protocol/struct.js";
-import { ChatCompletionChunkAdapter } from "../adapters/openai-chat.js";
-import { ResponsesStreamAdapter } from "../adapters/openai-responses.js";
-import { CotBuffer, type MemoSink } from "./cot-buffer.js";
+import { ChatCompletionChunkAdapter } from "../openai/chat.js";
+import { ResponsesStreamAdapter } from "../openai/responses.js";
+import { CotBuffer, followReasoning, type MemoSink } from "../store/cot-buffer.js";
 import {
   K_CLOSE,
   K_OPEN,
@@ -255,6 +255,11 @@ export class SessionHost {
     return this.finish();
   }
 
+  /**
+   * Encode a stream's events into the batch's answer (the reasoning memo
+   * policy, src/store/cot-buffer.ts's followReasoning, sees each first) and
+   * count them.
+   */
   private count(session: Session, events: HarmonyEvent[], notes: RecoveryNote[] | null): void {
     const c = this.counts;
     const memos = this.memos;
@@ -266,8 +271,8 @@ export class SessionHost {
     const cot = session.cot;
     let deltas = 0;
     for (const ev of events) {
+      if (cot !== null) followReasoning(cot, ev, this.remember, memos);
       if (ev.type === "delta") {
-        if (cot !== null && ev.kind === "reasoning") cot.append(ev.text);
         if (session.adapter === null) {
           // the common case, written without intermediate objects
           deltas++;
@@ -275,17 +280,6 @@ export class SessionHost {
           else writer.deltaOf(session.field, ev);
           continue;
         }
-      } else if (cot !== null) {
-        if (ev.type === "message_end") {
-          // separate analysis messages of one turn by a blank line
-          cot.separate();
-        } else if (ev.type === "tool_call_start") {
-          if (this.remember !== null) cot.memoTo(ev.id, this.remember);
-          else {
-            const bytes = cot.memo();
-            if (bytes !== null) memos.push({ id: ev.id, bytes });
-          }
-        } else if (ev.type === "message_start" && ev.channel === "final" && ev.recipient === null) cot.clear();
       }
       c.events[ev.type] = (c.events[ev.type] ?? 0) + 1;
       if (ev.type === "recovery") {

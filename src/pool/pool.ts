@@ -27,18 +27,22 @@ import { Piscina } from "piscina";
 import { Vocabulary, type VocabTable } from "../core/vocab.js";
 import type { Schema } from "../protocol/schema.js";
 import { SessionHost } from "./host.js";
-import type { MemoSink } from "./cot-buffer.js";
+import type { MemoSink } from "../store/cot-buffer.js";
 import type { DropTask, OpsResult, OpsTask, WorkerData } from "./task.js";
 
-/** The built worker file (tests running from src/ use the build in dist/). */
+/**
+ * The built worker file: ./worker.js beside this module in dist/, or, for
+ * tests running from src/, the build in dist/ (vitest's global setup,
+ * test/build.setup.ts, rebuilds it first so it is never stale).
+ */
 export function workerFile(): string {
   const here = path.dirname(fileURLToPath(import.meta.url));
   const candidates = [
-    path.join(here, "../../workers/parser-worker.js"), // dist/src/pool → dist/workers
-    path.join(here, "../../dist/workers/parser-worker.js"), // src/pool → dist/workers
+    path.join(here, "worker.js"), // dist/src/pool
+    path.join(here, "../../dist/src/pool/worker.js"), // src/pool → dist/src/pool
   ];
   const found = candidates.find((f) => existsSync(f));
-  if (!found) throw new Error("workers/parser-worker.js is not built; run `make build`");
+  if (!found) throw new Error("src/pool/worker.ts is not built; run `make build`");
   return found;
 }
 
@@ -77,7 +81,6 @@ export class ParserPool extends EventEmitter<PoolEvents> {
   private readonly inlineMax: number;
   private host: SessionHost | null = null;
   private readonly newHost: () => SessionHost;
-  restarts = 0;
 
   constructor(opts: PoolOptions) {
     super();
@@ -102,7 +105,6 @@ export class ParserPool extends EventEmitter<PoolEvents> {
       piscina.on("workerDestroy", () => {
         if (this.closing) return;
         slot.generation++;
-        this.restarts++;
         this.emit("crash", i, slot.generation);
       });
       // a dead worker with no task in flight is reported as a pool error
@@ -177,7 +179,6 @@ export class ParserPool extends EventEmitter<PoolEvents> {
     const s = this.slots[this.inlineSlot]!;
     this.host = this.newHost();
     s.generation++;
-    this.restarts++;
     this.emit("crash", this.inlineSlot, s.generation);
   }
 

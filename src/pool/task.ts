@@ -26,11 +26,9 @@ export type OutputFormat =
 export type OpenWith = OpenSpec & { name: string; handle: number };
 
 /** The reasoning that preceded a tool call the parser emitted. */
-export interface ReasoningMemo {
-  id: string;
-  /** The reasoning, trimmed, in UTF-8 (see CotBuffer.memo). */
-  bytes: Uint8Array;
-}
+import type { ReasoningMemo } from "../store/cot-buffer.js";
+
+export type { ReasoningMemo };
 
 /** The ops of one frame that belong to one worker, in frame order. */
 export interface OpsTask {

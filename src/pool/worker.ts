@@ -5,10 +5,10 @@
  * workerData, so a worker starts without rebuilding it.
  */
 import { workerData } from "node:worker_threads";
-import { Vocabulary } from "../src/core/vocab.js";
-import { SessionHost } from "../src/pool/host.js";
-import { schema } from "../src/protocol/schema.js";
-import type { OpsResult, Task, WorkerData } from "../src/pool/task.js";
+import { Vocabulary } from "../core/vocab.js";
+import { SessionHost } from "./host.js";
+import { schema } from "../protocol/schema.js";
+import type { OpsResult, Task, WorkerData } from "./task.js";
 
 const data = workerData as WorkerData;
 const host = new SessionHost(new Vocabulary(data.table), schema());

@@ -2,8 +2,9 @@
  * One client connection (a WebSocket, or one gRPC Stream call): many
  * parser streams multiplexed over it.
  *
- * A frame is read, checked (limits first), split by worker slot into one
- * task per slot, and its answers are sent in frame order: everything a
+ * A frame is read, checked (limits first), routed to its streams' parser
+ * sessions (src/pool/route.ts: the main thread's inline slot, or one task
+ * per worker slot), and its answers are sent in frame order: everything a
  * connection receives is in the order of the frames it sent, and the events
  * of a stream are in order. Bad input becomes an `error` event with a code;
  * the connection and its other streams carry on.
@@ -13,10 +14,10 @@
  * past either, the transport stops reading from this client until it drains.
  */
 import { randomBytes } from "node:crypto";
-import type { ServiceErrorCode } from "../core/errors.js";
+import { CLOSE_CODES, type CloseCode, type ServiceErrorCode } from "../core/errors.js";
+import { BinaryFrameReader } from "../protocol/binary-frame.js";
+import { readJsonFrame } from "../protocol/json-frame.js";
 import {
-  BinaryFrameReader,
-  readJsonFrame,
   OP_CLOSE,
   OP_OPEN,
   OP_TOKENS,
@@ -26,12 +27,18 @@ import {
   type RenderOp,
   type OpError,
   type ReadFrame,
-} from "../protocol/client-frame.js";
+} from "../protocol/ops.js";
 import { encodeServerFrame, jsonServerFrame, type StreamRef, type WireEvent } from "../protocol/events.js";
-import type { Session } from "../pool/host.js";
-import { RecentSet } from "./recent.js";
-import { K_CLOSE, K_OPEN, K_TOKENS, type OpenWith, type OpsResult, type OpsTask, type OutputFormat } from "../pool/task.js";
-import type { Service } from "./service.js";
+import { FrameRoute, type CloseReason } from "../pool/route.js";
+import { opRef, refOf, StreamBook, type StreamState } from "./streams.js";
+import type { OpenWith, OpsResult, OutputFormat } from "../pool/task.js";
+import type { Logger } from "pino";
+import type { Metrics } from "./metrics.js";
+import type { Limits } from "./limits.js";
+import type { ParserPool } from "../pool/pool.js";
+import type { Schema } from "../protocol/schema.js";
+import type { ReasoningStore } from "../store/store.js";
+import type { RenderOutcome } from "../openai/render.js";
 
 export interface Transport {
   readonly kind: "ws" | "grpc" | "http";
@@ -40,93 +47,35 @@ export interface Transport {
   pause(): void;
   resume(): void;
   /** End the connection (after the last send). */
-  end(code: number, reason: string): void;
+  end(code: CloseCode, reason: string): void;
 }
 
-/** One worker slot's share of a frame, in frame order. */
-interface Group {
-  kinds: number[];
-  sids: number[];
-  offs: number[];
-  extra: [number, OpenWith | string][];
-  ids: number;
-}
-
-interface StreamState {
-  name: string;
-  /** Its handle (0: none); its events then carry the handle instead of the name. */
-  handle: number;
-  slot: number;
-  generation: number;
-  /** The stream's number on this connection (what tasks carry instead of its name). */
-  sid: number;
-  /** Its session, when it lives on the main thread: ops reach it without a lookup. */
-  session: Session | null;
+/** What a connection needs of the service it belongs to (src/service/service.ts implements it). */
+export interface ConnectionHost {
+  readonly schema: Schema;
+  readonly metrics: Metrics;
+  readonly logger: Logger;
+  readonly limits: Limits;
+  readonly pool: ParserPool;
+  readonly cot: ReasoningStore;
+  /** Render a chat request (JSON text) into a Harmony prompt. */
+  renderJson(json: string): RenderOutcome;
+  /** Fold a batch's counts into the metrics and the reasoning store. */
+  recordCounts(r: OpsResult, conn: number): void;
+  connectionClosed(c: Connection): void;
 }
 
 /** Close reasons we accept, as the parser names them. */
-const REASONS = new Set(["eos", "length", "abort"]);
+const REASONS: ReadonlySet<string> = new Set<CloseReason>(["eos", "length", "abort"]);
 
 let nextConnId = 1;
-
-/**
- * Open streams by handle: small handles (the usual 1..N of an engine's
- * sequence slots) index an array, larger ones a Map. A Map lookup per op
- * was ~3% of the main thread on 256-stream step frames.
- */
-class HandleTable {
-  private readonly small: (StreamState | undefined)[] = [];
-  private readonly large = new Map<number, StreamState>();
-
-  get(h: number): StreamState | undefined {
-    return h < SMALL_HANDLES ? this.small[h] : this.large.get(h);
-  }
-
-  set(h: number, st: StreamState): void {
-    if (h < SMALL_HANDLES) {
-      // filled up to h (no holes: a sparse array would fall back to a dictionary)
-      while (this.small.length <= h) this.small.push(undefined);
-      this.small[h] = st;
-    } else this.large.set(h, st);
-  }
-
-  delete(h: number): void {
-    if (h < SMALL_HANDLES) this.small[h] = undefined;
-    else this.large.delete(h);
-  }
-}
 
 /** The format of most streams (shared: nothing changes it). */
 const EVENTS: Readonly<OutputFormat> = Object.freeze({ kind: "events" });
 
-/** Closed stream names, and handles, remembered per connection for the `stream_closed` error. */
-const RECENTLY_CLOSED = 1024;
-
-/** Handles below this live in the array (at most 8192 slots per connection). */
-const SMALL_HANDLES = 8192;
-
-/**
- * How an error about an op names the stream: by the name the op gave, or by
- * its handle when it gave none (a handle the op gave may belong to another
- * stream, whose events a client sorts by it).
- */
-function opRef(name: string, handle: number): StreamRef {
-  return name !== "" || handle === 0 ? { stream: name } : { handle };
-}
-
-/** How a stream's events name it. */
-function refOf(st: StreamState): StreamRef {
-  return st.handle !== 0 ? { handle: st.handle } : { stream: st.name };
-}
-
 export class Connection {
   readonly id = nextConnId++;
-  private readonly streams = new Map<string, StreamState>();
-  /** Open streams that have a handle, by handle. */
-  private readonly handles = new HandleTable();
-  /** Recently closed stream names and handles (bounded), for a precise error on late ops. */
-  private readonly closed = new RecentSet<string>(RECENTLY_CLOSED);
-  private readonly closedHandles = new RecentSet<number>(RECENTLY_CLOSED);
+  private readonly streams = new StreamBook();
   private tail: Promise<void> = Promise.resolve();
   /** Sends chained on `tail` that have not run yet; a frame may be answered at once only when 0. */
   private queued = 0;
@@ -138,13 +87,12 @@ export class Connection {
   private ended = false;
   private lastActivity = Date.now();
   private readonly slotsUsed = new Set<number>();
-  private nextSid = 1;
   /** Random per connection; with a counter it makes tool call ids unique without a syscall per open. */
   private readonly idBase = randomBytes(6).toString("hex");
   private opened = 0;
 
   constructor(
-    private readonly service: Service,
+    private readonly service: ConnectionHost,
     private readonly transport: Transport,
   ) {}
 
@@ -153,15 +101,17 @@ export class Connection {
     return this.transport.kind;
   }
 
-  get openStreams(): number {
-    return this.streams.size;
-  }
-
   get idleMs(): number {
     return this.inflight > 0 ? 0 : Date.now() - this.lastActivity;
   }
 
-  /** A frame from the client: bytes (protobuf) or text (JSON mapping). */
+  /**
+   * A frame from the client: bytes (protobuf) or text (JSON mapping). Read
+   * as decode → validate → route → answer: the frame is decoded (limits
+   * first), each op is checked against the connection's streams, routed to
+   * its stream's parser session (main thread) or its worker slot's task, and
+   * the answer goes out in frame order once the tasks are done.
+   */
   onFrame(data: Uint8Array | string): void {
     if (this.ended) return;
     const svc = this.service;
@@ -169,26 +119,20 @@ export class Connection {
     this.lastActivity = Date.now();
     const json = typeof data === "string";
     svc.metrics.countFrame(this.transport.kind);
+    // decode
     const limit = svc.limits.maxIdsPerFrame;
     const read: ReadFrame = json ? readJsonFrame(data, limit) : this.reader.read(data, svc.schema, limit);
     const immediate: WireEvent[] = [];
-    const fail = (e: OpError) => {
-      immediate.push(this.errorEvent(opRef(e.stream, e.handle ?? 0), e.code, e.message));
-    };
+    if (read.fatal) immediate.push(this.opError(read.fatal));
+    for (const e of read.errors) immediate.push(this.opError(e));
+    // validate and route, op by op, in frame order
+    const route = new FrameRoute(svc.pool, this.id, json, read.ids, (e) =>
+      svc.logger.error({ conn: this.id, err: e }, "inline parser sessions failed"),
+    );
     // where the streams closed in this frame were, by what their events carry
     // (handle, else name): a stream opened later in the frame whose events
     // carry the same goes there, so the old stream's last events come first
     let closedHere: Map<string | number, number> | null = null;
-    if (read.fatal) fail(read.fatal);
-    for (const e of read.errors) fail(e);
-
-    // ops for the inline slot are applied as they are read; the rest are
-    // grouped into one task per worker slot, in frame order
-    const pool = svc.pool;
-    const inlineSlot = pool.inlineSlot;
-    let host = pool.inlineHost;
-    let inlineUsed = false;
-    const perSlot: (Group | undefined)[] = [];
     const ops = read.ops;
     for (let i = 0; i < ops.n; i++) {
       const kind = ops.kinds[i]!;
@@ -196,163 +140,24 @@ export class Connection {
       const handle = ops.handles[i]!;
       if (name === "" && (handle === 0 || kind === OP_OPEN)) {
         // (an open's handle may be another stream's: that error is the connection's)
-        fail({
-          code: "bad_frame",
-          message: kind === OP_OPEN ? "an open without a stream name" : "an op without a stream name or handle",
-          stream: "",
-          handle: kind === OP_OPEN ? 0 : handle,
-        });
-        continue;
-      }
-      if (kind === OP_RENDER) {
+        immediate.push(this.unnamed(kind, handle));
+      } else if (kind === OP_TOKENS) {
+        const st = this.streams.find(name, handle);
+        if (st) route.tokens(st, ops.starts[i]!, ops.ends[i]!);
+        else immediate.push(this.lateOp(name, handle));
+      } else if (kind === OP_OPEN) {
+        const refused = this.openStream(ops.rare[i] as OpenOp, name, handle, closedHere, route);
+        if (refused) immediate.push(refused);
+      } else if (kind === OP_CLOSE) {
+        const st = this.closeStream(ops.rare[i] as CloseOp, name, handle, route, immediate);
+        if (st) (closedHere ??= new Map()).set(st.handle !== 0 ? st.handle : st.name, st.slot);
+      } else if (kind === OP_RENDER) {
         // answered in frame order with the rest of this frame
-        const r = svc.renderJson((ops.rare[i] as RenderOp).json);
-        if (r.ok) immediate.push({ stream: name, rendered: { request_id: name, ids: r.ids, text: r.text, restored: r.restored } });
-        else
-          immediate.push(
-            this.errorEvent(name, "bad_request", `${r.error.code}${r.error.path ? ` at ${r.error.path}` : ""}: ${r.error.message}`),
-          );
-        continue;
-      }
-      let st: StreamState | undefined;
-      let open: OpenWith | undefined;
-      let reason = "";
-      if (kind === OP_OPEN) {
-        // an open always has a name: its errors name the stream by it (its handle may be another stream's)
-        if (this.draining) {
-          immediate.push(this.errorEvent(name, "shutting_down", "the server is draining; no new streams"));
-          continue;
-        }
-        if (this.streams.has(name)) {
-          immediate.push(this.errorEvent(name, "duplicate_stream", `stream ${JSON.stringify(name)} is already open`));
-          continue;
-        }
-        const holder = handle !== 0 ? this.handles.get(handle) : undefined;
-        if (holder) {
-          immediate.push(
-            this.errorEvent(name, "duplicate_stream", `handle ${handle} is already in use by stream ${JSON.stringify(holder.name)}`),
-          );
-          continue;
-        }
-        if (this.streams.size >= svc.limits.maxStreamsPerConnection) {
-          immediate.push(
-            this.errorEvent(name, "too_many_streams", `at most ${svc.limits.maxStreamsPerConnection} open streams per connection`),
-          );
-          continue;
-        }
-        const spec = this.openSpec(ops.rare[i] as OpenOp, name, handle);
-        if (typeof spec === "string") {
-          immediate.push(this.errorEvent(name, "bad_option", spec));
-          continue;
-        }
-        // keyed the way the streams' events are: by handle when there is one, else by name
-        const prior = closedHere?.get(handle !== 0 ? handle : name);
-        const slot = prior !== undefined ? pool.assignTo(prior) : pool.assign();
-        st = { name, handle, slot, generation: pool.generation(slot), sid: this.nextSid++, session: null };
-        this.streams.set(name, st);
-        this.closed.delete(name);
-        if (handle !== 0) {
-          this.handles.set(handle, st);
-          this.closedHandles.delete(handle);
-        }
-        this.slotsUsed.add(slot);
-        svc.metrics.openStreams.inc();
-        open = spec;
-      } else {
-        st = handle !== 0 ? this.handles.get(handle) : this.streams.get(name);
-        if (!st || (handle !== 0 && name !== "" && st.name !== name)) {
-          immediate.push(this.lateOp(name, handle, st));
-          continue;
-        }
-        if (kind === OP_CLOSE) {
-          const given = (ops.rare[i] as CloseOp).reason;
-          reason = given === "" ? "eos" : given;
-          if (!REASONS.has(reason)) {
-            immediate.push(
-              this.errorEvent(opRef(name, handle), "bad_option", `close reason must be eos, length or abort, not ${JSON.stringify(given)}`),
-            );
-            continue;
-          }
-          this.forget(st);
-          closedHere ??= new Map();
-          closedHere.set(st.handle !== 0 ? st.handle : st.name, st.slot);
-        }
-      }
-      if (st.slot === inlineSlot && host !== null) {
-        if (!inlineUsed) {
-          host.begin(this.id, json);
-          inlineUsed = true;
-        }
-        try {
-          // a main-thread stream got its session when its open was applied (if that
-          // threw, the crash handler forgot the stream, so no later op finds it)
-          if (kind === OP_TOKENS) host.tokensOf(st.session!, read.ids, ops.starts[i]!, ops.ends[i]!);
-          else if (open) st.session = host.openStream(st.sid, open);
-          else host.closeStream(st.sid, reason as "eos" | "length" | "abort");
-        } catch (e) {
-          // a bug, not bad input: the inline sessions are lost as in a worker
-          // crash (their streams get worker_crashed); later ops go to a fresh host
-          svc.logger.error({ conn: this.id, err: e }, "inline parser sessions failed");
-          pool.inlineFailed();
-          host = pool.inlineHost;
-          inlineUsed = false;
-        }
-        continue;
-      }
-      let g = perSlot[st.slot];
-      if (!g) perSlot[st.slot] = g = { kinds: [], sids: [], offs: [], extra: [], ids: 0 };
-      if (kind === OP_TOKENS) {
-        g.kinds.push(K_TOKENS);
-        g.sids.push(st.sid);
-        const start = ops.starts[i]!;
-        const end = ops.ends[i]!;
-        g.offs.push(start, end);
-        g.ids += end - start;
-      } else {
-        g.extra.push([g.kinds.length, open ?? reason]);
-        g.kinds.push(open ? K_OPEN : K_CLOSE);
-        g.sids.push(st.sid);
-        g.offs.push(0, 0);
+        immediate.push(this.render(name, (ops.rare[i] as RenderOp).json));
       }
     }
-
-    const results: (Promise<OpsResult | null> | OpsResult | null)[] = [];
-    if (inlineUsed) results.push(pool.inlineHost!.finish());
-    let pending = false;
-    for (let slot = 0; slot < perSlot.length; slot++) {
-      const g = perSlot[slot];
-      if (!g) continue;
-      // one task per worker slot, carrying only that slot's ids
-      const ids = new Uint32Array(g.ids);
-      const offs = new Uint32Array(g.offs.length);
-      let at = 0;
-      for (let i = 0; i < g.kinds.length; i++) {
-        if (g.kinds[i] !== K_TOKENS) continue;
-        const s = g.offs[2 * i]!;
-        const e = g.offs[2 * i + 1]!;
-        ids.set(read.ids.subarray(s, e), at);
-        offs[2 * i] = at;
-        offs[2 * i + 1] = at += e - s;
-      }
-      const task: OpsTask = {
-        t: "ops",
-        conn: this.id,
-        json,
-        kinds: Uint8Array.from(g.kinds),
-        sids: Uint32Array.from(g.sids),
-        offs,
-        ids,
-        extra: g.extra,
-      };
-      pending = true;
-      results.push(
-        pool.run(slot, task).catch(() => {
-          // the worker died under this task; the crash handler fails its streams
-          return null;
-        }),
-      );
-    }
-
+    // answer
+    const { results, pending } = route.dispatch();
     const answer = (done: (OpsResult | null)[]) => {
       this.sendFrame(json, immediate, done);
       svc.metrics.frameLatency.observe((performance.now() - started) / 1000);
@@ -377,7 +182,7 @@ export class Connection {
   onWorkerCrash(slot: number, generation: number): void {
     if (this.ended) return;
     const lost: WireEvent[] = [];
-    for (const st of [...this.streams.values()]) {
+    for (const st of this.streams.all()) {
       if (st.slot !== slot || st.generation >= generation) continue;
       this.forget(st);
       const where =
@@ -399,7 +204,7 @@ export class Connection {
     if (this.ended) return;
     this.draining = true;
     this.transport.pause();
-    const open = [...this.streams.values()];
+    const open = this.streams.all();
     const names = open.map((st) => st.name);
     if (names.length > 0) {
       const json = this.lastJson;
@@ -411,7 +216,7 @@ export class Connection {
       this.onFrame(json ? JSON.stringify(frame) : (this.service.schema.ClientFrame.encode(frame).finish() as Uint8Array));
     }
     await this.tail;
-    this.transport.end(1001, "server shutting down");
+    this.transport.end(CLOSE_CODES.going_away, "server shutting down");
     this.ended = true;
   }
 
@@ -419,14 +224,14 @@ export class Connection {
   idleTimeout(): void {
     if (this.ended) return;
     this.service.logger.info({ conn: this.id }, "closing idle connection");
-    this.transport.end(4408, "idle timeout");
+    this.transport.end(CLOSE_CODES.idle_timeout, "idle timeout");
     this.close();
   }
 
   /** The client finished sending (gRPC half-close): answer what is in flight, then end. */
   async finish(): Promise<void> {
     await this.tail;
-    if (!this.ended) this.transport.end(1000, "client finished");
+    if (!this.ended) this.transport.end(CLOSE_CODES.normal, "client finished");
     this.close();
   }
 
@@ -434,7 +239,7 @@ export class Connection {
   close(): void {
     if (this.ended && this.streams.size === 0) return;
     this.ended = true;
-    for (const st of [...this.streams.values()]) this.forget(st);
+    for (const st of this.streams.all()) this.forget(st);
     for (const slot of this.slotsUsed) void this.service.pool.drop(slot, this.id);
     this.service.connectionClosed(this);
   }
@@ -455,35 +260,87 @@ export class Connection {
     });
   }
 
+  /** A decoding error, as an event. */
+  private opError(e: OpError): WireEvent {
+    return this.errorEvent(opRef(e.stream, e.handle ?? 0), e.code, e.message);
+  }
+
+  /** An op with no stream name (an open) or neither name nor handle. */
+  private unnamed(kind: number, handle: number): WireEvent {
+    return this.opError({
+      code: "bad_frame",
+      message: kind === OP_OPEN ? "an open without a stream name" : "an op without a stream name or handle",
+      stream: "",
+      handle: kind === OP_OPEN ? 0 : handle,
+    });
+  }
+
+  /**
+   * Open a stream and route its open; an error event when it is refused.
+   * An open always has a name: its errors name the stream by it (its handle may be another stream's).
+   */
+  private openStream(
+    op: OpenOp,
+    name: string,
+    handle: number,
+    closedHere: Map<string | number, number> | null,
+    route: FrameRoute,
+  ): WireEvent | null {
+    if (this.draining) return this.errorEvent(name, "shutting_down", "the server is draining; no new streams");
+    if (this.streams.has(name)) return this.errorEvent(name, "duplicate_stream", `stream ${JSON.stringify(name)} is already open`);
+    const holder = handle !== 0 ? this.streams.holder(handle) : undefined;
+    if (holder)
+      return this.errorEvent(name, "duplicate_stream", `handle ${handle} is already in use by stream ${JSON.stringify(holder.name)}`);
+    const max = this.service.limits.maxStreamsPerConnection;
+    if (this.streams.size >= max) return this.errorEvent(name, "too_many_streams", `at most ${max} open streams per connection`);
+    const spec = this.openSpec(op, name, handle);
+    if (typeof spec === "string") return this.errorEvent(name, "bad_option", spec);
+    const pool = this.service.pool;
+    // keyed the way the streams' events are: by handle when there is one, else by name
+    const prior = closedHere?.get(handle !== 0 ? handle : name);
+    const slot = prior !== undefined ? pool.assignTo(prior) : pool.assign();
+    const st = this.streams.open(name, handle, slot, pool.generation(slot));
+    this.slotsUsed.add(slot);
+    this.service.metrics.openStreams.inc();
+    route.open(st, spec);
+    return null;
+  }
+
+  /** Close a stream and route its close; the stream closed, or null (with an error event added) when refused. */
+  private closeStream(op: CloseOp, name: string, handle: number, route: FrameRoute, immediate: WireEvent[]): StreamState | null {
+    const st = this.streams.find(name, handle);
+    if (!st) {
+      immediate.push(this.lateOp(name, handle));
+      return null;
+    }
+    const reason = op.reason === "" ? "eos" : op.reason;
+    if (!REASONS.has(reason)) {
+      const message = `close reason must be eos, length or abort, not ${JSON.stringify(op.reason)}`;
+      immediate.push(this.errorEvent(opRef(name, handle), "bad_option", message));
+      return null;
+    }
+    this.forget(st);
+    route.close(st, reason as CloseReason);
+    return st;
+  }
+
+  /** A render op's answer. */
+  private render(name: string, json: string): WireEvent {
+    const r = this.service.renderJson(json);
+    if (r.ok) return { stream: name, rendered: { request_id: name, ids: r.ids, text: r.text, restored: r.restored } };
+    return this.errorEvent(name, "bad_request", `${r.error.code}${r.error.path ? ` at ${r.error.path}` : ""}: ${r.error.message}`);
+  }
+
   private forget(st: StreamState): void {
-    this.streams.delete(st.name);
+    this.streams.forget(st);
     this.service.pool.release(st.slot);
     this.service.metrics.openStreams.dec();
-    this.closed.add(st.name);
-    if (st.handle !== 0) {
-      this.handles.delete(st.handle);
-      this.closedHandles.add(st.handle);
-    }
   }
 
   /** The error for tokens or close naming a stream that is not open here (or a handle and a name that disagree). */
-  private lateOp(name: string, handle: number, st: StreamState | undefined): WireEvent {
-    const ref = opRef(name, handle);
-    if (st)
-      return this.errorEvent(ref, "unknown_stream", `handle ${handle} is stream ${JSON.stringify(st.name)}, not ${JSON.stringify(name)}`);
-    const byName = handle === 0;
-    if (byName ? this.closed.has(name) : this.closedHandles.has(handle)) {
-      return this.errorEvent(
-        ref,
-        "stream_closed",
-        byName ? `stream ${JSON.stringify(name)} is closed` : `the stream with handle ${handle} is closed`,
-      );
-    }
-    return this.errorEvent(
-      ref,
-      "unknown_stream",
-      byName ? `no open stream ${JSON.stringify(name)}` : `no open stream with handle ${handle}`,
-    );
+  private lateOp(name: string, handle: number): WireEvent {
+    const why = this.streams.whyNot(name, handle);
+    return this.errorEvent(opRef(name, handle), why.code, why.message);
   }
 
   /** An error event for a stream name, or for how an op or a stream is named. */

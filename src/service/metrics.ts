@@ -1,6 +1,6 @@
 /** Prometheus metrics (prom-client), one registry per service. */
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from "prom-client";
-import type { CotStore } from "./cot-store.js";
+import type { CotStore } from "../store/memory.js";
 
 export interface Metrics {
   registry: Registry;

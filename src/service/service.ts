@@ -1,54 +1,24 @@
 /**
  * The service: one worker pool, one schema, one set of limits and metrics,
- * shared by the WebSocket/HTTP edge and the gRPC edge.
+ * and the connections that use them. The edges (WebSocket/HTTP, gRPC, the
+ * OpenAI front) are started around it by the composition root,
+ * src/server.ts; nothing here knows a transport.
  */
-import { createRequire } from "node:module";
 import os from "node:os";
 import { pino, type Logger } from "pino";
 import { ParserPool } from "../pool/pool.js";
 import type { OpsResult } from "../pool/task.js";
 import { schema, type Schema } from "../protocol/schema.js";
-import { startGrpc, type GrpcEdge } from "../transport/grpc.js";
-import { startHttp, type HttpEdge } from "../transport/http.js";
 import { loadHarmonyEncoding, type HarmonyEncoding } from "../vocab/index.js";
-import { renderRequest, type RenderOutcome } from "../render/request.js";
-import { CotStore } from "./cot-store.js";
-import type { UpstreamConfig } from "../upstream/front.js";
-import { Connection, type Transport } from "./connection.js";
+import { renderRequest, type RenderOutcome } from "../openai/render.js";
+import { CotStore } from "../store/memory.js";
+import { Connection, type ConnectionHost, type Transport } from "./connection.js";
+import type { Limits } from "./limits.js";
 import { createMetrics, type Metrics } from "./metrics.js";
 
-export interface Limits {
-  /** Largest client frame, bytes (WebSocket message or gRPC message). */
-  maxFrameBytes: number;
-  maxStreamsPerConnection: number;
-  /** Token ids in one frame, over all its ops. */
-  maxIdsPerFrame: number;
-  /** A connection that sends nothing for this long is closed. */
-  idleTimeoutMs: number;
-  /** WebSocket ping interval; a peer that misses a pong is dropped. gRPC keepalive uses it too. */
-  pingIntervalMs: number;
-  /** Frames being parsed per connection before it stops being read. */
-  maxInflightFrames: number;
-  /** Answer bytes waiting for a slow reader before it stops being read. */
-  maxBufferedBytes: number;
-}
-
-export const DEFAULT_LIMITS: Limits = {
-  maxFrameBytes: 4 * 1024 * 1024,
-  maxStreamsPerConnection: 16384,
-  maxIdsPerFrame: 262144,
-  idleTimeoutMs: 300_000,
-  pingIntervalMs: 30_000,
-  maxInflightFrames: 64,
-  maxBufferedBytes: 8 * 1024 * 1024,
-};
+export { DEFAULT_LIMITS, type Limits } from "./limits.js";
 
 export interface ServiceOptions {
-  host: string;
-  /** HTTP + WebSocket port (0: any free port). */
-  port: number;
-  /** gRPC port (0: any free port, -1: no gRPC). */
-  grpcPort: number;
   /** Parser worker threads (0: parse on the main thread only). */
   workers: number;
   /** Streams the main thread parses itself before new ones go to workers (the pool's inline slot). */
@@ -58,8 +28,6 @@ export interface ServiceOptions {
   limits: Limits;
   /** How long a graceful stop may take before connections are cut. */
   drainTimeoutMs: number;
-  /** Sidecar mode: the inference server to drive by token ids. */
-  upstream?: UpstreamConfig | undefined;
   /** Reasoning remembered per tool call id, for restoration (0 bytes: off). */
   cotStore?: { maxBytes: number; maxEntries: number; ttlMs: number };
   logger?: Logger;
@@ -74,9 +42,6 @@ export function defaultWorkers(cores: number): number {
 }
 
 export const DEFAULTS: Omit<ServiceOptions, "limits"> = {
-  host: "127.0.0.1",
-  port: 8765,
-  grpcPort: 8766,
   // With 3+ cores: one core for the main thread (frames, sockets, the first
   // --inline streams), the rest parse on workers. With 2 or fewer, a thread
   // hop costs more CPU than it saves: paced at half of the peak, a
@@ -89,7 +54,8 @@ export const DEFAULTS: Omit<ServiceOptions, "limits"> = {
   logLevel: "info",
 };
 
-export class Service {
+/** The service; connections see it as their {@link ConnectionHost}. */
+export class Service implements ConnectionHost {
   readonly schema: Schema = schema();
   readonly metrics: Metrics = createMetrics();
   readonly logger: Logger;
@@ -99,9 +65,7 @@ export class Service {
   readonly cot: CotStore;
   private enc?: HarmonyEncoding;
   private readonly connections = new Set<Connection>();
-  private http?: HttpEdge;
-  private grpc?: GrpcEdge;
-  private stopping?: Promise<void>;
+  private stopping = false;
   private idleTimer?: NodeJS.Timeout;
 
   constructor(readonly options: ServiceOptions) {
@@ -111,9 +75,8 @@ export class Service {
     this.logger = options.logger ?? pino({ level: options.logLevel ?? "info", base: { service: "harmony-sidecar" } });
   }
 
-  /** Build the vocabulary, start the workers and both edges. */
-  async start(): Promise<{ port: number; grpcPort: number | null }> {
-    const t0 = performance.now();
+  /** Build the vocabulary and start the workers. */
+  start(): void {
     const enc = loadHarmonyEncoding({ shared: true });
     this.enc = enc;
     this.metrics.watchCotStore(this.cot);
@@ -130,25 +93,7 @@ export class Service {
       this.logger.error({ slot, generation }, "worker thread died; its streams are failed and a new thread starts");
       for (const c of this.connections) c.onWorkerCrash(slot, generation);
     });
-    this.http = await startHttp(this, this.options.host, this.options.port);
-    if (this.options.grpcPort >= 0) this.grpc = await startGrpc(this, this.options.host, this.options.grpcPort);
     this.idleTimer = setInterval(() => this.closeIdle(), Math.min(this.limits.idleTimeoutMs, 5000)).unref();
-    const ports = { port: this.http.port, grpcPort: this.grpc?.port ?? null };
-    // where it listens is always worth saying, even when info lines are off
-    this.logger[this.logger.isLevelEnabled("info") ? "info" : "warn"](
-      {
-        ...ports,
-        host: this.options.host,
-        workers: this.pool.workers,
-        inline: this.options.workers === 0 ? "all" : (this.options.inline ?? 0),
-        startup_ms: Math.round(performance.now() - t0),
-        auth: !!this.token,
-        upstream: this.options.upstream?.url ?? null,
-        ws_masking: wsMasking(),
-      },
-      "harmony-sidecar serving",
-    );
-    return ports;
   }
 
   ready(): boolean {
@@ -209,49 +154,33 @@ export class Service {
     }
   }
 
-  /**
-   * Graceful stop: stop accepting, let frames in flight finish, end every
-   * open stream (`error` shutting_down, then `done`), close connections, stop
-   * the workers. Connections still open after `drainTimeoutMs` are cut.
-   */
-  stop(): Promise<void> {
-    this.stopping ??= (async () => {
-      this.logger.info({ connections: this.connections.size }, "draining");
-      clearInterval(this.idleTimer);
-      this.http?.stopAccepting();
-      this.grpc?.stopAccepting();
-      const drained = Promise.all([...this.connections].map((c) => c.drain()));
-      let timer: NodeJS.Timeout | undefined;
-      const timeout = new Promise<"timeout">((resolve) => {
-        timer = setTimeout(() => resolve("timeout"), this.options.drainTimeoutMs);
-      });
-      const outcome = await Promise.race([drained.then(() => "drained" as const), timeout]);
-      clearTimeout(timer);
-      if (outcome === "timeout") this.logger.warn("drain timed out; cutting the remaining connections");
-      await this.http?.close();
-      await this.grpc?.close();
-      await this.pool?.close();
-      this.logger.info({ outcome }, "stopped");
-    })();
-    return this.stopping;
+  /** Connections open now. */
+  get connectionCount(): number {
+    return this.connections.size;
   }
-}
 
-/**
- * How `ws` unmasks client frames: natively, with the optional `bufferutil`
- * addon (about 25x faster on a 2.7 KB step frame, ~5 µs saved per frame) or
- * a runtime's own `http.websocketMask` (ws prefers it), or with a JS loop:
- * ws's own when the addon is missing or WS_NO_BUFFER_UTIL is set, or the
- * addon's fallback when its binary does not load.
- */
-export function wsMasking(): "native" | "js" {
-  const require = createRequire(import.meta.url);
-  if ((require("node:http") as { websocketMask?: unknown }).websocketMask) return "native";
-  if (process.env.WS_NO_BUFFER_UTIL) return "js";
-  try {
-    const { mask } = require("bufferutil") as { mask: unknown };
-    return typeof mask === "function" && Function.prototype.toString.call(mask).includes("[native code]") ? "native" : "js";
-  } catch {
-    return "js";
+  /**
+   * The first half of a graceful stop: not ready any more, frames in flight
+   * finish, every open stream ends (`error` shutting_down, then `done`).
+   * Resolves "timeout" when connections are still open after
+   * `drainTimeoutMs` (the edges then cut them).
+   */
+  async drain(): Promise<"drained" | "timeout"> {
+    this.stopping = true;
+    clearInterval(this.idleTimer);
+    const drained = Promise.all([...this.connections].map((c) => c.drain()));
+    let timer: NodeJS.Timeout | undefined;
+    const timeout = new Promise<"timeout">((resolve) => {
+      timer = setTimeout(() => resolve("timeout"), this.options.drainTimeoutMs);
+    });
+    const outcome = await Promise.race([drained.then(() => "drained" as const), timeout]);
+    clearTimeout(timer);
+    return outcome;
+  }
+
+  /** The last half: stop the workers. */
+  async close(): Promise<void> {
+    clearInterval(this.idleTimer);
+    await this.pool?.close();
   }
 }

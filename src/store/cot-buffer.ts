@@ -1,9 +1,18 @@
 /** The reasoning a stream keeps so that a tool call can remember its chain of thought. */
+import type { HarmonyEvent } from "../core/events.js";
+
 /** Reasoning kept per stream for restoration, in UTF-8 bytes (the rest of a longer CoT is dropped). */
 export const MAX_COT_BYTES = 32 * 1024;
 
 const utf8 = new TextDecoder();
 const utf8Encoder = new TextEncoder();
+
+/** A tool call's reasoning, to be remembered by its id. */
+export interface ReasoningMemo {
+  id: string;
+  /** The reasoning, trimmed, in UTF-8 (see CotBuffer.memo). */
+  bytes: Uint8Array;
+}
 
 /** Where a tool call's reasoning goes: `bytes[start, end)`, UTF-8, valid only during the call. */
 export type MemoSink = (id: string, bytes: Uint8Array, start: number, end: number) => void;
@@ -140,4 +149,25 @@ export class CotBuffer {
     // a long reasoning's buffer is not kept for the next turn
     if (this.buf !== null && this.buf.length > 4096) this.buf = null;
   }
+}
+
+/**
+ * The memo policy (HARMONY.md §5): what a stream's reasoning buffer does at
+ * each of its events. Reasoning deltas are kept; messages of one turn are
+ * separated by a blank line; a tool call remembers the reasoning so far
+ * under its id (straight into `sink` on the main thread, else into `memos`,
+ * which a worker returns with its results); a final answer ends the turn,
+ * and its reasoning is let go.
+ */
+export function followReasoning(cot: CotBuffer, ev: HarmonyEvent, sink: MemoSink | null, memos: ReasoningMemo[]): void {
+  if (ev.type === "delta") {
+    if (ev.kind === "reasoning") cot.append(ev.text);
+  } else if (ev.type === "message_end") cot.separate();
+  else if (ev.type === "tool_call_start") {
+    if (sink !== null) cot.memoTo(ev.id, sink);
+    else {
+      const bytes = cot.memo();
+      if (bytes !== null) memos.push({ id: ev.id, bytes });
+    }
+  } else if (ev.type === "message_start" && ev.channel === "final" && ev.recipient === null) cot.clear();
 }

@@ -23,6 +23,8 @@
  * recalls have left the ring without a gap are the live entries packed, in
  * order, into a new ring.
  */
+import type { ReasoningStore } from "./store.js";
+
 export interface CotStoreOptions {
   maxBytes: number;
   maxEntries: number;
@@ -55,7 +57,8 @@ export const MAX_STORE_BYTES = 1024 * 1024 * 1024;
 
 const decoder = new TextDecoder();
 
-export class CotStore {
+/** The in-process reasoning store. */
+export class CotStore implements ReasoningStore {
   private readonly map = new Map<string, number>();
   private bytes = 0;
   private readonly now: () => number;

@@ -8,6 +8,8 @@
  * `authorization: Bearer <token>` metadata (else UNAUTHENTICATED).
  */
 import * as grpc from "@grpc/grpc-js";
+import { CLOSE_CODES } from "../core/errors.js";
+import { HARMONY_SERVICE, HEALTH_SERVICE, raw } from "../protocol/grpc-methods.js";
 import type { Transport } from "../service/connection.js";
 import type { Service } from "../service/service.js";
 
@@ -16,35 +18,6 @@ export interface GrpcEdge {
   stopAccepting(): void;
   close(): Promise<void>;
 }
-
-const raw = {
-  serialize: (b: Buffer | Uint8Array) => (Buffer.isBuffer(b) ? b : Buffer.from(b.buffer, b.byteOffset, b.byteLength)),
-  deserialize: (b: Buffer) => b,
-};
-
-/** A method whose messages pass through as raw bytes. */
-function rawMethod(path: string, requestStream: boolean, responseStream: boolean, originalName?: string) {
-  return {
-    path,
-    requestStream,
-    responseStream,
-    requestSerialize: raw.serialize,
-    requestDeserialize: raw.deserialize,
-    responseSerialize: raw.serialize,
-    responseDeserialize: raw.deserialize,
-    ...(originalName ? { originalName } : {}),
-  };
-}
-
-export const HARMONY_SERVICE: grpc.ServiceDefinition = {
-  Stream: rawMethod("/harmony.v1.Harmony/Stream", true, true, "stream"),
-  Render: rawMethod("/harmony.v1.Harmony/Render", false, false, "render"),
-};
-
-export const HEALTH_SERVICE: grpc.ServiceDefinition = {
-  Check: rawMethod("/grpc.health.v1.Health/Check", false, false),
-  Watch: rawMethod("/grpc.health.v1.Health/Watch", false, true),
-};
 
 const SERVING = 1;
 const NOT_SERVING = 2;
@@ -134,7 +107,7 @@ export async function startGrpc(svc: Service, host: string, port: number): Promi
           if (ended) return;
           ended = true;
           // a drained call has already told every stream why it ended: finish cleanly
-          if (code === 4408) call.emit("error", { code: grpc.status.UNAVAILABLE, details: "idle timeout" });
+          if (code === CLOSE_CODES.idle_timeout) call.emit("error", { code: grpc.status.UNAVAILABLE, details: "idle timeout" });
           else call.end();
         },
       };

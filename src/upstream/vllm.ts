@@ -1,37 +1,61 @@
 /**
- * The upstream: an inference server's OpenAI-style `POST /v1/completions`
- * streaming endpoint, driven with token ids (vLLM: `prompt` as ids,
- * `return_token_ids: true`), read as server-sent events.
+ * The vLLM engine: its OpenAI-style `POST /v1/completions` streaming
+ * endpoint, driven with token ids (`prompt` as ids, `return_token_ids:
+ * true`), read as server-sent events.
  */
+import {
+  UpstreamError,
+  type CompletionRequest,
+  type Engine,
+  type UpstreamChunk,
+  type UpstreamConfig,
+  type UpstreamUsage,
+} from "./engine.js";
 
-export interface UpstreamChoice {
-  index: number;
-  token_ids: number[];
-  finish_reason: string | null;
+/** Harmony's sampling stop tokens: <|return|> and <|call|>. */
+const STOP_TOKEN_IDS = [200002, 200012];
+
+/** Request fields passed through to the upstream completion as they are. */
+const PASSTHROUGH = [
+  "temperature",
+  "top_p",
+  "top_k",
+  "min_p",
+  "seed",
+  "stop",
+  "presence_penalty",
+  "frequency_penalty",
+  "repetition_penalty",
+  "logit_bias",
+  "user",
+];
+
+/** The `/v1/completions` body for one generation. */
+export function completionBody(r: CompletionRequest): Record<string, unknown> {
+  const body: Record<string, unknown> = {
+    model: r.client.model,
+    prompt: r.prompt,
+    stream: true,
+    stream_options: { include_usage: true },
+    return_token_ids: true,
+    skip_special_tokens: false,
+    stop_token_ids: STOP_TOKEN_IDS,
+    n: r.n,
+  };
+  if (typeof r.maxTokens === "number") body.max_tokens = r.maxTokens;
+  for (const k of PASSTHROUGH) if (r.client[k] !== undefined) body[k] = r.client[k];
+  return body;
 }
 
-export interface UpstreamUsage {
-  prompt_tokens: number;
-  completion_tokens: number;
-  total_tokens?: number;
-}
+export class VllmEngine implements Engine {
+  constructor(private readonly cfg: UpstreamConfig) {}
 
-export interface UpstreamChunk {
-  choices: UpstreamChoice[];
-  usage: UpstreamUsage | null;
-}
+  complete(request: CompletionRequest, signal: AbortSignal): AsyncGenerator<UpstreamChunk> {
+    return streamCompletions(completionBody(request), { baseUrl: this.cfg.url, idleTimeoutMs: this.cfg.idleTimeoutMs, signal });
+  }
 
-export class UpstreamError extends Error {
-  constructor(
-    /** HTTP status to answer the client with. */
-    readonly status: number,
-    /** OpenAI-style error code. */
-    readonly code: "upstream_unreachable" | "upstream_error" | "upstream_timeout" | "upstream_bad_response" | "upstream_broken_stream",
-    message: string,
-    /** The upstream's own status, when it answered. */
-    readonly upstreamStatus?: number,
-  ) {
-    super(message);
+  models(): Promise<{ status: number; body: string }> {
+    return listModels(this.cfg.url, this.cfg.idleTimeoutMs);
   }
 }
 

@@ -6,12 +6,12 @@
  * chunkings, with identical results.
  */
 import { describe, expect, it } from "vitest";
-import { parseCase, type CaseResult, type Chunker } from "../src/batch/reference.js";
-import type { HarmonyEvent } from "../src/core/events.js";
-import { HeaderMemo } from "../src/core/header.js";
-import { HarmonyParser } from "../src/core/parser.js";
-import { HARMONY } from "../src/core/preset.js";
-import { harmony, loadJsonl, loadReferenceCases, rng, type ConformanceCase } from "./helpers.js";
+import { parseCase, type CaseResult, type Chunker } from "../../src/core/reference.js";
+import type { HarmonyEvent } from "../../src/core/events.js";
+import { HeaderMemo } from "../../src/core/header.js";
+import { HarmonyParser } from "../../src/core/parser.js";
+import { HARMONY } from "../../src/core/preset.js";
+import { harmony, loadJsonl, loadReferenceCases, rng, type ConformanceCase } from "../helpers.js";
 
 const { vocab } = harmony();
 

@@ -1,26 +1,39 @@
-/** docs/errors.md is the one table of codes: keep it and the code in step. */
+/** docs/errors.md has the same code tables as src/core/errors.ts: each section lists exactly its table's codes. */
 import { readFileSync } from "node:fs";
 import { describe, expect, it } from "vitest";
-import { INPUT_ERROR_CODES, PARSE_ERROR_CODES, SERVICE_ERROR_CODES } from "../src/core/errors.js";
-import { RECOVERY_KINDS } from "../src/core/events.js";
+import {
+  CLOSE_CODES,
+  HTTP_ERROR_CODES,
+  INPUT_ERROR_CODES,
+  PARSE_ERROR_CODES,
+  RECOVERY_KINDS,
+  RENDER_ERROR_CODES,
+  REQUEST_ERROR_CODES,
+  SERVICE_ERROR_CODES,
+} from "../../src/core/errors.js";
 
-const doc = readFileSync(new URL("../docs/errors.md", import.meta.url), "utf8");
-const codesIn = (section: string) =>
-  [
-    ...doc
-      .split(section)[1]!
-      .split("\n## ")[0]!
-      .matchAll(/^\| `([a-z_]+)` \|/gm),
-  ].map((m) => m[1]);
+const doc = readFileSync(new URL("../../docs/errors.md", import.meta.url), "utf8");
 
-describe("docs/errors.md", () => {
-  it("documents every parser error code", () => {
-    const documented = codesIn("## Error codes");
-    for (const code of Object.keys(PARSE_ERROR_CODES)) expect(documented).toContain(code);
-    for (const code of Object.keys(INPUT_ERROR_CODES)) expect(documented).toContain(code);
-    for (const code of Object.keys(SERVICE_ERROR_CODES)) expect(documented).toContain(code);
+/** The first column's codes of the table under the heading that starts with `section`. */
+function codesIn(section: string): string[] {
+  const parts = doc.split(`\n${section}`);
+  expect(parts.length, `docs/errors.md has one section "${section}"`).toBe(2);
+  const body = parts[1]!.split("\n## ")[0]!;
+  return [...body.matchAll(/^\| `([a-z_0-9]+)` \|/gm)].map((m) => m[1]!);
+}
+
+const same = (documented: string[], code: readonly (string | number)[]) => expect([...documented].sort()).toEqual(code.map(String).sort());
+
+describe("docs/errors.md and src/core/errors.ts list the same codes, both ways", () => {
+  it("parse errors", () => same(codesIn("## Parse error codes"), Object.keys(PARSE_ERROR_CODES)));
+  it("input errors", () => same(codesIn("## Input error codes"), Object.keys(INPUT_ERROR_CODES)));
+  it("service errors", () => same(codesIn("## Service error codes"), Object.keys(SERVICE_ERROR_CODES)));
+  it("request codes", () => same(codesIn("## Request codes"), Object.keys(REQUEST_ERROR_CODES)));
+  it("render errors", () => same(codesIn("## Render error codes"), Object.keys(RENDER_ERROR_CODES)));
+  it("HTTP API codes", () => same(codesIn("## HTTP API codes"), Object.keys(HTTP_ERROR_CODES)));
+  it("close codes, with their names", () => {
+    same(codesIn("## Close codes"), Object.values(CLOSE_CODES));
+    for (const [name, code] of Object.entries(CLOSE_CODES)) expect(doc).toContain(`| \`${code}\` | \`${name}\` |`);
   });
-  it("documents exactly the recovery kinds", () => {
-    expect(codesIn("## Recovery kinds").sort()).toEqual([...RECOVERY_KINDS].sort());
-  });
+  it("recovery kinds", () => same(codesIn("## Recovery kinds"), RECOVERY_KINDS));
 });

@@ -8,13 +8,13 @@
  */
 import fc from "fast-check";
 import { beforeAll, describe, expect, it } from "vitest";
-import type { DeltaKind, HarmonyEvent, MessageStartEvent, ReferenceMessage } from "../src/core/events.js";
-import { HeaderMemo } from "../src/core/header.js";
-import { HarmonyParser, type ParserOptions } from "../src/core/parser.js";
-import { HARMONY } from "../src/core/preset.js";
-import { FLAG_WHOLE, type Vocabulary } from "../src/core/vocab.js";
-import type { HarmonyEncoding } from "../src/vocab/index.js";
-import { harmony } from "./helpers.js";
+import type { DeltaKind, HarmonyEvent, MessageStartEvent, ReferenceMessage } from "../../src/core/events.js";
+import { HeaderMemo } from "../../src/core/header.js";
+import { HarmonyParser, type ParserOptions } from "../../src/core/parser.js";
+import { HARMONY } from "../../src/core/preset.js";
+import { FLAG_WHOLE, type Vocabulary } from "../../src/core/vocab.js";
+import type { HarmonyEncoding } from "../../src/vocab/index.js";
+import { fcParams as params, harmony } from "../helpers.js";
 
 // ---------------------------------------------------------------- fixtures
 
@@ -54,15 +54,6 @@ let vocab: Vocabulary;
 let partialIds: number[] = [];
 /** Short id runs that look like header pieces, so random streams hit header paths. */
 let fragments: number[][] = [];
-
-const SEED = process.env.FC_SEED === undefined ? undefined : Number(process.env.FC_SEED);
-/** FC_SCALE=<k> multiplies every property's number of runs (for a longer soak). */
-const SCALE = Number(process.env.FC_SCALE ?? 1) || 1;
-/** `examples` run first on every run: regression cases for bugs these properties found. */
-function params<Ts>(runs: number, examples: NoInfer<Ts>[] = []): fc.Parameters<Ts> {
-  const numRuns = Math.max(1, Math.round(runs * SCALE));
-  return SEED === undefined ? { numRuns, examples } : { numRuns, examples, seed: SEED };
-}
 
 /**
  * Regression cases: minimal counterexamples of parser bugs these properties

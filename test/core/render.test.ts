@@ -6,12 +6,11 @@
  */
 import { readdirSync, readFileSync } from "node:fs";
 import { describe, expect, it } from "vitest";
-import { HarmonyParser } from "../src/core/parser.js";
-import type { HarmonyEvent, ReferenceMessage } from "../src/core/events.js";
+import { HarmonyParser } from "../../src/core/parser.js";
+import type { HarmonyEvent, ReferenceMessage } from "../../src/core/events.js";
 import {
   browserToolNamespace,
   developerContent,
-  fromOpenAIRequest,
   functionsNamespace,
   piecesToText,
   piecesToTokens,
@@ -27,18 +26,18 @@ import {
   replayIndices,
   systemContent,
   type HarmonyMessage,
-  type OpenAIChatRequest,
   type RenderConversationOptions,
   type RenderPiece,
-} from "../src/core/render.js";
-import { jsonSchemaToTypeScript } from "../src/core/schema-ts.js";
-import { harmony } from "./helpers.js";
+} from "../../src/core/render.js";
+import { fromOpenAIRequest, type OpenAIChatRequest } from "../../src/openai/request.js";
+import { jsonSchemaToTypeScript } from "../../src/core/schema-ts.js";
+import { harmony } from "../helpers.js";
 
 const { enc, vocab } = harmony();
 
 /** As the upstream tests read them: CRLF → LF, trailing whitespace trimmed. */
 function expected(file: string): string {
-  return readFileSync(new URL(`./fixtures/conformance/reference-test-data/${file}`, import.meta.url), "utf8")
+  return readFileSync(new URL(`../fixtures/conformance/reference-test-data/${file}`, import.meta.url), "utf8")
     .replace(/\r\n/g, "\n")
     .trimEnd();
 }
@@ -294,7 +293,7 @@ function renderPieces(c: Case, extra: RenderConversationOptions = {}): RenderPie
 
 describe("reference renderings (upstream test-data), byte for byte", () => {
   it("covers every render output in the folder", () => {
-    const dir = new URL("./fixtures/conformance/reference-test-data/", import.meta.url);
+    const dir = new URL("../fixtures/conformance/reference-test-data/", import.meta.url);
     const files = readdirSync(dir)
       .filter((f) => f.endsWith(".txt"))
       .sort();

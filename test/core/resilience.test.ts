@@ -4,10 +4,10 @@
  * the real vocabulary.
  */
 import { describe, expect, it } from "vitest";
-import { parseCase } from "../src/batch/reference.js";
-import type { HarmonyEvent } from "../src/core/events.js";
-import { HarmonyParser } from "../src/core/parser.js";
-import { harmony } from "./helpers.js";
+import { parseCase } from "../../src/core/reference.js";
+import type { HarmonyEvent } from "../../src/core/events.js";
+import { HarmonyParser } from "../../src/core/parser.js";
+import { harmony } from "../helpers.js";
 
 const { enc, vocab } = harmony();
 const ids = (text: string) => enc.encode(text);

@@ -1,8 +1,8 @@
 /** The `parse` command, in process (same code path as the binary). */
 import { PassThrough, Readable } from "node:stream";
 import { describe, expect, it } from "vitest";
-import { parseIdList, runParse, type ParseCommandOptions } from "../src/commands/parse.js";
-import { harmony, loadJsonl } from "./helpers.js";
+import { parseIdList, runParse, type ParseCommandOptions } from "../../src/commands/parse.js";
+import { harmony, loadJsonl } from "../helpers.js";
 
 const { enc } = harmony();
 const defaults: ParseCommandOptions = {

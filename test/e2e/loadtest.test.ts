@@ -1,11 +1,12 @@
 /** The load tester: generator, checker, and short runs against a real server. */
 import { describe, expect, it } from "vitest";
-import type { HarmonyEvent } from "../src/core/events.js";
-import { HarmonyParser } from "../src/core/parser.js";
-import { check, observe } from "../src/loadtest/check.js";
-import { FAULT_KINDS, generateStream } from "../src/loadtest/generate.js";
-import { runLoadtest, formatReport, type LoadtestOptions } from "../src/loadtest/run.js";
-import { harmony } from "./helpers.js";
+import type { HarmonyEvent } from "../../src/core/events.js";
+import { HarmonyParser } from "../../src/core/parser.js";
+import { check, observe } from "../../src/loadtest/check.js";
+import { FAULT_KINDS, generateStream } from "../../src/loadtest/generate.js";
+import { loadtest } from "../../src/commands/loadtest.js";
+import { formatReport, type LoadtestOptions } from "../../src/loadtest/run.js";
+import { harmony } from "../helpers.js";
 
 const { enc, vocab } = harmony();
 
@@ -69,7 +70,7 @@ describe("checker", () => {
 
 describe("runs against a real server", () => {
   it("every fault kind, zero loss (resilient)", async () => {
-    const r = await runLoadtest(base, enc, vocab);
+    const r = await loadtest(base, enc, vocab);
     expect(r.resilient.streams).toBe(400);
     expect(r.resilient.failed_streams, formatReport(r)).toBe(0);
     expect(r.resilient.tool_calls.recovered).toBe(r.resilient.tool_calls.intended);
@@ -78,14 +79,14 @@ describe("runs against a real server", () => {
   });
 
   it("every fault kind, zero loss with streams named by handle, one token per op", async () => {
-    const r = await runLoadtest({ ...base, streams: 200, handles: true, chunking: "one" }, enc, vocab);
+    const r = await loadtest({ ...base, streams: 200, handles: true, chunking: "one" }, enc, vocab);
     expect(r.resilient.failed_streams, formatReport(r)).toBe(0);
     expect(r.resilient.tool_calls.recovered).toBe(r.resilient.tool_calls.intended);
     expect(r.ok).toBe(true);
   });
 
   it("fails when recovery is switched off: strict mode loses faulted streams, and says how to replay them", async () => {
-    const r = await runLoadtest({ ...base, streams: 150, mode: "strict" }, enc, vocab);
+    const r = await loadtest({ ...base, streams: 150, mode: "strict" }, enc, vocab);
     expect(r.ok).toBe(false);
     expect(r.resilient.failed_streams).toBeGreaterThan(0);
     expect(r.resilient.failures.protocol_error).toBeGreaterThan(0);
@@ -94,7 +95,7 @@ describe("runs against a real server", () => {
   });
 
   it("--compare-strict reports the same streams without recovery", async () => {
-    const r = await runLoadtest({ ...base, streams: 150, faultRate: 0.5, compareStrict: true, chunking: "one" }, enc, vocab);
+    const r = await loadtest({ ...base, streams: 150, faultRate: 0.5, compareStrict: true, chunking: "one" }, enc, vocab);
     expect(r.ok).toBe(true);
     expect(r.strict!.streams).toBe(150);
     expect(r.strict!.failed_streams).toBeGreaterThan(0);

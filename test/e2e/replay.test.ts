@@ -7,15 +7,16 @@ import fc from "fast-check";
 import { PassThrough, Readable } from "node:stream";
 import { pino } from "pino";
 import { afterEach, describe, expect, it } from "vitest";
-import { HarmonyClient } from "../src/client/index.js";
-import { runRender } from "../src/commands/render.js";
-import { HARMONY_SERVICE } from "../src/transport/grpc.js";
-import { CotStore } from "../src/service/cot-store.js";
-import { DEFAULT_LIMITS, Service } from "../src/service/service.js";
-import { harmony } from "./helpers.js";
+import { HarmonyClient } from "../../src/client/index.js";
+import { runRender } from "../../src/commands/render.js";
+import { HARMONY_SERVICE } from "../../src/protocol/grpc-methods.js";
+import { CotStore } from "../../src/store/memory.js";
+import { DEFAULT_LIMITS } from "../../src/service/service.js";
+import { Server } from "../../src/server.js";
+import { harmony } from "../helpers.js";
 
 const { enc } = harmony();
-const services: Service[] = [];
+const services: Server[] = [];
 const clients: HarmonyClient[] = [];
 afterEach(async () => {
   await Promise.all(clients.splice(0).map((c) => c.close()));
@@ -24,7 +25,7 @@ afterEach(async () => {
 
 /** A service; with `workers: 0` streams are parsed on the main thread, whose memos go straight into the store. */
 async function start(cotStore?: { maxBytes: number; maxEntries: number; ttlMs: number }, workers = 1) {
-  const svc = new Service({
+  const svc = new Server({
     host: "127.0.0.1",
     port: 0,
     grpcPort: 0,
@@ -139,7 +140,7 @@ describe("chain-of-thought restoration", () => {
       Render(req: Buffer, cb: (e: grpc.ServiceError | null, r?: Buffer) => void): void;
       close(): void;
     };
-    const { Render, Rendered } = s.svc.schema;
+    const { Render, Rendered } = s.svc.service.schema;
     const reply = await new Promise<Buffer>((resolve, reject) =>
       stub.Render(Buffer.from(Render.encode({ request_id: "r1", request_json: JSON.stringify(history(id, false)) }).finish()), (e, r) =>
         e ? reject(e) : resolve(r!),

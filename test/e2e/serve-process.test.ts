@@ -4,13 +4,14 @@ import { existsSync } from "node:fs";
 import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
-import { HarmonyClient } from "../src/client/index.js";
+import { HarmonyClient } from "../../src/client/index.js";
 import os from "node:os";
-import { applyHeapGrowth, DEFAULT_HEAP_GROWTH, resolveHeapGrowth, resolveOptions } from "../src/commands/serve.js";
-import { defaultWorkers, wsMasking } from "../src/service/service.js";
-import { harmony } from "./helpers.js";
+import { applyHeapGrowth, DEFAULT_HEAP_GROWTH, resolveHeapGrowth, resolveOptions } from "../../src/commands/serve.js";
+import { defaultWorkers } from "../../src/service/service.js";
+import { wsMasking } from "../../src/transport/http.js";
+import { harmony } from "../helpers.js";
 
-const CLI = fileURLToPath(new URL("../dist/src/cli.js", import.meta.url));
+const CLI = fileURLToPath(new URL("../../dist/src/cli.js", import.meta.url));
 const { enc } = harmony();
 
 describe("harmony-sidecar serve", () => {
@@ -53,7 +54,7 @@ describe("harmony-sidecar serve", () => {
 
   it("says whether ws unmasks natively: bufferutil's binary where it has one for this platform, else a JS loop", () => {
     const prebuilt = existsSync(
-      fileURLToPath(new URL(`../node_modules/bufferutil/prebuilds/${process.platform}-${process.arch}/`, import.meta.url)),
+      fileURLToPath(new URL(`../../node_modules/bufferutil/prebuilds/${process.platform}-${process.arch}/`, import.meta.url)),
     );
     const saved = process.env.WS_NO_BUFFER_UTIL;
     try {

@@ -1,27 +1,28 @@
 /**
  * Sidecar mode end to end: the official `openai` client talks to the
- * sidecar, which drives a stand-in vLLM (test/stand-in-vllm.ts: vLLM itself
+ * sidecar, which drives a stand-in vLLM (test/e2e/stand-in-vllm.ts: vLLM itself
  * needs a GPU) by token ids and parses its output on the worker pool.
  */
 import OpenAI from "openai";
 import { pino } from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { FAULT_KINDS, generateStream } from "../src/loadtest/generate.js";
-import { DEFAULT_LIMITS, Service } from "../src/service/service.js";
-import { harmony } from "./helpers.js";
+import { FAULT_KINDS, generateStream } from "../../src/loadtest/generate.js";
+import { DEFAULT_LIMITS } from "../../src/service/service.js";
+import { Server } from "../../src/server.js";
+import { harmony } from "../helpers.js";
 import { startStandIn, type StandIn } from "./stand-in-vllm.js";
 
 const { enc, vocab } = harmony();
 // the same suite with streams on worker threads and on the main thread
 describe.each([2, 0])("sidecar mode, %i worker threads", (workers) => {
   let upstream: StandIn;
-  let svc: Service;
+  let svc: Server;
   let client: OpenAI;
   let base: string;
 
   beforeAll(async () => {
     upstream = await startStandIn();
-    svc = new Service({
+    svc = new Server({
       host: "127.0.0.1",
       port: 0,
       grpcPort: -1,
@@ -236,7 +237,7 @@ describe.each([2, 0])("sidecar mode, %i worker threads", (workers) => {
     });
 
     it("an unreachable upstream is a 502, a silent one a 504", async () => {
-      const dead = new Service({
+      const dead = new Server({
         host: "127.0.0.1",
         port: 0,
         grpcPort: -1,
@@ -285,7 +286,7 @@ describe.each([2, 0])("sidecar mode, %i worker threads", (workers) => {
     });
 
     it("without --upstream the OpenAI paths say so", async () => {
-      const plain = new Service({
+      const plain = new Server({
         host: "127.0.0.1",
         port: 0,
         grpcPort: -1,

@@ -12,19 +12,18 @@ import { ChatCompletionStream } from "openai/lib/ChatCompletionStream";
 import { ResponseStream } from "openai/lib/responses/ResponseStream";
 import type { ChatCompletion, ChatCompletionChunk } from "openai/resources/chat/completions";
 import type { Response as OAIResponse, ResponseStreamEvent } from "openai/resources/responses/responses";
-import { harmony, rng } from "./helpers.js";
-import { HarmonyParser } from "../src/core/parser.js";
-import type { EndReason, HarmonyEvent } from "../src/core/events.js";
+import { harmony, rng } from "../helpers.js";
+import { HarmonyParser } from "../../src/core/parser.js";
+import type { EndReason, HarmonyEvent } from "../../src/core/events.js";
 import {
   ChatCompletionAccumulator,
   ChatCompletionChunkAdapter,
-  ResponsesStreamAdapter,
   chatFinishReason,
   type ChatAdapterOptions,
   type HarmonyChatCompletion,
   type HarmonyChatCompletionChunk,
-  type ResponsesAdapterOptions,
-} from "../src/adapters/index.js";
+} from "../../src/openai/chat.js";
+import { ResponsesStreamAdapter, type ResponsesAdapterOptions } from "../../src/openai/responses.js";
 
 const CHAT: ChatAdapterOptions = { id: "chatcmpl-test", model: "gpt-oss-20b", created: 1_700_000_000 };
 const RESP: ResponsesAdapterOptions = { id: "resp_test", model: "gpt-oss-20b", created: 1_700_000_000 };

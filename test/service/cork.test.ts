@@ -1,6 +1,6 @@
 /** The WebSocket transport's cork: answers of one tick share a write, and once they have waited MAX_CORK_MS they go before the next frame or answer. */
 import { describe, expect, it } from "vitest";
-import { Cork, MAX_CORK_MS } from "../src/transport/http.js";
+import { Cork, MAX_CORK_MS } from "../../src/transport/http.js";
 
 function rig() {
   const log: string[] = [];

@@ -1,7 +1,8 @@
 /** The per-stream reasoning buffer behind CoT restoration. */
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { CotBuffer, MAX_COT_BYTES } from "../src/pool/cot-buffer.js";
+import { CotBuffer, MAX_COT_BYTES } from "../../src/store/cot-buffer.js";
+import { fcParams } from "../helpers.js";
 
 /** What the buffer must hold: the texts joined, cut to whole characters within the byte limit. */
 function model(texts: string[]): string {
@@ -37,7 +38,7 @@ describe("CotBuffer", () => {
         expect(b.text()).toBe(want);
         expect(b.empty).toBe(want === "");
       }),
-      { numRuns: 200 },
+      fcParams(200),
     );
   });
 
@@ -66,7 +67,7 @@ describe("CotBuffer", () => {
         b.append("overwritten ".repeat(8));
         expect(memo).toEqual(copy);
       }),
-      { numRuns: 300 },
+      fcParams(300),
     );
   });
 

@@ -3,15 +3,15 @@ import { setFlagsFromString } from "node:v8";
 import { runInNewContext } from "node:vm";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { HarmonyParser } from "../src/core/parser.js";
-import { FLAG_WHOLE } from "../src/core/vocab.js";
-import { MAX_COT_BYTES } from "../src/pool/cot-buffer.js";
-import { SessionHost } from "../src/pool/host.js";
-import type { OpenWith } from "../src/pool/task.js";
-import { toWire } from "../src/protocol/events.js";
-import { FrameWriter, handleField, streamField } from "../src/protocol/fast-events.js";
-import { schema } from "../src/protocol/schema.js";
-import { harmony, loadJsonl } from "./helpers.js";
+import { HarmonyParser } from "../../src/core/parser.js";
+import { FLAG_WHOLE } from "../../src/core/vocab.js";
+import { MAX_COT_BYTES } from "../../src/store/cot-buffer.js";
+import { SessionHost } from "../../src/pool/host.js";
+import type { OpenWith } from "../../src/pool/task.js";
+import { toWire } from "../../src/protocol/events.js";
+import { FrameWriter, handleField, streamField } from "../../src/protocol/frame-writer.js";
+import { schema } from "../../src/protocol/schema.js";
+import { harmony, loadJsonl, fcParams } from "../helpers.js";
 
 setFlagsFromString("--expose-gc");
 const gc = runInNewContext("gc") as () => void;
@@ -140,7 +140,7 @@ describe("SessionHost", () => {
           }
         },
       ),
-      { numRuns: 150 },
+      fcParams(150),
     );
   });
 
@@ -200,7 +200,7 @@ describe("SessionHost", () => {
           expect(play(used, 2, cases[second]!, b, "second")).toEqual(play(new SessionHost(vocab, wire), 2, cases[second]!, b, "second"));
         },
       ),
-      { numRuns: 120 },
+      fcParams(120),
     );
   });
 

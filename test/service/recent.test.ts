@@ -1,7 +1,7 @@
 /** The bounded set of recently closed names and handles, against a plain model of it. */
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { RecentSet } from "../src/service/recent.js";
+import { RecentSet } from "../../src/service/recent.js";
 
 /** The model: the last `capacity` adds, in a ring, minus those deleted since. */
 class Model<K> {

@@ -6,17 +6,18 @@ import * as grpc from "@grpc/grpc-js";
 import { pino } from "pino";
 import { afterEach, describe, expect, it } from "vitest";
 import WebSocket from "ws";
-import { HarmonyClient, WsClient, type GrpcClient } from "../src/client/index.js";
-import type { HarmonyEvent } from "../src/core/events.js";
-import { HarmonyParser } from "../src/core/parser.js";
-import { schema } from "../src/protocol/schema.js";
-import { HEALTH_SERVICE } from "../src/transport/grpc.js";
-import { DEFAULT_LIMITS, Service, type Limits, type ServiceOptions } from "../src/service/service.js";
-import { harmony, loadJsonl, type ConformanceCase } from "./helpers.js";
+import { HarmonyClient, WsClient, type GrpcClient } from "../../src/client/index.js";
+import type { HarmonyEvent } from "../../src/core/events.js";
+import { HarmonyParser } from "../../src/core/parser.js";
+import { schema } from "../../src/protocol/schema.js";
+import { HEALTH_SERVICE } from "../../src/protocol/grpc-methods.js";
+import { DEFAULT_LIMITS, type Limits } from "../../src/service/service.js";
+import { Server, type ServerOptions } from "../../src/server.js";
+import { harmony, loadJsonl, type ConformanceCase } from "../helpers.js";
 
 const { enc, vocab } = harmony();
 const wireSchema = schema();
-const running: Service[] = [];
+const running: Server[] = [];
 const clients: HarmonyClient[] = [];
 
 afterEach(async () => {
@@ -24,9 +25,9 @@ afterEach(async () => {
   await Promise.all(running.splice(0).map((s) => s.stop()));
 });
 
-async function start(opts: Partial<Omit<ServiceOptions, "limits">> & { limits?: Partial<Limits> } = {}) {
+async function start(opts: Partial<Omit<ServerOptions, "limits">> & { limits?: Partial<Limits> } = {}) {
   const { limits, ...rest } = opts;
-  const svc = new Service({
+  const svc = new Server({
     host: "127.0.0.1",
     port: 0,
     grpcPort: 0,
@@ -457,7 +458,7 @@ describe("streams named by a numeric handle", () => {
     const ids = enc.encode(text);
     c.send([{ open: { stream: "w", handle: 21 } }, { tokens: { handle: 21, ids: ids.slice(0, 3) } }]);
     await c.until((e) => e.message_start !== undefined);
-    await s.svc.pool.crash(0);
+    await s.svc.service.pool.crash(0);
     const lost = await c.until((e) => (e.error as { code?: string } | undefined)?.code === "worker_crashed");
     expect(lost).toMatchObject({ handle: 21 });
     expect(lost.stream ?? "").toBe("");
@@ -494,10 +495,10 @@ describe("faults", () => {
   it("a task that makes a worker's code throw ends that worker: its streams get worker_crashed, not silence", async () => {
     const s = await start({ workers: 1 });
     const crashes: number[] = [];
-    s.svc.pool.on("crash", (slot) => crashes.push(slot));
+    s.svc.service.pool.on("crash", (slot) => crashes.push(slot));
     await faultMidStream(s, async () => {
       // stand in for a bug: an open op without its spec makes the host throw
-      const bad = s.svc.pool.run(0, {
+      const bad = s.svc.service.pool.run(0, {
         t: "ops",
         conn: 999,
         json: false,
@@ -518,7 +519,7 @@ describe("faults", () => {
     await new Promise((r) => raw.once("open", r));
     // never read: stop consuming the socket
     (raw as unknown as { _socket: { pause(): void } })._socket.pause();
-    const frameOf = (ops: unknown[]) => s.svc.schema.ClientFrame.encode({ ops }).finish();
+    const frameOf = (ops: unknown[]) => s.svc.service.schema.ClientFrame.encode({ ops }).finish();
     raw.send(frameOf([{ open: { stream: "big", whole_messages: true } }]));
     const content = enc.encode("<|channel|>final<|message|>" + "lorem ipsum dolor sit amet ".repeat(400));
     const frame = frameOf([{ tokens: { stream: "big", ids: content } }]);
@@ -539,7 +540,7 @@ describe("faults", () => {
     await client.close();
     await new Promise((r) => setTimeout(r, 300));
     expect(await gauge(s.http, "harmony_open_streams")).toBe(0);
-    expect(s.svc.pool.sessions()).toBe(0);
+    expect(s.svc.service.pool.sessions()).toBe(0);
   });
 
   it("idle connections are closed (4408)", async () => {
@@ -595,11 +596,11 @@ async function faultMidStream(s: Awaited<ReturnType<typeof start>>, inject: () =
 }
 
 /** Four streams, five tokens each, then worker slot 0 dies, then the rest and a close: who failed, who did not. */
-async function crashMidStream(svc: Service, client: HarmonyClient, ids: number[]) {
+async function crashMidStream(svc: Server, client: HarmonyClient, ids: number[]) {
   const handles = ["s0", "s1", "s2", "s3"].map((n) => client.open(n));
   for (const h of handles) h.write(ids.slice(0, 5));
   await new Promise((r) => setTimeout(r, 200));
-  await svc.pool.crash(0);
+  await svc.service.pool.crash(0);
   for (const h of handles) {
     h.write(ids.slice(5));
     h.close();
@@ -659,9 +660,13 @@ describe("security and operations", () => {
       close(): void;
     };
     const reply = await new Promise<Buffer>((resolve, reject) =>
-      h.Check(Buffer.from(s.svc.schema.HealthCheckRequest.encode({ service: "" }).finish()), (e, r) => (e ? reject(e) : resolve(r!))),
+      h.Check(Buffer.from(s.svc.service.schema.HealthCheckRequest.encode({ service: "" }).finish()), (e, r) =>
+        e ? reject(e) : resolve(r!),
+      ),
     );
-    expect(s.svc.schema.HealthCheckResponse.toObject(s.svc.schema.HealthCheckResponse.decode(reply))).toEqual({ status: 1 });
+    expect(s.svc.service.schema.HealthCheckResponse.toObject(s.svc.service.schema.HealthCheckResponse.decode(reply))).toEqual({
+      status: 1,
+    });
     h.close();
   });
 });
@@ -673,7 +678,7 @@ describe("OpenAI output formats on a stream", () => {
 
   for (const json of [false, true]) {
     it(`openai.chat chunks (${json ? "JSON" : "protobuf"} frames) equal the in-process adapter's`, async () => {
-      const { ChatCompletionChunkAdapter } = await import("../src/adapters/openai-chat.js");
+      const { ChatCompletionChunkAdapter } = await import("../../src/openai/chat.js");
       const s = await start();
       const client = await connect(s.ws, { json });
       const st = client.open("c", { format: "openai.chat", reasoningField: "reasoning_content", model: "gpt-oss-20b" });
@@ -756,7 +761,7 @@ describe("sessions on the main thread (the inline slot)", () => {
         const got = await runStepFrames(client, cases, 3);
         for (const [i, c] of cases.entries()) expect(normalize(got[i]!), c.id).toEqual(inProcess(c.tokens, c.role));
       }
-      const split = s.svc.pool.inlineSlot >= 0 && s.svc.pool.workers > 0;
+      const split = s.svc.service.pool.inlineSlot >= 0 && s.svc.service.pool.workers > 0;
       expect(split || opts.workers === 0).toBe(true);
     });
   }
@@ -779,14 +784,14 @@ describe("sessions on the main thread (the inline slot)", () => {
     expect(crashed.length).toBe(2);
     expect(fine.length).toBe(2);
     for (const evs of fine) expect(normalize(evs)).toEqual(inProcess(ids, "assistant"));
-    await expect(s.svc.pool.crash(s.svc.pool.inlineSlot)).rejects.toThrow(/no thread/);
+    await expect(s.svc.service.pool.crash(s.svc.service.pool.inlineSlot)).rejects.toThrow(/no thread/);
   });
 
   it("a fault inside the inline host fails its streams as a crash would, and the service carries on", async () => {
     const s = await start({ workers: 0 });
     await faultMidStream(s, () => {
       // stand in for a bug: the host throws (on either way in for tokens)
-      const host = s.svc.pool.inlineHost!;
+      const host = s.svc.service.pool.inlineHost!;
       host.tokens = host.tokensOf = () => {
         throw new Error("injected fault");
       };
@@ -800,7 +805,7 @@ describe("sessions on the main thread (the inline slot)", () => {
     const raw = new WebSocket(s.ws);
     await new Promise((r) => raw.once("open", r));
     (raw as unknown as { _socket: { pause(): void } })._socket.pause();
-    const frameOf = (ops: unknown[]) => s.svc.schema.ClientFrame.encode({ ops }).finish();
+    const frameOf = (ops: unknown[]) => s.svc.service.schema.ClientFrame.encode({ ops }).finish();
     raw.send(frameOf([{ open: { stream: "big" } }]));
     const frame = frameOf([
       { tokens: { stream: "big", ids: enc.encode("<|channel|>final<|message|>" + "lorem ipsum dolor sit amet ".repeat(400)) } },
@@ -812,7 +817,7 @@ describe("sessions on the main thread (the inline slot)", () => {
     expect(framesRead).toBeGreaterThan(0);
     raw.terminate();
     await new Promise((r) => setTimeout(r, 300));
-    expect(s.svc.pool.sessions()).toBe(0);
+    expect(s.svc.service.pool.sessions()).toBe(0);
     // graceful stop: shutting_down, then done, in that order
     const client = (await connect(s.ws)) as WsClient;
     const st = client.open("open-at-stop");

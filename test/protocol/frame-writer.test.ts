@@ -1,10 +1,11 @@
 /** The hand-written event encoders against protobufjs and JSON.parse. */
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import type { DeltaEvent, HarmonyEvent } from "../src/core/events.js";
-import { decodeServerFrame, fromWire, toWire, type StreamRef } from "../src/protocol/events.js";
-import { deltaJson, FrameWriter, handleField, jsonRef, streamField } from "../src/protocol/fast-events.js";
-import { schema } from "../src/protocol/schema.js";
+import type { DeltaEvent, HarmonyEvent } from "../../src/core/events.js";
+import { decodeServerFrame, fromWire, toWire, type StreamRef } from "../../src/protocol/events.js";
+import { deltaJson, FrameWriter, handleField, jsonRef, streamField } from "../../src/protocol/frame-writer.js";
+import { schema } from "../../src/protocol/schema.js";
+import { fcParams } from "../helpers.js";
 
 const s = schema();
 const kinds = ["reasoning", "content", "commentary", "tool_args", "other"] as const;
@@ -89,7 +90,7 @@ describe("FrameWriter", () => {
         const want = decodeServerFrame(s, s.ServerFrame.encode({ events: items.map(([n, ev]) => toWire(n, ev as DeltaEvent)) }).finish());
         expect(got).toEqual(want);
       }),
-      { numRuns: 300 },
+      fcParams(300),
     );
   });
 
@@ -110,7 +111,7 @@ describe("FrameWriter", () => {
         expect(got).toEqual(want);
         items.forEach(([r], i) => expect("handle" in r ? got[i]!.handle : got[i]!.stream).toBe("handle" in r ? r.handle : r.stream));
       }),
-      { numRuns: 300 },
+      fcParams(300),
     );
   });
 
@@ -141,7 +142,7 @@ describe("FrameWriter", () => {
           );
         expect(decodeServerFrame(s, got).length).toBe(items.length);
       }),
-      { numRuns: 400 },
+      fcParams(400),
     );
   });
 
@@ -172,7 +173,7 @@ describe("FrameWriter", () => {
         }
         for (const { view, copy } of views) expect(Buffer.from(view)).toEqual(copy);
       }),
-      { numRuns: 200 },
+      fcParams(200),
     );
   });
 
@@ -184,7 +185,7 @@ describe("FrameWriter", () => {
           delta: { index: ev.index, kind: ev.kind, text: ev.text },
         });
       }),
-      { numRuns: 300 },
+      fcParams(300),
     );
   });
 });

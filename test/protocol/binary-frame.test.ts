@@ -1,8 +1,10 @@
 /** The binary ClientFrame reader, reused across frames as a connection uses it. */
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { BinaryFrameReader, readBinaryFrame, type ReadFrame } from "../src/protocol/client-frame.js";
-import { schema } from "../src/protocol/schema.js";
+import { BinaryFrameReader, readBinaryFrame } from "../../src/protocol/binary-frame.js";
+import type { ReadFrame } from "../../src/protocol/ops.js";
+import { schema } from "../../src/protocol/schema.js";
+import { fcParams } from "../helpers.js";
 
 const s = schema();
 
@@ -55,7 +57,7 @@ describe("BinaryFrameReader", () => {
         const reader = new BinaryFrameReader();
         for (const f of frames) expect(meaning(reader.read(f, s, maxIds))).toEqual(meaning(readBinaryFrame(f, s, maxIds)));
       }),
-      { numRuns: 200 },
+      fcParams(200),
     );
   });
 
@@ -77,7 +79,7 @@ describe("BinaryFrameReader", () => {
         expect(got.fatal).toBeNull();
         expect(got.ops).toEqual(want);
       }),
-      { numRuns: 100 },
+      fcParams(100),
     );
   });
 

@@ -8,10 +8,48 @@
  */
 import type { DeltaEvent, HarmonyEvent } from "../core/events.js";
 import type { StreamRef } from "./events.js";
+import { FIELDS, tagByte } from "./fields.js";
+import { putVarint, varintSize } from "./wire.js";
+
+// the tags written below, one byte each (tagByte checks): the size sums count 1 per tag
+const { ServerFrame, Event, Delta, MessageStart, ToolCallStart, MessageEnd, Done } = FIELDS;
+const FRAME_EVENT = tagByte(ServerFrame.events);
+const EVENT_STREAM = tagByte(Event.stream);
+const EVENT_HANDLE = tagByte(Event.handle);
+const EVENT_MESSAGE_START = tagByte(Event.message_start);
+const EVENT_TOOL_CALL_START = tagByte(Event.tool_call_start);
+const EVENT_DELTA = tagByte(Event.delta);
+const EVENT_MESSAGE_END = tagByte(Event.message_end);
+const EVENT_DONE = tagByte(Event.done);
+const DELTA_INDEX = tagByte(Delta.index);
+const DELTA_KIND = tagByte(Delta.kind);
+const DELTA_TEXT = tagByte(Delta.text);
+const MS_INDEX = tagByte(MessageStart.index);
+const MS_ROLE = tagByte(MessageStart.role);
+const MS_NAME = tagByte(MessageStart.name);
+const MS_CHANNEL = tagByte(MessageStart.channel);
+const MS_RECIPIENT = tagByte(MessageStart.recipient);
+const MS_CONTENT_TYPE = tagByte(MessageStart.content_type);
+const TCS_INDEX = tagByte(ToolCallStart.index);
+const TCS_CALL_INDEX = tagByte(ToolCallStart.call_index);
+const TCS_ID = tagByte(ToolCallStart.id);
+const TCS_RECIPIENT = tagByte(ToolCallStart.recipient);
+const TCS_NAMESPACE = tagByte(ToolCallStart.namespace);
+const TCS_NAME = tagByte(ToolCallStart.name);
+const TCS_CHANNEL = tagByte(ToolCallStart.channel);
+const TCS_CONTENT_TYPE = tagByte(ToolCallStart.content_type);
+const ME_INDEX = tagByte(MessageEnd.index);
+const ME_STOP = tagByte(MessageEnd.stop);
+const DONE_FINISH_REASON = tagByte(Done.finish_reason);
+const DONE_TOKENS = tagByte(Done.tokens);
+const DONE_MESSAGES = tagByte(Done.messages);
+const DONE_RECOVERIES = tagByte(Done.recoveries);
+/** Event.handle's tag as a one-char string (handleField's start). */
+const HANDLE_TAG = String.fromCharCode(EVENT_HANDLE);
 
 const KINDS = ["reasoning", "content", "commentary", "tool_args", "other"];
-/** Delta.kind (field 2) with its tag and length, per kind. */
-const KIND_FIELDS = new Map(KINDS.map((k) => [k, Uint8Array.from([0x12, k.length, ...Buffer.from(k, "utf8")])]));
+/** Delta.kind with its tag and length, per kind. */
+const KIND_FIELDS = new Map(KINDS.map((k) => [k, Uint8Array.from([DELTA_KIND, k.length, ...Buffer.from(k, "utf8")])]));
 const [REASONING, CONTENT, COMMENTARY, TOOL_ARGS, OTHER] = KINDS.map((k) => KIND_FIELDS.get(k)!) as [
   Uint8Array,
   Uint8Array,
@@ -33,15 +71,6 @@ function kindField(kind: string): Uint8Array {
           : kind === "other"
             ? OTHER
             : KIND_FIELDS.get(kind)!;
-}
-
-function varintSize(v: number): number {
-  let n = 1;
-  while (v >= 0x80) {
-    v >>>= 7;
-    n++;
-  }
-  return n;
 }
 
 /** UTF-8 length of a JS string (lone surrogates count 3, as U+FFFD). */
@@ -82,7 +111,7 @@ function strSize(s: string | null): number {
 }
 
 /**
- * Event.stream (field 1) with its tag and length, as a string of byte
+ * Event.stream with its tag and length, as a string of byte
  * values (one char per byte): computed once per stream, copied into every
  * event of it. A short string costs far less memory per stream than a
  * typed array. Empty for an empty name (proto3 default).
@@ -91,19 +120,19 @@ export function streamField(stream: string): string {
   const bytes = Buffer.from(stream, "utf8");
   if (bytes.length === 0) return "";
   const head = Buffer.allocUnsafe(6); // tag + up to 5 varint bytes (a uint32 length)
-  head[0] = 0x0a;
+  head[0] = EVENT_STREAM;
   const headLen = putVarint(head, 1, bytes.length);
   return head.toString("latin1", 0, headLen) + bytes.toString("latin1");
 }
 
 /**
- * Event.handle (field 11, a varint) with its tag, as a string of byte
+ * Event.handle (a varint) with its tag, as a string of byte
  * values, for streams opened with a handle (their events carry it instead
  * of the name); the same use as `streamField`.
  */
 export function handleField(handle: number): string {
-  // field 11, wire type 0, then the varint: a few chars, with no buffer
-  let field = "\x58";
+  // the tag, then the varint: a few chars, with no buffer
+  let field = HANDLE_TAG;
   let v = handle;
   while (v >= 0x80) {
     field += String.fromCharCode((v & 0x7f) | 0x80);
@@ -117,17 +146,7 @@ export function jsonRef(ref: StreamRef): string {
   return "handle" in ref ? `"handle":${ref.handle}` : `"stream":${JSON.stringify(ref.stream)}`;
 }
 
-/** Writes `v` as a protobuf varint at `at`; returns the position after it. */
-function putVarint(buf: Uint8Array, at: number, v: number): number {
-  while (v >= 0x80) {
-    buf[at++] = (v & 0x7f) | 0x80;
-    v >>>= 7;
-  }
-  buf[at++] = v;
-  return at;
-}
-
-/** Appends ServerFrame fragments (field 1 = one Event) to a growable buffer. */
+/** Appends ServerFrame fragments (ServerFrame.events: one Event each) to a growable buffer. */
 export class FrameWriter {
   private buf: Buffer;
   private len = 0;
@@ -162,7 +181,7 @@ export class FrameWriter {
     this.len = putVarint(this.buf, this.len, v);
   }
 
-  /** Event { stream = 1; delta = 4 { index = 1; kind = 2; text = 3 } } (the name field, or a handle field, written first: any field order decodes) */
+  /** Event { stream; delta { index; kind; text } } (the name field, or a handle field, written first: any field order decodes) */
   delta(stream: string, ev: DeltaEvent): void {
     this.deltaOf(streamField(stream), ev);
   }
@@ -184,22 +203,22 @@ export class FrameWriter {
     const eventLen = nameField.length + 1 + varintSize(deltaLen) + deltaLen;
     this.ensure(1 + varintSize(eventLen) + eventLen);
     const buf = this.buf;
-    buf[this.len++] = 0x0a; // ServerFrame.events
+    buf[this.len++] = FRAME_EVENT; // ServerFrame.events
     this.varint(eventLen);
     let at = this.len;
     for (let i = 0; i < nameField.length; i++) buf[at++] = nameField.charCodeAt(i);
-    buf[at++] = 0x22; // Event.delta
+    buf[at++] = EVENT_DELTA; // Event.delta
     this.len = at;
     this.varint(deltaLen);
     if (ev.index !== 0) {
-      buf[this.len++] = 0x08; // Delta.index
+      buf[this.len++] = DELTA_INDEX; // Delta.index
       this.varint(ev.index);
     }
     at = this.len;
     for (let i = 0; i < kind.length; i++) buf[at++] = kind[i]!;
     this.len = at;
     if (textLen > 0) {
-      buf[this.len++] = 0x1a; // Delta.text
+      buf[this.len++] = DELTA_TEXT; // Delta.text
       this.varint(textLen);
       if (textLen === units && units < SHORT) {
         at = this.len;
@@ -235,21 +254,21 @@ export class FrameWriter {
     const eventLen = nameField.length + 1 + varintSize(deltaLen) + deltaLen;
     this.ensure(1 + varintSize(eventLen) + eventLen);
     const buf = this.buf;
-    buf[this.len++] = 0x0a; // ServerFrame.events
+    buf[this.len++] = FRAME_EVENT; // ServerFrame.events
     this.varint(eventLen);
     let at = this.len;
     for (let i = 0; i < nameField.length; i++) buf[at++] = nameField.charCodeAt(i);
-    buf[at++] = 0x22; // Event.delta
+    buf[at++] = EVENT_DELTA; // Event.delta
     this.len = at;
     this.varint(deltaLen);
     if (index !== 0) {
-      buf[this.len++] = 0x08; // Delta.index
+      buf[this.len++] = DELTA_INDEX; // Delta.index
       this.varint(index);
     }
     at = this.len;
     for (let i = 0; i < kindBytes.length; i++) buf[at++] = kindBytes[i]!;
     if (textLen > 0) {
-      buf[at++] = 0x1a; // Delta.text
+      buf[at++] = DELTA_TEXT; // Delta.text
       this.len = at;
       this.varint(textLen);
       at = this.len;
@@ -274,7 +293,7 @@ export class FrameWriter {
     let size: number;
     switch (ev.type) {
       case "message_start":
-        tag = 0x12;
+        tag = EVENT_MESSAGE_START;
         size =
           1 +
           varintSize(ev.index) +
@@ -285,7 +304,7 @@ export class FrameWriter {
           strSize(ev.content_type);
         break;
       case "tool_call_start":
-        tag = 0x1a;
+        tag = EVENT_TOOL_CALL_START;
         size =
           2 +
           varintSize(ev.index) +
@@ -299,11 +318,11 @@ export class FrameWriter {
         break;
       case "message_end":
         if (ev.message !== undefined) return false;
-        tag = 0x2a;
+        tag = EVENT_MESSAGE_END;
         size = 1 + varintSize(ev.index) + strSize(ev.stop);
         break;
       case "done":
-        tag = 0x42;
+        tag = EVENT_DONE;
         size = strSize(ev.finish_reason) + 3 + varintSize(ev.tokens) + varintSize(ev.messages) + varintSize(ev.recoveries);
         break;
       default:
@@ -311,40 +330,40 @@ export class FrameWriter {
     }
     const eventLen = refField.length + 1 + varintSize(size) + size;
     this.ensure(1 + varintSize(eventLen) + eventLen);
-    this.buf[this.len++] = 0x0a; // ServerFrame.events
+    this.buf[this.len++] = FRAME_EVENT; // ServerFrame.events
     this.varint(eventLen);
-    const handleAfter = refField.charCodeAt(0) === 0x58; // Event.handle (11) follows the oneof
+    const handleAfter = refField.charCodeAt(0) === EVENT_HANDLE; // Event.handle follows the oneof
     if (!handleAfter) this.latin1(refField);
     this.buf[this.len++] = tag;
     this.varint(size);
     switch (ev.type) {
       case "message_start":
-        this.uint(0x08, ev.index);
-        this.str(0x12, ev.role);
-        this.str(0x1a, ev.name);
-        this.str(0x22, ev.channel);
-        this.str(0x2a, ev.recipient);
-        this.str(0x32, ev.content_type);
+        this.uint(MS_INDEX, ev.index);
+        this.str(MS_ROLE, ev.role);
+        this.str(MS_NAME, ev.name);
+        this.str(MS_CHANNEL, ev.channel);
+        this.str(MS_RECIPIENT, ev.recipient);
+        this.str(MS_CONTENT_TYPE, ev.content_type);
         break;
       case "tool_call_start":
-        this.uint(0x08, ev.index);
-        this.uint(0x10, ev.call_index);
-        this.str(0x1a, ev.id);
-        this.str(0x22, ev.recipient);
-        this.str(0x2a, ev.namespace);
-        this.str(0x32, ev.name);
-        this.str(0x3a, ev.channel);
-        this.str(0x42, ev.content_type);
+        this.uint(TCS_INDEX, ev.index);
+        this.uint(TCS_CALL_INDEX, ev.call_index);
+        this.str(TCS_ID, ev.id);
+        this.str(TCS_RECIPIENT, ev.recipient);
+        this.str(TCS_NAMESPACE, ev.namespace);
+        this.str(TCS_NAME, ev.name);
+        this.str(TCS_CHANNEL, ev.channel);
+        this.str(TCS_CONTENT_TYPE, ev.content_type);
         break;
       case "message_end":
-        this.uint(0x08, ev.index);
-        this.str(0x12, ev.stop);
+        this.uint(ME_INDEX, ev.index);
+        this.str(ME_STOP, ev.stop);
         break;
       case "done":
-        this.str(0x0a, ev.finish_reason);
-        this.uint(0x10, ev.tokens);
-        this.uint(0x18, ev.messages);
-        this.uint(0x20, ev.recoveries);
+        this.str(DONE_FINISH_REASON, ev.finish_reason);
+        this.uint(DONE_TOKENS, ev.tokens);
+        this.uint(DONE_MESSAGES, ev.messages);
+        this.uint(DONE_RECOVERIES, ev.recoveries);
         break;
     }
     if (handleAfter) this.latin1(refField);
@@ -382,7 +401,7 @@ export class FrameWriter {
   /** Any other event, already encoded as an Event message by protobufjs. */
   event(eventBytes: Uint8Array): void {
     this.ensure(1 + varintSize(eventBytes.length) + eventBytes.length);
-    this.buf[this.len++] = 0x0a;
+    this.buf[this.len++] = FRAME_EVENT; // ServerFrame.events
     this.varint(eventBytes.length);
     this.buf.set(eventBytes, this.len);
     this.len += eventBytes.length;

@@ -1,0 +1,260 @@
+/**
+ * Every `serve` setting in one table: its flag, environment variable, help
+ * text, default and bounds. The CLI's options and help (src/cli.ts), the
+ * resolver (src/commands/serve.ts) and the README's settings list all come
+ * from here; a setting is added by adding a row.
+ */
+import { MAX_STORE_BYTES } from "../store/memory.js";
+import { DEFAULT_COT_STORE, DEFAULT_LIMITS, DEFAULTS } from "../service/service.js";
+import { SERVER_DEFAULTS } from "../server.js";
+
+/**
+ * How far V8 lets the old generation grow past what a full GC left alive
+ * before it starts the next one, in percent (V8's --heap-growing-percent).
+ * V8's own factor left the service's old generation less headroom than its
+ * young generation holds, and V8 then starts marking at once: at half of
+ * the peak step-frame load that was a mark-compact every 0.3-0.65 s, each
+ * a pause of ~7-8 ms (up to 17) plus ~80 ms of marking on a thread that
+ * shares the cores.
+ * With 300 (a limit of 4x the live size) there were 0-1 per run
+ * (bench/RESULTS.md). It costs memory: up to 4x the live old generation,
+ * tens of MB for a service holding ~25 MB.
+ */
+export const DEFAULT_HEAP_GROWTH = 300;
+
+export interface Setting {
+  /** The flag as commander names it (camelCase of the long flag). */
+  key: string;
+  /** The long flag with its argument, as `--help` shows it. */
+  flag: string;
+  env: string;
+  help: string;
+  /** The default; "" means none. */
+  default: string | number;
+  /** An integer within [min, max], a string (one of `choices` when given), or an http(s) URL ("" allowed: off). */
+  type: "int" | "string" | "url";
+  min?: number;
+  max?: number;
+  choices?: readonly string[];
+}
+
+export const SETTINGS = [
+  {
+    key: "host",
+    flag: "--host <addr>",
+    env: "HARMONY_HOST",
+    help: "address to bind (both edges)",
+    default: SERVER_DEFAULTS.host,
+    type: "string",
+  },
+  {
+    key: "port",
+    flag: "--port <n>",
+    env: "HARMONY_PORT",
+    help: "HTTP + WebSocket port (0: any free port)",
+    default: SERVER_DEFAULTS.port,
+    type: "int",
+    min: 0,
+  },
+  {
+    key: "grpcPort",
+    flag: "--grpc-port <n>",
+    env: "HARMONY_GRPC_PORT",
+    help: "gRPC port (0: any free port, -1: off)",
+    default: SERVER_DEFAULTS.grpcPort,
+    type: "int",
+    min: -1,
+  },
+  {
+    key: "workers",
+    flag: "--workers <n>",
+    env: "HARMONY_WORKERS",
+    help: "parser worker threads (0: parse on the main thread)",
+    default: DEFAULTS.workers,
+    type: "int",
+    min: 0,
+  },
+  {
+    key: "inline",
+    flag: "--inline <n>",
+    env: "HARMONY_INLINE",
+    help: "streams the main thread parses itself, with no thread hop, before new ones go to workers",
+    default: DEFAULTS.inline ?? 0,
+    type: "int",
+    min: 0,
+  },
+  { key: "token", flag: "--token <secret>", env: "HARMONY_TOKEN", help: "bearer token clients must present", default: "", type: "string" },
+  {
+    key: "logLevel",
+    flag: "--log-level <level>",
+    env: "HARMONY_LOG_LEVEL",
+    help: "pino log level",
+    default: DEFAULTS.logLevel ?? "info",
+    type: "string",
+  },
+  {
+    key: "maxFrameBytes",
+    flag: "--max-frame-bytes <n>",
+    env: "HARMONY_MAX_FRAME_BYTES",
+    help: "largest client frame",
+    default: DEFAULT_LIMITS.maxFrameBytes,
+    type: "int",
+    min: 1024,
+  },
+  {
+    key: "maxStreams",
+    flag: "--max-streams <n>",
+    env: "HARMONY_MAX_STREAMS",
+    help: "open streams per connection",
+    default: DEFAULT_LIMITS.maxStreamsPerConnection,
+    type: "int",
+    min: 1,
+  },
+  {
+    key: "maxIdsPerFrame",
+    flag: "--max-ids-per-frame <n>",
+    env: "HARMONY_MAX_IDS_PER_FRAME",
+    help: "token ids per frame",
+    default: DEFAULT_LIMITS.maxIdsPerFrame,
+    type: "int",
+    min: 1,
+  },
+  {
+    key: "idleTimeoutMs",
+    flag: "--idle-timeout-ms <n>",
+    env: "HARMONY_IDLE_TIMEOUT_MS",
+    help: "close connections silent this long",
+    default: DEFAULT_LIMITS.idleTimeoutMs,
+    type: "int",
+    min: 1000,
+  },
+  {
+    key: "pingIntervalMs",
+    flag: "--ping-interval-ms <n>",
+    env: "HARMONY_PING_INTERVAL_MS",
+    help: "WebSocket ping / gRPC keepalive interval",
+    default: DEFAULT_LIMITS.pingIntervalMs,
+    type: "int",
+    min: 100,
+  },
+  {
+    key: "drainTimeoutMs",
+    flag: "--drain-timeout-ms <n>",
+    env: "HARMONY_DRAIN_TIMEOUT_MS",
+    help: "graceful stop deadline",
+    default: DEFAULTS.drainTimeoutMs,
+    type: "int",
+    min: 0,
+  },
+  {
+    key: "upstream",
+    flag: "--upstream <url>",
+    env: "HARMONY_UPSTREAM",
+    help: "sidecar mode: the vLLM (OpenAI-compatible) server to drive by token ids",
+    default: "",
+    type: "url",
+  },
+  {
+    key: "upstreamTimeoutMs",
+    flag: "--upstream-timeout-ms <n>",
+    env: "HARMONY_UPSTREAM_TIMEOUT_MS",
+    help: "sidecar mode: end a request when the upstream is silent this long",
+    default: 120_000,
+    type: "int",
+    min: 100,
+  },
+  {
+    key: "reasoningField",
+    flag: "--reasoning-field <name>",
+    env: "HARMONY_REASONING_FIELD",
+    help: "sidecar mode: reasoning or reasoning_content in chat deltas",
+    default: "reasoning",
+    type: "string",
+    choices: ["reasoning", "reasoning_content"],
+  },
+  {
+    key: "cotStoreBytes",
+    flag: "--cot-store-bytes <n>",
+    env: "HARMONY_COT_STORE_BYTES",
+    help: "reasoning remembered per tool call id, for restoring it into prompts (0: off, and streams keep no reasoning; at most 1 GiB)",
+    default: DEFAULT_COT_STORE.maxBytes,
+    type: "int",
+    min: 0,
+    max: MAX_STORE_BYTES,
+  },
+  {
+    key: "cotStoreTtlMs",
+    flag: "--cot-store-ttl-ms <n>",
+    env: "HARMONY_COT_STORE_TTL_MS",
+    help: "how long remembered reasoning is kept",
+    default: DEFAULT_COT_STORE.ttlMs,
+    type: "int",
+    min: 1000,
+  },
+  {
+    key: "heapGrowth",
+    flag: "--heap-growth <percent>",
+    env: "HARMONY_HEAP_GROWTH",
+    help: "how far V8's old generation may grow past the live size before its next full GC (V8's --heap-growing-percent; 0: V8's own heuristics; a node --heap-growing-percent flag wins)",
+    default: DEFAULT_HEAP_GROWTH,
+    type: "int",
+    min: 0,
+    max: 1000,
+  },
+] as const satisfies readonly Setting[];
+
+export type SettingKey = (typeof SETTINGS)[number]["key"];
+
+/** `serve`'s flags as commander hands them over: text, by setting key. */
+export type ServeFlags = Partial<Record<SettingKey, string>>;
+
+const BY_KEY: ReadonlyMap<string, Setting> = new Map(SETTINGS.map((s) => [s.key, s]));
+
+/** The `--help` line of a setting: its text, its variable and its default. */
+export function helpText(s: Setting): string {
+  return `${s.help} [env ${s.env}, default ${s.default === "" ? "none" : s.default}]`;
+}
+
+/** An environment variable's value; set but empty counts as unset (VAR= in a compose file or a shell). */
+function envValue(env: NodeJS.ProcessEnv, name: string): string | undefined {
+  const v = env[name];
+  return v === undefined || v === "" ? undefined : v;
+}
+
+/** A decimal integer setting: digits, an optional leading minus (not "", "1e2" or "0x10", which Number() would take). */
+function decimal(raw: string): number {
+  return /^-?\d+$/.test(raw.trim()) ? Number(raw) : NaN;
+}
+
+/** Reads settings from flags, then HARMONY_* variables, then the table's defaults, checking each against its row. */
+export class SettingsReader {
+  constructor(
+    private readonly flags: ServeFlags,
+    private readonly env: NodeJS.ProcessEnv,
+  ) {}
+
+  private row(key: SettingKey): Setting {
+    return BY_KEY.get(key)!;
+  }
+
+  /** A setting's text: its flag, else its environment variable, else the default. */
+  text(key: SettingKey): string {
+    const s = this.row(key);
+    const raw = this.flags[key] ?? envValue(this.env, s.env) ?? String(s.default);
+    if (s.choices && !s.choices.includes(raw)) throw new Error(`${key} (${s.env}) must be ${s.choices.join(" or ")}`);
+    if (s.type === "url" && raw !== "" && !/^https?:\/\//.test(raw))
+      throw new Error(`${key} (${s.env}) must be an http(s) URL, got ${JSON.stringify(raw)}`);
+    return raw;
+  }
+
+  /** An integer setting within its row's bounds. */
+  int(key: SettingKey): number {
+    const s = this.row(key);
+    const raw = this.flags[key] ?? envValue(this.env, s.env) ?? String(s.default);
+    const n = decimal(raw);
+    const min = s.min ?? Number.MIN_SAFE_INTEGER;
+    if (!Number.isInteger(n) || n < min) throw new Error(`${key} (${s.env}) must be an integer ≥ ${min}, got ${JSON.stringify(raw)}`);
+    if (s.max !== undefined && n > s.max) throw new Error(`${key} (${s.env}) must be at most ${s.max}, got ${n}`);
+    return n;
+  }
+}

@@ -1,0 +1,82 @@
+/**
+ * One upstream generation parsed into OpenAI objects: the engine's token ids
+ * for each choice go, as a stream of their own, through the same parser
+ * sessions (on the worker pool) as remote clients' streams, on an
+ * in-process connection; each choice's OpenAI chunks or events come back
+ * through `onObject`.
+ */
+import { isObj, type JsonObject as Obj } from "../core/json.js";
+import { UpstreamError, type CompletionRequest, type Engine, type UpstreamUsage } from "../upstream/engine.js";
+import { LocalConnection } from "./local.js";
+import type { Service } from "./service.js";
+
+/** One upstream generation parsed into n streams of OpenAI objects. */
+export interface Generation {
+  /** Ends when every choice's stream has finished. */
+  done: Promise<{ usage: UpstreamUsage | null; error: UpstreamError | null }>;
+  abort(): void;
+}
+
+export function generate(
+  svc: Service,
+  engine: Engine,
+  request: CompletionRequest,
+  open: Obj,
+  onObject: (choice: number, obj: Obj, usage: UpstreamUsage | null) => void,
+): Generation {
+  const local = new LocalConnection(svc);
+  const ctrl = new AbortController();
+  const n = request.n;
+  const names = Array.from({ length: n }, () => local.name("gen"));
+  let pending = n;
+  // declared before any op is sent: answers may arrive while send() runs (streams on the main thread)
+  let usage: UpstreamUsage | null = null;
+  let finishAll!: () => void;
+  const allFinished = new Promise<void>((resolve) => {
+    finishAll = resolve;
+  });
+  names.forEach((name, choice) => {
+    local.listen(name, (ev) => {
+      if (ev.openai) onObject(choice, ev.openai as Obj, usage);
+      else if (ev.error && (ev.error as Obj).code === "worker_crashed") onObject(choice, { harmony_error: ev.error }, usage);
+      const last = ev.done !== undefined || isClosing(ev.openai as Obj | undefined);
+      if (last && --pending === 0) finishAll();
+    });
+  });
+  local.send(names.map((stream) => ({ open: { stream, ...open } })));
+  // a choice's finish reason, applied when the upstream stream ends (after its usage chunk)
+  const finished = new Map<number, string>();
+  const done = (async () => {
+    let error: UpstreamError | null = null;
+    try {
+      for await (const chunk of engine.complete(request, ctrl.signal)) {
+        if (chunk.usage) usage = chunk.usage;
+        const ops: Obj[] = [];
+        for (const c of chunk.choices) {
+          const name = names[c.index];
+          if (!name || finished.has(c.index)) continue;
+          if (c.token_ids.length > 0) ops.push({ tokens: { stream: name, ids: c.token_ids } });
+          if (c.finish_reason !== null) finished.set(c.index, c.finish_reason === "length" ? "length" : "eos");
+        }
+        if (ops.length > 0) local.send(ops);
+      }
+    } catch (e) {
+      if (!(e instanceof UpstreamError)) throw e;
+      error = e;
+    }
+    // whatever did not finish: a broken or aborted generation ends cut short
+    const cut = ctrl.signal.aborted ? "abort" : error ? "length" : "eos";
+    local.send(names.map((stream, i) => ({ close: { stream, reason: finished.get(i) ?? cut } })));
+    await allFinished;
+    local.close();
+    return { usage, error };
+  })();
+  return { done, abort: () => ctrl.abort() };
+}
+
+/** Whether an OpenAI object is a choice's or a response's last. */
+export function isClosing(o: Obj | undefined): boolean {
+  if (!o) return false;
+  if (o.object === "chat.completion.chunk") return ((o.choices as Obj[]) ?? []).some((c) => c.finish_reason);
+  return o.type === "response.completed" || o.type === "response.incomplete" || o.type === "response.failed";
+}

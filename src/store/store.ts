@@ -1,0 +1,17 @@
+/**
+ * The reasoning store: the chain of thought behind each tool call the
+ * service emitted, by call id, so that a stateless client's next turn can
+ * have it put back into the prompt (HARMONY.md §5). One interface; the
+ * in-process store (./memory.ts) implements it today, and a shared backend
+ * can stand behind the same calls.
+ */
+export interface ReasoningStore {
+  /** False when remembering is switched off (a budget of 0 bytes): streams then keep no reasoning. */
+  readonly enabled: boolean;
+  /** Remember `utf8` (the reasoning's UTF-8 bytes) for call `id`. */
+  remember(id: string, utf8: Uint8Array): void;
+  /** Remember `src[start, end)`, valid only during the call. */
+  rememberRange(id: string, src: Uint8Array, start: number, end: number): void;
+  /** The reasoning remembered for `id`, if any. */
+  recall(id: string): string | undefined;
+}

@@ -1,0 +1,198 @@
+/**
+ * The OpenAI-compatible front of sidecar mode: clients talk Chat Completions
+ * or Responses to us; we render their request into Harmony prompt ids (with
+ * chain-of-thought restoration), drive the upstream engine by token ids, and
+ * parse its output with the resilient parser on the worker pool. Malformed
+ * model output is repaired, never an HTTP 500; upstream failures become
+ * well-formed OpenAI-style errors or a clean end of stream.
+ */
+import type http from "node:http";
+import type { HttpErrorCode, RenderErrorCode, RequestErrorCode } from "../core/errors.js";
+import { isObj, type JsonObject as Obj } from "../core/json.js";
+import { ChatCompletionAccumulator, type HarmonyChatCompletionChunk } from "../openai/chat.js";
+import { responsesToChat, responsesUsage } from "../openai/responses-input.js";
+import { generate, isClosing } from "../service/generate.js";
+import type { Service } from "../service/service.js";
+import type { Engine, UpstreamConfig, UpstreamError } from "../upstream/engine.js";
+import { readJson, sendJson } from "./respond.js";
+
+function sendError(
+  res: http.ServerResponse,
+  status: number,
+  type: string,
+  code: HttpErrorCode | RequestErrorCode | RenderErrorCode,
+  message: string,
+  param: string | null = null,
+): void {
+  if (!res.headersSent) sendJson(res, status, { error: { message, type, param, code } });
+}
+
+function setupSse(res: http.ServerResponse): void {
+  res.writeHead(200, { "content-type": "text/event-stream", "cache-control": "no-cache", connection: "keep-alive" });
+}
+
+// ---------------------------------------------------------------- chat
+
+/** The front's paths: Chat Completions, Responses, and the engine's model list. */
+export const OPENAI_PATHS: ReadonlySet<string> = new Set(["/v1/chat/completions", "/v1/responses", "/v1/models"]);
+
+/** Sidecar mode's OpenAI-compatible endpoints, over one engine. */
+export class OpenAIFront {
+  constructor(
+    private readonly svc: Service,
+    private readonly engine: Engine,
+    private readonly cfg: UpstreamConfig,
+  ) {}
+
+  /** The configured upstream URL (for the serving log line). */
+  get url(): string {
+    return this.cfg.url;
+  }
+
+  /** Answer a request for one of {@link OPENAI_PATHS} (method checked by the caller). */
+  handle(path: string, req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
+    if (path === "/v1/models") return handleModels(this.engine, res);
+    if (path === "/v1/chat/completions") return handleChat(this.svc, this.engine, this.cfg, req, res);
+    return handleResponses(this.svc, this.engine, req, res);
+  }
+}
+
+async function handleChat(
+  svc: Service,
+  engine: Engine,
+  cfg: UpstreamConfig,
+  req: http.IncomingMessage,
+  res: http.ServerResponse,
+): Promise<void> {
+  const read = await readJson(req, svc.limits.maxFrameBytes);
+  if (!read.ok) return sendError(res, read.status, "invalid_request_error", "bad_json", read.message);
+  const request = read.value;
+  if (!isObj(request)) return sendError(res, 400, "invalid_request_error", "bad_request", "the request must be a JSON object");
+  const n = request.n === undefined || request.n === null ? 1 : request.n;
+  if (typeof n !== "number" || !Number.isInteger(n) || n < 1 || n > 16) {
+    return sendError(res, 400, "invalid_request_error", "bad_request", "n must be an integer from 1 to 16", "n");
+  }
+  const rendered = svc.render(request);
+  if (!rendered.ok)
+    return sendError(res, 400, "invalid_request_error", rendered.error.code, rendered.error.message, rendered.error.path || null);
+  const h = isObj(request.harmony) ? request.harmony : {};
+  const reasoningField =
+    h.reasoning_field === "reasoning_content" || h.reasoning_field === "reasoning" ? h.reasoning_field : cfg.reasoningField;
+  const model = typeof request.model === "string" ? request.model : "gpt-oss";
+  const stream = request.stream === true;
+  const includeUsage = isObj(request.stream_options) && request.stream_options.include_usage === true;
+  const id = `chatcmpl-${Math.random().toString(36).slice(2, 14)}`;
+  const created = Math.floor(Date.now() / 1000);
+  const accumulators = Array.from(
+    { length: n },
+    (_, i) => new ChatCompletionAccumulator({ id, model, created, reasoningField, choiceIndex: i }),
+  );
+  const completion = { client: request, prompt: rendered.ids, n, maxTokens: request.max_completion_tokens ?? request.max_tokens };
+  let started = false;
+  const gen = generate(svc, engine, completion, { format: "openai.chat", model, reasoning_field: reasoningField }, (choice, obj) => {
+    if (obj.harmony_error) return;
+    const chunk = obj as unknown as HarmonyChatCompletionChunk;
+    // one completion id across choices; each choice its own index
+    chunk.id = id;
+    chunk.created = created;
+    for (const c of chunk.choices) c.index = choice;
+    if (stream) {
+      if (!started) {
+        setupSse(res);
+        started = true;
+      }
+      res.write(`data: ${JSON.stringify(chunk)}\n\n`);
+    } else accumulators[choice]!.addChunk(chunk);
+  });
+  res.on("close", () => {
+    if (!res.writableFinished) gen.abort(); // the client went away: stop the upstream, free the sessions
+  });
+  const { usage, error } = await gen.done;
+  const usageObj = usage && {
+    prompt_tokens: usage.prompt_tokens,
+    completion_tokens: usage.completion_tokens,
+    total_tokens: usage.total_tokens ?? usage.prompt_tokens + usage.completion_tokens,
+  };
+  if (error) svc.logger.warn({ code: error.code, status: error.upstreamStatus }, error.message);
+  if (res.destroyed) return;
+  if (!stream) {
+    if (error) return sendError(res, error.status, "upstream_error", error.code, error.message);
+    const results = accumulators.map((a) => a.result());
+    sendJson(res, 200, { ...results[0]!, choices: results.flatMap((r) => r.choices), ...(usageObj ? { usage: usageObj } : {}) });
+    return;
+  }
+  if (!started) {
+    if (error) return sendError(res, error.status, "upstream_error", error.code, error.message);
+    setupSse(res);
+  }
+  if (error)
+    res.write(`data: ${JSON.stringify({ error: { message: error.message, type: "upstream_error", param: null, code: error.code } })}\n\n`);
+  if (includeUsage && usageObj)
+    res.write(`data: ${JSON.stringify({ id, object: "chat.completion.chunk", created, model, choices: [], usage: usageObj })}\n\n`);
+  res.end("data: [DONE]\n\n");
+}
+
+// ---------------------------------------------------------------- responses
+
+async function handleResponses(svc: Service, engine: Engine, req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
+  const read = await readJson(req, svc.limits.maxFrameBytes);
+  if (!read.ok) return sendError(res, read.status, "invalid_request_error", "bad_json", read.message);
+  const request = read.value;
+  if (!isObj(request)) return sendError(res, 400, "invalid_request_error", "bad_request", "the request must be a JSON object");
+  const conv = responsesToChat(request);
+  if (!conv.ok) return sendError(res, 400, "invalid_request_error", "bad_request", conv.message, conv.param);
+  const rendered = svc.render(conv.chat);
+  if (!rendered.ok)
+    return sendError(res, 400, "invalid_request_error", rendered.error.code, rendered.error.message, rendered.error.path || null);
+  const model = typeof request.model === "string" ? request.model : "gpt-oss";
+  const stream = request.stream === true;
+  const completion = { client: request, prompt: rendered.ids, n: 1, maxTokens: request.max_output_tokens };
+  let started = false;
+  let final: Obj | null = null;
+  const gen = generate(svc, engine, completion, { format: "openai.responses", model }, (_choice, obj, usage) => {
+    if (obj.harmony_error) return;
+    if (isClosing(obj)) {
+      final = obj;
+      if (usage && isObj(obj.response)) obj.response.usage = responsesUsage(usage);
+    }
+    if (stream) {
+      if (!started) {
+        setupSse(res);
+        started = true;
+      }
+      res.write(`event: ${obj.type as string}\ndata: ${JSON.stringify(obj)}\n\n`);
+    }
+  });
+  res.on("close", () => {
+    if (!res.writableFinished) gen.abort();
+  });
+  const { error } = await gen.done;
+  if (error) svc.logger.warn({ code: error.code, status: error.upstreamStatus }, error.message);
+  if (res.destroyed) return;
+  const finished = final as Obj | null;
+  const response = finished && isObj(finished.response) ? finished.response : null;
+  if (!stream) {
+    if (error && (!response || response.status !== "completed"))
+      return sendError(res, error.status, "upstream_error", error.code, error.message);
+    sendJson(res, 200, response);
+    return;
+  }
+  if (!started) {
+    if (error) return sendError(res, error.status, "upstream_error", error.code, error.message);
+    setupSse(res);
+  }
+  if (error)
+    res.write(`event: error\ndata: ${JSON.stringify({ type: "error", code: error.code, message: error.message, param: null })}\n\n`);
+  res.end();
+}
+
+async function handleModels(engine: Engine, res: http.ServerResponse): Promise<void> {
+  try {
+    const r = await engine.models();
+    res.writeHead(r.status, { "content-type": "application/json", "content-length": Buffer.byteLength(r.body) });
+    res.end(r.body);
+  } catch (e) {
+    const err = e as UpstreamError;
+    sendError(res, err.status ?? 502, "upstream_error", err.code ?? "upstream_unreachable", err.message);
+  }
+}

@@ -1,0 +1,66 @@
+/**
+ * What the OpenAI front needs of an inference engine, whichever it is: a
+ * streaming completion driven by prompt token ids that answers with the
+ * generated token ids, and its model list. One implementation per engine
+ * (vLLM today: ./vllm.ts); the front sees only this interface.
+ */
+import type { UpstreamErrorCode } from "../core/errors.js";
+
+/** How to reach the upstream engine (sidecar mode, `serve --upstream`). */
+export interface UpstreamConfig {
+  url: string;
+  /** No byte from the upstream for this long ends the request. */
+  idleTimeoutMs: number;
+  /** Reasoning field of chat deltas unless the request says otherwise. */
+  reasoningField: "reasoning" | "reasoning_content";
+}
+
+export interface UpstreamChoice {
+  index: number;
+  token_ids: number[];
+  finish_reason: string | null;
+}
+
+export interface UpstreamUsage {
+  prompt_tokens: number;
+  completion_tokens: number;
+  total_tokens?: number;
+}
+
+export interface UpstreamChunk {
+  choices: UpstreamChoice[];
+  usage: UpstreamUsage | null;
+}
+
+export class UpstreamError extends Error {
+  constructor(
+    /** HTTP status to answer the client with. */
+    readonly status: number,
+    /** OpenAI-style error code. */
+    readonly code: UpstreamErrorCode,
+    message: string,
+    /** The upstream's own status, when it answered. */
+    readonly upstreamStatus?: number,
+  ) {
+    super(message);
+  }
+}
+
+/** One generation asked of the engine. */
+export interface CompletionRequest {
+  /** The client's request: the engine takes its model and the sampling fields it understands. */
+  client: Record<string, unknown>;
+  /** Harmony prompt ids. */
+  prompt: number[];
+  /** Choices to sample. */
+  n: number;
+  /** The client's token limit, when it gave one. */
+  maxTokens: unknown;
+}
+
+export interface Engine {
+  /** Stream a completion; yields each chunk of generated ids. Throws {@link UpstreamError}; ends quietly when `signal` aborts. */
+  complete(request: CompletionRequest, signal: AbortSignal): AsyncGenerator<UpstreamChunk>;
+  /** The engine's model list, passed through as it answered. */
+  models(): Promise<{ status: number; body: string }>;
+}
