@@ -25,6 +25,15 @@ program
   )
   .option("--strict", "reproduce openai-harmony v0.0.8 exactly (errors instead of repairs)", false)
   .option("--non-strict", "strict mode with the reference's ParseOptions{strict:false}", false)
+  .addOption(
+    new Option(
+      "--after-stop <what>",
+      "after the <|call|> or <|return|> that ends a completion: drop the rest (one after_stop recovery) or parse on",
+    )
+      .choices(["drop", "parse"])
+      .default("drop"),
+  )
+  .option("--tools <names>", "the tools the completion may call, comma-separated (others get an unknown_tool recovery)")
   .addOption(new Option("--output <form>", "events (JSON Lines) or messages").choices(["events", "messages"]).default("events"))
   .option("--batch", 'read JSON Lines cases {"id","tokens","role"?}; write one result line each', false)
   .action(async (opts: ParseCommandOptions) => {

@@ -27,6 +27,8 @@ export interface ConformanceCase {
   reference: { messages: unknown[]; first_error: null | { message: string; index: number | "eos"; token?: number } };
   reference_non_strict: { messages: unknown[]; first_error: unknown };
   intended: { messages: unknown[] };
+  /** What resilient mode must give: the intended messages, cut at the end of a primed completion (rule 8). */
+  resilient: { messages: unknown[]; after_stop?: boolean };
   detail: Record<string, unknown>;
 }
 

@@ -22,6 +22,10 @@ export interface ParseCommandOptions {
   nonStrict: boolean;
   output: "events" | "messages";
   batch: boolean;
+  /** After the stop that ends a primed completion: drop (default) or parse on. */
+  afterStop?: "drop" | "parse";
+  /** Declared tools, comma-separated (names may hold spaces). */
+  tools?: string;
 }
 
 export class InputError extends Error {
@@ -66,7 +70,20 @@ export function checkIds(v: unknown): number[] {
 }
 
 function parserOptions(opts: ParseCommandOptions, role: string | null): ParserOptions {
-  return { mode: opts.strict || opts.nonStrict ? "strict" : "resilient", nonStrict: opts.nonStrict, role };
+  const tools =
+    opts.tools === undefined
+      ? null
+      : opts.tools
+          .split(",")
+          .map((t) => t.trim())
+          .filter((t) => t !== "");
+  return {
+    mode: opts.strict || opts.nonStrict ? "strict" : "resilient",
+    nonStrict: opts.nonStrict,
+    role,
+    afterStop: opts.afterStop ?? "drop",
+    tools,
+  };
 }
 
 async function readAll(stream: Readable): Promise<string> {

@@ -64,6 +64,9 @@ export const RECOVERY_KINDS = [
   "headerless_text",
   "missing_end",
   "truncated_header",
+  "after_stop",
+  "unknown_tool",
+  "arguments_repaired",
 ] as const;
 
 export type RecoveryKind = (typeof RECOVERY_KINDS)[number];

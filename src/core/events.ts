@@ -43,6 +43,22 @@ export interface ToolCallStartEvent {
   content_type: string | null;
 }
 
+/**
+ * A tool call's whole arguments, after its last delta (HARMONY.md §4, rule
+ * 12): repaired where a known broken shape applies (then an
+ * `arguments_repaired` recovery comes first, with the raw text). Not sent
+ * for a call cut short by a length limit or an abort.
+ */
+export interface ToolCallEndEvent {
+  type: "tool_call_end";
+  index: number;
+  call_index: number;
+  id: string;
+  name: string;
+  arguments: string;
+  valid_json: boolean;
+}
+
 export interface DeltaEvent {
   type: "delta";
   index: number;
@@ -85,4 +101,5 @@ export interface DoneEvent {
   recoveries: number;
 }
 
-export type HarmonyEvent = MessageStartEvent | ToolCallStartEvent | DeltaEvent | MessageEndEvent | RecoveryEvent | ErrorEvent | DoneEvent;
+export type HarmonyEvent =
+  MessageStartEvent | ToolCallStartEvent | ToolCallEndEvent | DeltaEvent | MessageEndEvent | RecoveryEvent | ErrorEvent | DoneEvent;

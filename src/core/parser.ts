@@ -18,6 +18,7 @@
  * of the current `write`, and the current message's content only when whole
  * messages were requested.
  */
+import { checkArguments } from "./arguments.js";
 import type { DeltaKind, EndReason, FinishReason, HarmonyEvent, RecoveryKind, ReferenceMessage, StopKind } from "./events.js";
 import type { ParseErrorCode } from "./errors.js";
 import {
@@ -29,6 +30,7 @@ import {
   type TolerantHeader,
 } from "./header.js";
 import { HARMONY, type HarmonyPreset } from "./preset.js";
+import { DeclaredTools, judgeRecipient, restoreSpaces } from "./tools.js";
 import { decodeLossy, decodeValidUtf8, REPLACEMENT, scanUtf8 } from "./utf8.js";
 import { FLAG_PROSE, FLAG_SPACE, FLAG_WHOLE, type Vocabulary } from "./vocab.js";
 
@@ -51,6 +53,22 @@ export interface ParserOptions {
   maxHeaderBytes?: number;
   preset?: HarmonyPreset;
   /**
+   * Resilient mode, primed streams: what follows the stop that ends the
+   * completion (a `<|call|>` closing a tool call, a `<|return|>` closing a
+   * final answer; HARMONY.md §4, rule 8). `drop` (default): nothing more is
+   * parsed; the tokens are reported in one `after_stop` recovery. `parse`:
+   * parse on, as for an unprimed stream.
+   */
+  afterStop?: "drop" | "parse";
+  /**
+   * Resilient mode: the tools the stream may call (function names, whole;
+   * they may hold spaces). Recipients are matched to them, a bare declared
+   * name gets `functions.`, and a call to another tool carries an
+   * `unknown_tool` recovery (rule 11). Absent: any name that reads as a
+   * tool's.
+   */
+  tools?: Iterable<string> | DeclaredTools | null;
+  /**
    * Header readings shared by the parsers of one thread (see HeaderMemo):
    * the same events, with less work and garbage per message. Used only
    * when its preset is this parser's.
@@ -62,6 +80,15 @@ const S_EXPECT = 0;
 const S_HEADER = 1;
 const S_CONTENT = 2;
 const S_DONE = 3;
+/** Resilient: the completion ended (rule 8, or <|endoftext|>); later tokens are only counted. */
+const S_AFTER = 4;
+
+/** Text of the tokens after a completion's end kept for the `after_stop` recovery. */
+export const AFTER_STOP_RAW_BYTES = 4096;
+/** A tool call's arguments kept for its `tool_call_end` (longer ones are cut there, and not valid JSON). */
+export const MAX_ARGUMENT_CHARS = 1 << 20;
+/** Text between messages held before it is reported as junk (and a fresh run begins). */
+const MAX_JUNK_BYTES = 4096;
 
 /** Shared empty buffer: header and pending-byte buffers are allocated on first use. */
 const NO_BYTES = new Uint8Array(0);
@@ -141,6 +168,10 @@ export class HarmonyParser {
   private tEnd!: number;
   private tReturn!: number;
   private tCall!: number;
+  private tEndOfText!: number;
+  private primed!: boolean;
+  private dropAfterStop!: boolean;
+  private tools!: DeclaredTools | null;
 
   /** The last `windowSize` ids, 3 bytes each (ids < 2^24; others are stored as NOT_A_TOKEN). */
   private window: Uint8Array = NO_BYTES;
@@ -161,6 +192,8 @@ export class HarmonyParser {
   private hdrStart = 0;
   private hdrInvalid: unknown = undefined;
   private hdrKind = H_EXPLICIT;
+  /** The header is text between messages (rule 10): it can still become a header, never content. */
+  private hdrJunk = false;
 
   // resilient: an abandoned header whose recipient awaits the restarted one
   private carryFrom = -1;
@@ -177,6 +210,19 @@ export class HarmonyParser {
   private swallowed = false;
   private dtext = "";
   private mtext = "";
+  /** The current tool call's arguments (rule 12), and its event fields. */
+  private isCall = false;
+  private atext = "";
+  private callIndex = 0;
+  private callId = "";
+  private callName = "";
+  /** end(length|abort): a call open then is cut short and gets no tool_call_end. */
+  private cutShort = false;
+  /** Tokens after the completion ended, the first one's index, and their bytes (capped). */
+  private afterCount = 0;
+  private afterAt = 0;
+  private afterBytes: Uint8Array = NO_BYTES;
+  private afterLen = 0;
 
   private calls = 0;
   private lastWasCall = false;
@@ -220,6 +266,10 @@ export class HarmonyParser {
     this.tEnd = t.end;
     this.tReturn = t.return;
     this.tCall = t.call;
+    this.tEndOfText = preset.specials["<|endoftext|>"] ?? -1;
+    this.dropAfterStop = options.afterStop !== "parse";
+    const tools = options.tools;
+    this.tools = tools === undefined || tools === null ? null : tools instanceof DeclaredTools ? tools : new DeclaredTools(tools);
     let size = 1;
     while (size < (options.windowSize ?? 512)) size <<= 1;
     this.maxMask = size - 1;
@@ -233,6 +283,7 @@ export class HarmonyParser {
     this.pos = 0;
     const role = options.role === undefined ? preset.implicitRole : options.role;
     this.nextRole = role;
+    this.primed = role !== null;
     this.state = role === null ? S_EXPECT : S_HEADER;
 
     // a strict stream's header has no size limit: a huge one is not kept
@@ -245,6 +296,7 @@ export class HarmonyParser {
     this.hdrStart = 0;
     this.hdrInvalid = undefined;
     this.hdrKind = H_EXPLICIT;
+    this.hdrJunk = false;
     this.carryFrom = -1;
     this.carryTo = -1;
     this.msgIndex = -1;
@@ -256,6 +308,16 @@ export class HarmonyParser {
     this.swallowed = false;
     this.dtext = "";
     this.mtext = "";
+    this.isCall = false;
+    this.atext = "";
+    this.callIndex = 0;
+    this.callId = "";
+    this.callName = "";
+    this.cutShort = false;
+    this.afterCount = 0;
+    this.afterAt = 0;
+    this.afterBytes = NO_BYTES;
+    this.afterLen = 0;
     this.calls = 0;
     this.lastWasCall = false;
     this.errors = 0;
@@ -270,11 +332,16 @@ export class HarmonyParser {
 
   /** The reference's state name (`ExpectStart`, `Header`, `Content`), or `Done`. */
   get stateName(): "ExpectStart" | "Header" | "Content" | "Done" {
-    return (["ExpectStart", "Header", "Content", "Done"] as const)[this.state]!;
+    return (["ExpectStart", "Header", "Content", "Done", "Done"] as const)[this.state]!;
   }
 
   get finished(): boolean {
     return this.state === S_DONE;
+  }
+
+  /** Resilient mode: the completion has ended (rule 8, or `<|endoftext|>`); later tokens are only counted. */
+  get completionEnded(): boolean {
+    return this.state === S_AFTER;
   }
 
   /** The index of the message being read (the `index` of its deltas); -1 before the first. */
@@ -298,7 +365,7 @@ export class HarmonyParser {
    * messages (their message text is kept as a string).
    */
   takeText(ids: ArrayLike<number>, start: number, end: number): boolean {
-    if (this.state !== S_CONTENT || this.pendLen !== 0 || this.swallowed || this.whole || end <= start) return false;
+    if (this.state !== S_CONTENT || this.pendLen !== 0 || this.swallowed || this.whole || this.isCall || end <= start) return false;
     // the same test and window store as write()'s hot loop, which keeps its
     // own copy inline: helpers shared by both made one-token writes ~5% slower
     const flags = this.flags;
@@ -328,7 +395,13 @@ export class HarmonyParser {
 
   /** Bytes this stream holds beyond its fixed-size fields (for limits and tests). */
   heldBytes(): number {
-    return this.window.byteLength + this.hdr.byteLength + this.pend.byteLength + 2 * (this.dtext.length + this.mtext.length);
+    const text = this.dtext.length + this.mtext.length + this.atext.length;
+    return this.window.byteLength + this.hdr.byteLength + this.pend.byteLength + this.afterBytes.byteLength + 2 * text;
+  }
+
+  /** Of heldBytes(), the current tool call's arguments kept for its tool_call_end (at most 2 × MAX_ARGUMENT_CHARS). */
+  get argumentBytes(): number {
+    return 2 * this.atext.length;
   }
 
   /**
@@ -374,6 +447,7 @@ export class HarmonyParser {
         if (acc !== "") {
           this.dtext += acc;
           if (this.whole) this.mtext += acc;
+          if (this.isCall) this.appendArguments(acc);
         }
         if (i >= n) break;
       }
@@ -390,6 +464,7 @@ export class HarmonyParser {
       this.pos++;
       if (this.state === S_CONTENT) this.contentToken(id);
       else if (this.state === S_HEADER) this.headerToken(id);
+      else if (this.state === S_AFTER) this.afterToken(id);
       else this.expectToken(id);
     }
     this.flushDelta();
@@ -406,6 +481,7 @@ export class HarmonyParser {
       this.out = NO_EVENTS;
       return out;
     }
+    this.cutShort = reason !== "eos";
     if (this.state === S_CONTENT) this.endMessage("eos");
     else if (this.state === S_HEADER) {
       if (this.strict) {
@@ -413,6 +489,7 @@ export class HarmonyParser {
       } else this.headerAtEnd();
     }
     if (!this.strict && this.carryFrom >= 0) this.dropCarry(this.pos, "the stream ended before a restarted header");
+    if (this.afterCount > 0) this.reportAfterStop();
     let finish: FinishReason;
     if (reason === "abort") finish = "abort";
     else if (reason === "length") finish = "length";
@@ -461,6 +538,13 @@ export class HarmonyParser {
   private appendText(s: string): void {
     this.dtext += s;
     if (this.whole) this.mtext += s;
+    if (this.isCall) this.appendArguments(s);
+  }
+
+  /** Keep a call's arguments for its tool_call_end, up to MAX_ARGUMENT_CHARS. */
+  private appendArguments(s: string): void {
+    const room = MAX_ARGUMENT_CHARS - this.atext.length;
+    if (room > 0) this.atext += s.length <= room ? s : s.slice(0, room);
   }
 
   private flushDelta(): void {
@@ -489,6 +573,8 @@ export class HarmonyParser {
     this.swallowed = false;
     this.dtext = "";
     this.mtext = "";
+    this.isCall = false;
+    this.atext = "";
     this.out.push({
       type: "message_start",
       index: this.msgIndex,
@@ -501,14 +587,19 @@ export class HarmonyParser {
     if (h.recipient !== null && h.role === this.preset.implicitRole) {
       const dot = h.recipient.indexOf(".");
       const callIndex = this.calls++;
+      const name = dot > 0 ? h.recipient.slice(dot + 1) : h.recipient;
+      this.isCall = true;
+      this.callIndex = callIndex;
+      this.callId = this.callIdPrefix + callIndex;
+      this.callName = name;
       this.out.push({
         type: "tool_call_start",
         index: this.msgIndex,
         call_index: callIndex,
-        id: this.callIdPrefix + callIndex,
+        id: this.callId,
         recipient: h.recipient,
         namespace: dot > 0 ? h.recipient.slice(0, dot) : null,
-        name: dot > 0 ? h.recipient.slice(dot + 1) : h.recipient,
+        name,
         channel: h.channel,
         content_type: h.contentType,
       });
@@ -526,6 +617,8 @@ export class HarmonyParser {
     this.swallowed = false;
     this.flushDelta();
     const h = this.header!;
+    if (this.isCall && !this.cutShort) this.endCall(h, stop);
+    this.isCall = false;
     const ev: HarmonyEvent = { type: "message_end", index: this.msgIndex, stop };
     if (this.whole) {
       // key order is the reference's: role, name, recipient, content, channel, content_type
@@ -543,6 +636,68 @@ export class HarmonyParser {
     this.lastWasCall = h.recipient !== null && h.role === this.preset.implicitRole;
     this.header = null;
     this.state = S_EXPECT;
+    // rule 8: a primed completion ends at the stop that closes a tool call or a final answer
+    if (!this.strict && this.primed && this.dropAfterStop) {
+      if ((stop === "call" && this.lastWasCall) || (stop === "return" && this.isFinalAnswer(h))) this.endCompletion();
+    }
+  }
+
+  private isFinalAnswer(h: ParsedHeader): boolean {
+    return h.role === this.preset.implicitRole && h.recipient === null && h.channel === this.preset.channels.final;
+  }
+
+  /** The call's tool_call_end (rule 12): its whole arguments, repaired in resilient mode where a known shape applies. */
+  private endCall(h: ParsedHeader, stop: StopKind): void {
+    const raw = this.atext;
+    this.atext = "";
+    let args = raw;
+    let valid: boolean;
+    if (this.strict) {
+      try {
+        JSON.parse(raw);
+        valid = true;
+      } catch {
+        valid = false;
+      }
+    } else {
+      const checked = checkArguments(raw, h.contentType, stop === "eos");
+      args = checked.arguments;
+      valid = checked.validJson;
+      if (checked.repair !== null) {
+        this.recover("arguments_repaired", this.pos - 1, `the arguments were not JSON (${checked.repair}); repaired in tool_call_end`, raw);
+      }
+    }
+    this.out.push({
+      type: "tool_call_end",
+      index: this.msgIndex,
+      call_index: this.callIndex,
+      id: this.callId,
+      name: this.callName,
+      arguments: args,
+      valid_json: valid,
+    });
+  }
+
+  /** Resilient: the completion ends here (rule 8's stops, or <|endoftext|>); what follows is only counted. */
+  private endCompletion(): void {
+    if (this.carryFrom >= 0) this.dropCarry(this.pos, "the completion ended before a restarted header");
+    this.state = S_AFTER;
+  }
+
+  /** A token after the completion's end: counted, and its text kept (capped) for the after_stop recovery. */
+  private afterToken(id: number): void {
+    if (this.afterCount++ === 0) this.afterAt = this.pos - 1;
+    if (!this.isToken(id) || this.afterLen >= AFTER_STOP_RAW_BYTES) return;
+    this.afterBytes = appendBytes(this.afterBytes, this.afterLen, this.vocab, id, 256);
+    this.afterLen = Math.min(this.afterLen + this.vocab.byteEnd(id) - this.vocab.byteStart(id), AFTER_STOP_RAW_BYTES);
+  }
+
+  private reportAfterStop(): void {
+    const n = this.afterCount;
+    const raw = decodeLossy(this.afterBytes, 0, this.afterLen, this.scratch);
+    this.recover("after_stop", this.afterAt, `${n} token${n === 1 ? "" : "s"} after the end of the completion; dropped`, raw);
+    this.afterCount = 0;
+    this.afterLen = 0;
   }
 
   // ---------------------------------------------------------------- content
@@ -582,7 +737,24 @@ export class HarmonyParser {
       }
       return;
     }
+    if (!this.strict && id >= this.firstSpecial) {
+      // rule 9: control tokens are structure, never text
+      if (id === this.tEndOfText) {
+        this.endMessage("eos");
+        this.endCompletion();
+        return;
+      }
+      this.flushPendingLossy();
+      this.recover("dropped_token", this.pos - 1, `special token ${id} inside a message's content; dropped`, this.specialText(id));
+      return;
+    }
     this.appendTokenBytes(id);
+  }
+
+  /** A special token's text (for a recovery's raw text). */
+  private specialText(id: number): string {
+    const v = this.vocab;
+    return decodeLossy(v.bytes, v.byteStart(id), v.byteEnd(id), this.scratch);
   }
 
   private appendTokenBytes(id: number): void {
@@ -658,6 +830,10 @@ export class HarmonyParser {
       this.recover("stray_stop", at, `<|${stop}|> outside a message; dropped`);
       return;
     }
+    if (id === this.tEndOfText) {
+      this.endCompletion();
+      return;
+    }
     if (id >= this.firstSpecial && id !== this.tChannel && id !== this.tMessage) {
       this.recover("dropped_token", at, `special token ${id} between messages; dropped`);
       return;
@@ -673,6 +849,7 @@ export class HarmonyParser {
   private beginHeader(kind: number, start: number): void {
     this.state = S_HEADER;
     this.hdrKind = kind;
+    this.hdrJunk = false;
     this.hdrLen = 0;
     this.hdrText = "";
     this.hdrClean = true;
@@ -736,6 +913,13 @@ export class HarmonyParser {
       this.stopInHeader(stop, at);
       return;
     }
+    if (id === this.tEndOfText) {
+      // the completion ends as at the end of the stream
+      this.headerAtEnd();
+      if (this.state === S_CONTENT) this.endMessage("eos");
+      this.endCompletion();
+      return;
+    }
     if (id >= this.firstSpecial && id !== this.tChannel && id !== this.tConstrain) {
       this.recover("dropped_token", at, `special token ${id} inside a header; dropped`);
       return;
@@ -771,7 +955,9 @@ export class HarmonyParser {
       this.beginMessage(r.header);
       return;
     }
-    const text = this.headerText(false).text;
+    const read = this.headerText(false).text;
+    // a declared tool name with spaces is read as one word (rule 11)
+    const text = this.tools !== null && this.tools.spaced.length > 0 ? this.tools.protect(read) : read;
     const role = this.headerRole();
     let header: ParsedHeader | null = null;
     if (this.carryFrom < 0) {
@@ -782,11 +968,13 @@ export class HarmonyParser {
       const th = parseHeaderTolerant(text, role, this.preset, { atMessage: true, carrying: this.carryFrom >= 0 });
       if (th.repairs.length > 0 || th.junk.length > 0) {
         const what = [...th.repairs, ...(th.junk.length > 0 ? [`skipped ${th.junk.length} stray word(s)`] : [])];
-        this.recover("header_repaired", at, `header read tolerantly (${what.join(", ")})`, text);
+        this.recover("header_repaired", at, `header read tolerantly (${what.join(", ")})`, read);
       }
       header = { role: th.role, name: th.name, recipient: th.recipient, channel: th.channel, contentType: th.contentType };
       this.applyCarry(header, at);
     }
+    if (text !== read && header.recipient !== null) header = { ...header, recipient: restoreSpaces(header.recipient) };
+    header = this.toolPolicy(this.channelPolicy(header, at, read), at, read);
     if (this.hdrKind === H_IMPLICIT) this.recover("missing_start", at, "a header without <|start|>; assumed <|start|>assistant");
     this.nextRole = null;
     this.beginMessage(header);
@@ -819,8 +1007,12 @@ export class HarmonyParser {
     });
     const rest = text.slice(th.restStart);
     if (this.hdrKind === H_IMPLICIT ? WORDLIKE.test(rest) : rest.trim() !== "") {
-      this.headerBecomesMessage(th, text, this.hdrLen, at);
-      this.endMessage(stop);
+      if (this.headerBecomesMessage(th, text, this.hdrLen, at, true)) this.endMessage(stop);
+      else {
+        this.recover("stray_stop", at, `<|${stop}|> after text between messages; dropped`);
+        this.nextRole = null;
+        this.state = S_EXPECT;
+      }
       return;
     }
     this.abandonHeader(at, "abandoned_header", `a header was closed by <|${stop}|> before <|message|>`, th);
@@ -846,8 +1038,8 @@ export class HarmonyParser {
     const rest = text.slice(th.restStart);
     // a lone identifier-like word is more likely a cut header field than an answer
     if (isText(rest, th.restWords)) {
-      this.headerBecomesMessage(th, text, this.hdrLen, at);
-      this.endMessage("eos");
+      if (this.headerBecomesMessage(th, text, this.hdrLen, at, true)) this.endMessage("eos");
+      else this.state = S_EXPECT;
       return;
     }
     this.recover(
@@ -864,6 +1056,15 @@ export class HarmonyParser {
    * missing `<|message|>`, or no header at all) and if so stream it as content.
    */
   private checkHeaderIsText(at: number): void {
+    if (this.hdrJunk) {
+      // text between messages: it may still run into a header, never into content; bounded
+      if (this.hdrLen > MAX_JUNK_BYTES) {
+        this.recover("junk_text", at, "text between messages; dropped", this.headerText(false).text);
+        this.beginHeader(H_IMPLICIT, this.pos);
+        this.hdrJunk = true;
+      }
+      return;
+    }
     const role = this.headerRole();
     const kind = this.hdrKind === H_IMPLICIT ? 1 : 0;
     const within = this.hdrLen <= this.maxHeaderBytes;
@@ -883,7 +1084,7 @@ export class HarmonyParser {
         return;
       }
     }
-    this.headerBecomesMessage(th, text, tail, at);
+    this.headerBecomesMessage(th, text, tail, at, false);
   }
 
   /**
@@ -891,9 +1092,16 @@ export class HarmonyParser {
    * over. `tail` is the byte offset in the header where undecoded bytes (an
    * incomplete last character) begin; they carry over into the content.
    */
-  private headerBecomesMessage(th: TolerantHeader, text: string, tail: number, at: number): void {
+  private headerBecomesMessage(th: TolerantHeader, text: string, tail: number, at: number, ending: boolean): boolean {
     const hasFields = th.restStart > 0;
-    const header: ParsedHeader = {
+    if (!hasFields && this.hdrKind === H_IMPLICIT && this.started > 0) {
+      // rule 10: text after a finished message is never content; while the
+      // header grows it may still turn out to be one, so it is held as junk
+      if (ending) this.recover("junk_text", at, "text between messages; dropped", this.headerText(false).text);
+      else this.hdrJunk = true;
+      return false;
+    }
+    let header: ParsedHeader = {
       role: th.role,
       name: th.name,
       recipient: th.recipient,
@@ -901,6 +1109,7 @@ export class HarmonyParser {
       contentType: th.contentType,
     };
     this.applyCarry(header, at);
+    header = this.toolPolicy(this.channelPolicy(header, at, text), at, text);
     if (header.channel === null && header.recipient === null) header.channel = this.preset.headerlessChannel;
     if (hasFields) {
       const repaired = th.repairs.length > 0 ? ` (header repaired: ${th.repairs.join(", ")})` : "";
@@ -914,12 +1123,48 @@ export class HarmonyParser {
     const tailBytes = this.hdr.slice(tail, this.hdrLen);
     this.nextRole = null;
     this.beginMessage(header);
-    this.appendText(text.slice(th.restStart));
+    // rule 9: a marker read as header text never reaches content
+    let content = text.slice(th.restStart);
+    const { channel, constrain } = this.preset.markers;
+    if (content.includes(channel) || content.includes(constrain)) {
+      this.recover("dropped_token", at, "control tokens in text read from a broken header; dropped", content);
+      content = content.split(channel).join(" ").split(constrain).join(" ");
+    }
+    this.appendText(content);
     if (tailBytes.length > 0) {
       if (this.pend.length < tailBytes.length) this.pend = new Uint8Array(16);
       this.pend.set(tailBytes, 0);
       this.pendLen = tailBytes.length;
     }
+    return true;
+  }
+
+  /**
+   * A channel that is a valid channel's name run on into other text (the
+   * model wrote its thinking into the header: `commentary?commentary?We`,
+   * `analysis2`) is that channel; the rest is in the recovery's raw text.
+   */
+  private channelPolicy(h: ParsedHeader, at: number, text: string): ParsedHeader {
+    const c = h.channel;
+    if (c === null || h.role !== this.preset.implicitRole) return h;
+    const { reasoning, commentary, final } = this.preset.channels;
+    if (c === reasoning || c === commentary || c === final) return h;
+    for (const known of [reasoning, commentary, final]) {
+      if (c.length > known.length && c.startsWith(known) && !/[\p{L}\p{N}_]/u.test(c[known.length]!)) {
+        this.recover("header_repaired", at, `channel ${JSON.stringify(c)} read as ${known}`, text);
+        return { ...h, channel: known };
+      }
+    }
+    return h;
+  }
+
+  /** Rule 11 on a header about to begin a message: only tools are called. */
+  private toolPolicy(h: ParsedHeader, at: number, text: string): ParsedHeader {
+    if (h.recipient === null) return h;
+    const v = judgeRecipient(h, this.tools, this.preset);
+    if (v.repaired !== null) this.recover("header_repaired", at, `recipient ${v.repaired}`, text);
+    if (v.unknown) this.recover("unknown_tool", at, `${v.header.recipient} is not a tool the stream declared`);
+    return v.header;
   }
 
   /**

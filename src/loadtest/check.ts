@@ -15,6 +15,7 @@ export const FAILURE_KINDS = [
   "reasoning_lost",
   "silent_empty_turn",
   "message_mismatch",
+  "call_end_mismatch",
 ] as const;
 export type FailureKind = (typeof FAILURE_KINDS)[number];
 
@@ -24,13 +25,17 @@ export interface Observed {
   errors: { code: string; message: string }[];
   raw: string[];
   done: boolean;
+  /** Per tool call message (by message index): its tool_call_end's arguments, or null when none came. */
+  callEnds: { message: number; arguments: string | null; validJson: boolean }[];
 }
 
 /** Rebuild messages from events (message_start fields + deltas). */
 export function observe(events: readonly HarmonyEvent[]): Observed {
   const byIndex = new Map<number, ReferenceMessage>();
   const order: number[] = [];
-  const o: Observed = { messages: [], recoveries: [], errors: [], raw: [], done: false };
+  const o: Observed = { messages: [], recoveries: [], errors: [], raw: [], done: false, callEnds: [] };
+  const ends = new Map<number, { arguments: string; validJson: boolean }>();
+  const calls: number[] = [];
   for (const ev of events) {
     switch (ev.type) {
       case "message_start": {
@@ -44,6 +49,12 @@ export function observe(events: readonly HarmonyEvent[]): Observed {
         order.push(ev.index);
         break;
       }
+      case "tool_call_start":
+        calls.push(ev.index);
+        break;
+      case "tool_call_end":
+        ends.set(ev.index, { arguments: ev.arguments, validJson: ev.valid_json });
+        break;
       case "delta": {
         const m = byIndex.get(ev.index);
         if (m) m.content += ev.text;
@@ -65,6 +76,11 @@ export function observe(events: readonly HarmonyEvent[]): Observed {
     }
   }
   o.messages = order.map((i) => byIndex.get(i)!);
+  o.callEnds = calls.map((i) => ({
+    message: order.indexOf(i),
+    arguments: ends.get(i)?.arguments ?? null,
+    validJson: ends.get(i)?.validJson ?? false,
+  }));
   return o;
 }
 
@@ -74,6 +90,15 @@ export interface Failure {
 }
 
 const same = (a: ReferenceMessage, b: ReferenceMessage) => JSON.stringify(a) === JSON.stringify(b);
+
+function isJson(text: string): boolean {
+  try {
+    JSON.parse(text);
+    return true;
+  } catch {
+    return false;
+  }
+}
 
 export interface CheckResult {
   failures: Failure[];
@@ -104,6 +129,14 @@ export function check(intended: readonly ReferenceMessage[], got: Observed): Che
   for (const r of intended.filter((m) => m.channel === "analysis" && m.recipient === undefined)) {
     if (!got.messages.some((m) => m.channel === "analysis" && m.content === r.content)) {
       fail("reasoning_lost", `reasoning ${JSON.stringify(r.content.slice(0, 60))} missing`);
+    }
+  }
+  // every call is completed by its tool_call_end; arguments that are JSON come through as generated
+  for (const end of got.callEnds) {
+    const content = got.messages[end.message]?.content ?? "";
+    if (end.arguments === null) fail("call_end_mismatch", `call in message ${end.message} got no tool_call_end`);
+    else if (isJson(content) && (end.arguments !== content || !end.validJson)) {
+      fail("call_end_mismatch", `tool_call_end arguments ${JSON.stringify(end.arguments.slice(0, 80))} differ from the call's JSON`);
     }
   }
   const generatedText = intended.some((m) => m.content !== "");

@@ -77,6 +77,14 @@ export interface HarmonyChatChunkChoice extends ChatCompletionChunk.Choice {
 /** A `chat.completion.chunk` (assignable to the `openai` package's `ChatCompletionChunk`). */
 export interface HarmonyChatCompletionChunk extends ChatCompletionChunk {
   choices: HarmonyChatChunkChoice[];
+  /**
+   * Not OpenAI's: a chunk with no choices that carries a function call's
+   * whole arguments after its last delta (the parser's `tool_call_end`,
+   * repaired where a known broken shape applies). The non-streaming answer
+   * takes the call's arguments from it; a streaming front does not send it
+   * on (Chat streams keep the arguments as generated).
+   */
+  harmony?: { tool_call_end: { index: number; choice: number; arguments: string; valid_json: boolean } };
 }
 
 export interface HarmonyChatCompletionMessage extends ChatCompletionMessage {
@@ -171,6 +179,12 @@ export class ChatCompletionChunkAdapter {
         break;
       case "tool_call_start":
         this.toolCallStart(event, out);
+        break;
+      case "tool_call_end":
+        if (event.index === this.routeIndex && this.route?.kind === "function") {
+          const call = { index: this.route.toolIndex, choice: this.choiceIndex, arguments: event.arguments, valid_json: event.valid_json };
+          out.push({ ...this.chunk({}, null), choices: [], harmony: { tool_call_end: call } });
+        }
         break;
       case "delta":
         this.delta(event.index, event.kind, event.text, out);
@@ -293,6 +307,12 @@ export class ChatCompletionAccumulator {
   addChunk(chunk: HarmonyChatCompletionChunk): void {
     if (chunk.usage) this.usage = { ...chunk.usage };
     const want = this.adapter.options.choiceIndex ?? 0;
+    const end = chunk.harmony?.tool_call_end;
+    if (end && end.choice === want) {
+      // the call's whole arguments, repaired where a known broken shape applied
+      const call = this.toolCalls[end.index];
+      if (call) call.function.arguments = end.arguments;
+    }
     for (const choice of chunk.choices) {
       if (choice.index !== want) continue;
       const d = choice.delta;

@@ -324,3 +324,13 @@ function convertRequest(request: unknown, options: FromOpenAIOptions): HarmonyMe
   }
   return out;
 }
+
+/** The function names a chat request declares in `tools` (for the parser's rule 11); none when it declares none. */
+export function declaredToolNames(request: unknown): string[] {
+  if (!isObj(request) || !Array.isArray(request.tools)) return [];
+  const names: string[] = [];
+  for (const t of request.tools as unknown[]) {
+    if (isObj(t) && isObj(t.function) && typeof t.function.name === "string" && t.function.name !== "") names.push(t.function.name);
+  }
+  return names;
+}

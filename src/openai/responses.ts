@@ -131,6 +131,10 @@ export class ResponsesStreamAdapter {
       case "tool_call_start":
         this.toolCallStart(event, out);
         break;
+      case "tool_call_end":
+        // function_call_arguments.done and the item carry the whole arguments, repaired where needed
+        if (this.open?.target === "function_call" && this.open.msg === event.index) this.open.text = event.arguments;
+        break;
       case "delta":
         this.delta(event.index, event.kind, event.text, out);
         break;

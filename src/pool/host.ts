@@ -160,6 +160,8 @@ export class SessionHost {
     options.wholeMessages = spec.wholeMessages;
     options.nonStrict = spec.nonStrict;
     options.callIdPrefix = spec.callIdPrefix;
+    options.afterStop = spec.afterStop;
+    options.tools = spec.tools;
     // a spare session (its reasoning buffer was cleared when it was put
     // aside), or a new one; either way the stream's own fields are set below
     let session = this.spare.pop();

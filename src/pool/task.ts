@@ -15,6 +15,10 @@ export interface OpenSpec {
   rememberReasoning: boolean;
   /** Output as parser events, or as OpenAI objects. */
   format: OutputFormat;
+  /** After the stop that ends a primed completion: drop (default) or parse on (rule 8). */
+  afterStop: "drop" | "parse";
+  /** Declared tools (rule 11); null: none declared. */
+  tools: string[] | null;
 }
 
 export type OutputFormat =

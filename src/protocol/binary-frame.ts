@@ -40,6 +40,8 @@ const OPEN_FORMAT = Open.format.no;
 const OPEN_REASONING_FIELD = Open.reasoning_field.no;
 const OPEN_MODEL = Open.model.no;
 const OPEN_HANDLE = Open.handle.no;
+const OPEN_AFTER_STOP = Open.after_stop.no;
+const OPEN_TOOLS = Open.tools.no;
 const CLOSE_STREAM = Close.stream.no;
 const CLOSE_REASON = Close.reason.no;
 const CLOSE_HANDLE = Close.handle.no;
@@ -82,6 +84,8 @@ function readOpen(r: Reader, buf: Uint8Array, names: Map<number, string> | null)
   let whole = false;
   let nonStrict = false;
   let handle = 0;
+  let afterStop = "";
+  const tools: string[] = [];
   let bad = false;
   while (r.pos < r.end) {
     const t = r.varint();
@@ -89,7 +93,14 @@ function readOpen(r: Reader, buf: Uint8Array, names: Map<number, string> | null)
     const w = t & 7;
     if (
       w === LEN &&
-      (f === OPEN_STREAM || f === OPEN_ROLE || f === OPEN_MODE || f === OPEN_FORMAT || f === OPEN_REASONING_FIELD || f === OPEN_MODEL)
+      (f === OPEN_STREAM ||
+        f === OPEN_ROLE ||
+        f === OPEN_MODE ||
+        f === OPEN_FORMAT ||
+        f === OPEN_REASONING_FIELD ||
+        f === OPEN_MODEL ||
+        f === OPEN_AFTER_STOP ||
+        f === OPEN_TOOLS)
     ) {
       const v = readStr(r, buf, names);
       if (v === null) bad = true;
@@ -98,6 +109,8 @@ function readOpen(r: Reader, buf: Uint8Array, names: Map<number, string> | null)
       else if (f === OPEN_MODE) mode = v;
       else if (f === OPEN_FORMAT) format = v;
       else if (f === OPEN_REASONING_FIELD) reasoningField = v;
+      else if (f === OPEN_AFTER_STOP) afterStop = v;
+      else if (f === OPEN_TOOLS) tools.push(v);
       else model = v;
     } else if (w === VARINT && (f === OPEN_WHOLE_MESSAGES || f === OPEN_NON_STRICT || f === OPEN_HANDLE)) {
       const v = r.varint();
@@ -118,6 +131,8 @@ function readOpen(r: Reader, buf: Uint8Array, names: Map<number, string> | null)
     format,
     reasoning_field: reasoningField,
     model,
+    after_stop: afterStop,
+    tools,
   };
 }
 

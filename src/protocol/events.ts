@@ -44,7 +44,18 @@ function refOf(w: Record<string, unknown>): { stream: string; handle: number } {
   return { stream: typeof w.stream === "string" ? w.stream : "", handle: Number.isInteger(handle) && handle > 0 ? handle : 0 };
 }
 
-const TYPES = ["message_start", "tool_call_start", "delta", "message_end", "recovery", "error", "done", "rendered", "openai"] as const;
+const TYPES = [
+  "message_start",
+  "tool_call_start",
+  "tool_call_end",
+  "delta",
+  "message_end",
+  "recovery",
+  "error",
+  "done",
+  "rendered",
+  "openai",
+] as const;
 
 /** A wire event (decoded or parsed from JSON) back into a core event. */
 export function fromWire(w: Record<string, unknown>): { stream: string; handle: number; event: HarmonyEvent } | null {

@@ -40,6 +40,8 @@ export const FIELDS = {
     reasoning_field: { no: 7, type: "string" },
     model: { no: 8, type: "string" },
     handle: { no: 9, type: "uint32" },
+    after_stop: { no: 10, type: "string" },
+    tools: { no: 11, type: "string", repeated: true },
   },
   Tokens: {
     stream: { no: 1, type: "string" },
@@ -66,6 +68,7 @@ export const FIELDS = {
     rendered: { no: 9, type: "Rendered" },
     openai: { no: 10, type: "google.protobuf.Struct" },
     handle: { no: 11, type: "uint32" },
+    tool_call_end: { no: 12, type: "ToolCallEnd" },
   },
   MessageStart: {
     index: { no: 1, type: "uint32" },

@@ -21,6 +21,19 @@ function stringField(o: JsonObject, name: string): string | Error {
   return typeof v === "string" ? v : new Error(`${name} must be a string`);
 }
 
+/** A repeated string field: an array of strings (absent or null: none). */
+function stringsField(o: JsonObject, name: string): string[] | Error {
+  const v = field(o, name);
+  if (v === undefined || v === null) return [];
+  if (!Array.isArray(v)) return new Error(`${name} must be an array of strings`);
+  const out: string[] = [];
+  for (const x of v) {
+    if (typeof x !== "string") return new Error(`${name} must be an array of strings`);
+    out.push(x);
+  }
+  return out;
+}
+
 function boolField(o: JsonObject, name: string): boolean | Error {
   const v = field(o, name);
   if (v === undefined || v === null) return false;
@@ -106,7 +119,10 @@ export function readJsonFrame(text: string, maxIds: number): ReadFrame {
       const format = stringField(body, "format");
       const reasoningField = stringField(body, "reasoning_field");
       const model = stringField(body, "model");
-      const err = [role, mode, whole, nonStrict, format, reasoningField, model].find((v) => v instanceof Error) as Error | undefined;
+      const afterStop = stringField(body, "after_stop");
+      const tools = stringsField(body, "tools");
+      const err = [role, mode, whole, nonStrict, format, reasoningField, model, afterStop, tools].find((v) => v instanceof Error) as
+        Error | undefined;
       if (err) {
         bad("bad_frame", err.message);
         continue;
@@ -122,6 +138,8 @@ export function readJsonFrame(text: string, maxIds: number): ReadFrame {
         format: format as string,
         reasoning_field: reasoningField as string,
         model: model as string,
+        after_stop: afterStop as string,
+        tools: tools as string[],
       });
     } else if (key === "close") {
       const reason = stringField(body, "reason");

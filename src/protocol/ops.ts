@@ -24,6 +24,10 @@ export interface OpenOp {
   format: string;
   reasoning_field: string;
   model: string;
+  /** "", "drop" or "parse" (checked by the connection). */
+  after_stop: string;
+  /** Declared tool names (none: empty). */
+  tools: string[];
 }
 export interface TokensOp {
   kind: typeof OP_TOKENS;

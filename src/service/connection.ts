@@ -65,6 +65,10 @@ export interface ConnectionHost {
   connectionClosed(c: Connection): void;
 }
 
+/** Tools one stream may declare (Open.tools), and the length of a name. */
+export const MAX_TOOLS = 256;
+export const MAX_TOOL_NAME = 256;
+
 /** Close reasons we accept, as the parser names them. */
 const REASONS: ReadonlySet<string> = new Set<CloseReason>(["eos", "length", "abort"]);
 
@@ -357,6 +361,10 @@ export class Connection {
     const m = mode === "" ? "resilient" : mode;
     if (m !== "resilient" && m !== "strict") return `mode must be resilient or strict, not ${JSON.stringify(mode)}`;
     if (nonStrict && m !== "strict") return "non_strict applies to strict mode only";
+    const afterStop = op.after_stop === "" ? "drop" : op.after_stop;
+    if (afterStop !== "drop" && afterStop !== "parse") return `after_stop must be drop or parse, not ${JSON.stringify(op.after_stop)}`;
+    if (op.tools.length > MAX_TOOLS) return `at most ${MAX_TOOLS} tools per stream, not ${op.tools.length}`;
+    for (const t of op.tools) if (t.length > MAX_TOOL_NAME) return `a tool name is at most ${MAX_TOOL_NAME} characters`;
     const created = Math.floor(Date.now() / 1000);
     const model = op.model || "gpt-oss";
     const hex = `${this.idBase}${(++this.opened).toString(36)}`;
@@ -378,6 +386,8 @@ export class Connection {
       callIdPrefix: `call_${hex}_`,
       rememberReasoning: this.service.cot.enabled,
       format,
+      afterStop,
+      tools: op.tools.length > 0 ? op.tools : null,
       name,
       handle,
     };

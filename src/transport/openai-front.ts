@@ -10,6 +10,7 @@ import type http from "node:http";
 import type { HttpErrorCode, RenderErrorCode, RequestErrorCode } from "../core/errors.js";
 import { isObj, type JsonObject as Obj } from "../core/json.js";
 import { ChatCompletionAccumulator, type HarmonyChatCompletionChunk } from "../openai/chat.js";
+import { declaredToolNames } from "../openai/request.js";
 import { responsesToChat, responsesUsage } from "../openai/responses-input.js";
 import { generate, isClosing } from "../service/generate.js";
 import type { Service } from "../service/service.js";
@@ -89,13 +90,20 @@ async function handleChat(
   );
   const completion = { client: request, prompt: rendered.ids, n, maxTokens: request.max_completion_tokens ?? request.max_tokens };
   let started = false;
-  const gen = generate(svc, engine, completion, { format: "openai.chat", model, reasoning_field: reasoningField }, (choice, obj) => {
+  const open = { format: "openai.chat", model, reasoning_field: reasoningField, tools: declaredToolNames(request) };
+  const gen = generate(svc, engine, completion, open, (choice, obj) => {
     if (obj.harmony_error) return;
     const chunk = obj as unknown as HarmonyChatCompletionChunk;
     // one completion id across choices; each choice its own index
     chunk.id = id;
     chunk.created = created;
     for (const c of chunk.choices) c.index = choice;
+    if (chunk.harmony) {
+      // a call's whole (maybe repaired) arguments: for the non-streaming answer only
+      chunk.harmony.tool_call_end.choice = choice;
+      if (!stream) accumulators[choice]!.addChunk(chunk);
+      return;
+    }
     if (stream) {
       if (!started) {
         setupSse(res);
@@ -149,7 +157,8 @@ async function handleResponses(svc: Service, engine: Engine, req: http.IncomingM
   const completion = { client: request, prompt: rendered.ids, n: 1, maxTokens: request.max_output_tokens };
   let started = false;
   let final: Obj | null = null;
-  const gen = generate(svc, engine, completion, { format: "openai.responses", model }, (_choice, obj, usage) => {
+  const open = { format: "openai.responses", model, tools: declaredToolNames(conv.chat) };
+  const gen = generate(svc, engine, completion, open, (_choice, obj, usage) => {
     if (obj.harmony_error) return;
     if (isClosing(obj)) {
       final = obj;

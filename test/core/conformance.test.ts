@@ -113,9 +113,16 @@ for (const file of ["wellformed.jsonl", "malformed.jsonl"]) {
       it(`resilient mode gives the intended messages (${name})`, () => {
         for (const c of cases) {
           const got = parseCase(vocab, c.tokens, { role: c.role }, chunker);
-          expect(got.messages, `${c.id} ${c.fault ?? ""}`).toEqual(c.intended.messages);
+          // the intended messages, cut at the stop that ends a primed completion (HARMONY.md §4, rule 8)
+          expect(got.messages, `${c.id} ${c.fault ?? ""}`).toEqual(c.resilient.messages);
           expect(got.first_error, c.id).toBeNull();
-          if (c.kind === "wellformed") expect(got.recoveries, c.id).toEqual([]);
+          const afterStop = got.recoveries.filter((r) => r.kind === "after_stop");
+          expect(afterStop.length, c.id).toBe(c.resilient.after_stop ? 1 : 0);
+          if (c.kind === "wellformed")
+            expect(
+              got.recoveries.filter((r) => r.kind !== "after_stop"),
+              c.id,
+            ).toEqual([]);
         }
       });
     }

@@ -10,7 +10,7 @@ import fc from "fast-check";
 import { beforeAll, describe, expect, it } from "vitest";
 import type { DeltaKind, HarmonyEvent, MessageStartEvent, ReferenceMessage } from "../../src/core/events.js";
 import { HeaderMemo } from "../../src/core/header.js";
-import { HarmonyParser, type ParserOptions } from "../../src/core/parser.js";
+import { HarmonyParser, MAX_ARGUMENT_CHARS, type ParserOptions } from "../../src/core/parser.js";
 import { HARMONY } from "../../src/core/preset.js";
 import { FLAG_WHOLE, type Vocabulary } from "../../src/core/vocab.js";
 import type { HarmonyEncoding } from "../../src/vocab/index.js";
@@ -29,7 +29,7 @@ const T = {
   message: 200008,
   call: 200012,
 } as const;
-const HARMONY_SPECIALS = [T.return, T.constrain, T.channel, T.start, T.end, T.message, T.call];
+const HARMONY_SPECIALS = [T.return, T.constrain, T.channel, T.start, T.end, T.message, T.call, T.endoftext];
 /** Ids that are not tokens at all. */
 const NOT_TOKENS = [
   201089,
@@ -160,6 +160,9 @@ const options: fc.Arbitrary<ParserOptions> = fc.record(
     // small windows and header limits reach the "left the window" and "header is text" paths
     windowSize: fc.constantFrom(1, 4, 16, 512),
     maxHeaderBytes: fc.constantFrom(0, 8, 40, 256),
+    // rules 8 and 11
+    afterStop: fc.constantFrom<"drop" | "parse">("drop", "parse"),
+    tools: fc.constantFrom(null, ["a"], ["get_weather", "Web Search", "a"]),
   },
   { requiredKeys: ["mode", "nonStrict", "role", "wholeMessages"] },
 );
@@ -318,6 +321,31 @@ function checkEventStream(events: readonly HarmonyEvent[], whole: boolean) {
 // ---------------------------------------------------------------- 1. robustness
 
 describe("property: any id sequence, any chunking", () => {
+  it("no delta, content or argument ever carries a special token's text, whatever the ids (rule 9)", () => {
+    // ordinary ids that could spell a marker are left out: only the ids say which is which
+    const spells = (id: number) => {
+      if (!(id >>> 0 === id && id < T.startoftext)) return false;
+      for (let b = vocab.byteStart(id); b < vocab.byteEnd(id); b++) {
+        const c = vocab.bytes[b]!;
+        if (c === 0x3c || c === 0x7c || c === 0x3e) return true;
+      }
+      return false;
+    };
+    const marker = /<\|[a-z_0-9]+\|>/;
+    fc.assert(
+      fc.property(idStream(80), options, chunking, (all, opts, sizes) => {
+        const ids = all.filter((id) => !spells(id));
+        const { events } = run(ids, { ...opts, mode: "resilient", wholeMessages: true }, sizes);
+        for (const e of events) {
+          if (e.type === "delta") expect(e.text, JSON.stringify(ids)).not.toMatch(marker);
+          if (e.type === "tool_call_end") expect(e.arguments, JSON.stringify(ids)).not.toMatch(marker);
+          if (e.type === "message_end") expect(e.message!.content, JSON.stringify(ids)).not.toMatch(marker);
+        }
+      }),
+      params(400),
+    );
+  });
+
   it("never throws, ends with done, counts every id, and refuses input after the end", () => {
     fc.assert(
       fc.property(
@@ -366,19 +394,25 @@ describe("property: any id sequence, any chunking", () => {
     );
   });
 
-  it("the end reason changes only done.finish_reason", () => {
+  it("the end reason changes only done.finish_reason, and a call it cuts short gets no tool_call_end", () => {
     fc.assert(
       fc.property(idStream(40), options, chunking, fc.constantFrom<"length" | "abort">("length", "abort"), (ids, opts, sizes, reason) => {
-        const a = run(ids, opts, sizes).events;
-        const parser = new HarmonyParser(vocab, opts);
-        const b: HarmonyEvent[] = [];
-        for (const c of chunks(ids, sizes)) b.push(...parser.write(c));
-        b.push(...parser.end(reason));
-        const done = b[b.length - 1]!;
-        expect(done).toMatchObject({ type: "done", finish_reason: reason });
+        const feed = (p: HarmonyParser) => chunks(ids, sizes).flatMap((c) => p.write(c));
+        const pa = new HarmonyParser(vocab, opts);
+        const writesA = feed(pa);
+        const endA = pa.end("eos");
+        const pb = new HarmonyParser(vocab, opts);
+        const writesB = feed(pb);
+        const endB = pb.end(reason);
         // same chunking, so the same events, one for one
-        expect(b.slice(0, -1)).toEqual(a.slice(0, -1));
-        expect({ ...done, finish_reason: "x" }).toEqual({ ...a[a.length - 1]!, finish_reason: "x" });
+        expect(writesB).toEqual(writesA);
+        const done = endB[endB.length - 1]!;
+        expect(done).toMatchObject({ type: "done", finish_reason: reason });
+        expect({ ...done, finish_reason: "x" }).toEqual({ ...endA[endA.length - 1]!, finish_reason: "x" });
+        // a call open at the end is complete at an eos (its tool_call_end, maybe repaired), cut short otherwise (rule 12)
+        const callEnd = (e: HarmonyEvent) => e.type === "tool_call_end" || (e.type === "recovery" && e.kind === "arguments_repaired");
+        expect(endB.slice(0, -1)).toEqual(endA.slice(0, -1).filter((e) => !callEnd(e)));
+        expect(endB.some(callEnd)).toBe(false);
       }),
       params(150),
     );
@@ -521,7 +555,7 @@ describe("property: bounded memory (resilient)", () => {
     .array(fc.oneof({ arbitrary: piece, weight: 4 }, { arbitrary: longRun, weight: 1 }), { minLength: 5, maxLength: 30 })
     .map((ps) => ps.flat());
 
-  it("heldBytes() stays under 16 KiB at every step", () => {
+  it("heldBytes() stays under 16 KiB at every step, besides a tool call's arguments (at most 1 Mi characters)", () => {
     fc.assert(
       fc.property(
         longStream,
@@ -532,9 +566,10 @@ describe("property: bounded memory (resilient)", () => {
           let max = parser.heldBytes();
           for (let i = 0; i < ids.length; i += size) {
             parser.write(ids.slice(i, i + size));
-            const held = parser.heldBytes();
+            const held = parser.heldBytes() - parser.argumentBytes;
             if (held > max) max = held;
             expect(held, `after ${i + size} of ${ids.length} ids`).toBeLessThanOrEqual(LIMIT);
+            expect(parser.argumentBytes).toBeLessThanOrEqual(2 * MAX_ARGUMENT_CHARS);
           }
           parser.end();
           expect(parser.heldBytes()).toBeLessThanOrEqual(LIMIT);
@@ -837,8 +872,11 @@ describe("property: resilient mode loses nothing", () => {
         fc.constantFrom<"assistant" | null>("assistant", null),
         chunking,
         (pairs, after, role, sizes) => {
-          const ids = [...pairs.flatMap(([junk, msg]) => [...junk, ...render(msg, false)]), ...after];
-          const { events } = run(ids, { role, wholeMessages: true }, sizes);
+          // <|endoftext|> ends a completion (rule 9), and a primed completion parses on past its
+          // closing stop only when asked (rule 8): both have properties of their own
+          const noEos = (junk: number[]) => junk.filter((id) => id !== T.endoftext);
+          const ids = [...pairs.flatMap(([junk, msg]) => [...noEos(junk), ...render(msg, false)]), ...noEos(after)];
+          const { events } = run(ids, { role, wholeMessages: true, afterStop: "parse" }, sizes);
           const finished = checkEventStream(events, true).map((f) => f.message!);
           // each message comes out, in order, with exactly its content and header fields (a
           // recipient from an abandoned junk header may be spliced into a header that has none)
@@ -985,13 +1023,24 @@ describe("property: well-formed conversations", () => {
         const ids = msgs.flatMap((m, i) => render(m, primed && i === 0));
         const role = primed ? "assistant" : null;
         const strict = run(ids, { mode: "strict", role, wholeMessages: true }, sizes).events;
-        const resilient = run(ids, { mode: "resilient", role, wholeMessages: true }, sizes).events;
+        // (parsing on past a closing stop, as the reference does: rule 8 has its own property)
+        const resilient = run(ids, { mode: "resilient", role, wholeMessages: true, afterStop: "parse" }, sizes).events;
         const want = msgs.map(expectedMessage);
         expect(strict.filter((e) => e.type === "error")).toEqual([]);
-        expect(resilient.filter((e) => e.type === "recovery")).toEqual([]);
+        // no repair of the format; a call's arguments (random text here) may get a JSON repair in tool_call_end
+        expect(resilient.filter((e) => e.type === "recovery" && e.kind !== "arguments_repaired")).toEqual([]);
         expect(messagesOf(strict)).toEqual(want);
         expect(messagesOf(resilient)).toEqual(want);
-        expect(mergeDeltas(resilient)).toEqual(mergeDeltas(strict));
+        // the same events, but for the JSON repair of arguments that are not JSON (rule 12)
+        const unrepaired = (evs: HarmonyEvent[]) =>
+          mergeDeltas(evs)
+            .filter((e) => !(e.type === "recovery" && e.kind === "arguments_repaired"))
+            .map((e) =>
+              e.type === "tool_call_end" ? { ...e, arguments: "", valid_json: false } : e.type === "done" ? { ...e, recoveries: 0 } : e,
+            );
+        expect(unrepaired(resilient)).toEqual(unrepaired(strict));
+        const repairs = resilient.filter((e) => e.type === "recovery").length;
+        expect(resilient.at(-1)).toMatchObject({ type: "done", recoveries: repairs });
         checkEventStream(resilient, true);
         const stops = resilient.flatMap((e) => (e.type === "message_end" ? [e.stop] : []));
         expect(stops).toEqual(msgs.map((m) => (m.stop === T.end ? "end" : m.stop === T.call ? "call" : "return")));
@@ -999,6 +1048,41 @@ describe("property: well-formed conversations", () => {
         const calls = resilient.filter((e) => e.type === "tool_call_start");
         const wantCalls = msgs.filter((m) => m.role === "assistant" && m.recipient !== null);
         expect(calls.map((c) => (c.type === "tool_call_start" ? c.recipient : null))).toEqual(wantCalls.map((m) => m.recipient));
+        // every call is completed by its tool_call_end, with its arguments as generated when they are JSON
+        const ends = resilient.filter((e) => e.type === "tool_call_end");
+        expect(ends.map((e) => (e.type === "tool_call_end" ? e.call_index : -1))).toEqual(wantCalls.map((_, i) => i));
+        for (const [i, e] of ends.entries()) {
+          if (e.type !== "tool_call_end") continue;
+          const content = wantCalls[i]!.content;
+          let json = true;
+          try {
+            JSON.parse(content);
+          } catch {
+            json = false;
+          }
+          if (json) expect(e).toMatchObject({ arguments: content, valid_json: true });
+        }
+      }),
+      params(300),
+    );
+  });
+
+  it("a primed completion ends at the stop that closes a tool call or a final answer (rule 8)", () => {
+    fc.assert(
+      fc.property(conversation, chunking, ({ primed, first, rest }, sizes) => {
+        const msgs = [first, ...rest];
+        const ids = msgs.flatMap((m, i) => render(m, primed && i === 0));
+        const role = primed ? "assistant" : null;
+        const events = run(ids, { role, wholeMessages: true }, sizes).events;
+        const closes = (m: GenMessage) =>
+          m.role === "assistant" &&
+          ((m.stop === T.call && m.recipient !== null) || (m.stop === T.return && m.recipient === null && m.channel === "final"));
+        const cut = primed ? msgs.findIndex(closes) : -1;
+        const kept = cut < 0 ? msgs : msgs.slice(0, cut + 1);
+        expect(messagesOf(events)).toEqual(kept.map(expectedMessage));
+        const after = events.filter((e) => e.type === "recovery" && e.kind === "after_stop");
+        expect(after.length).toBe(cut >= 0 && cut < msgs.length - 1 ? 1 : 0);
+        expect(events.at(-1)).toMatchObject({ type: "done" });
       }),
       params(300),
     );

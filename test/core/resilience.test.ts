@@ -138,18 +138,25 @@ describe("tokens out of place", () => {
     expect(r.messages[0]!.content).toContain("\uFFFD");
   });
 
-  it("ignores <|endoftext|> and <|constrain|> between messages", () => {
-    expect(kinds("<|channel|>final<|message|>a<|end|><|endoftext|><|constrain|>")).toEqual(["dropped_token", "dropped_token"]);
+  it("ignores <|constrain|> between messages; <|endoftext|> ends the completion (rule 9)", () => {
+    expect(kinds("<|channel|>final<|message|>a<|end|><|constrain|>")).toEqual(["dropped_token"]);
+    expect(kinds("<|channel|>final<|message|>a<|end|><|endoftext|><|constrain|>")).toEqual(["after_stop"]);
   });
 
-  it("treats text after the final answer's stop as junk, delivered raw", () => {
+  it("ends a primed completion at the final answer's <|return|>; later text is after_stop, raw (rule 8)", () => {
     const evs = events(ids("<|channel|>final<|message|>a<|return|>\n"));
-    expect(evs.find((e) => e.type === "recovery")).toMatchObject({ kind: "junk_text", raw: "\n" });
+    expect(evs.find((e) => e.type === "recovery")).toMatchObject({ kind: "after_stop", raw: "\n" });
   });
 
-  it("makes a headerless answer after a finished message a final message", () => {
+  it("treats text after a final answer's stop as junk, delivered raw, when the stream parses on", () => {
+    const r = parseCase(vocab, ids("<|channel|>final<|message|>a<|return|>\n"), { role: "assistant", afterStop: "parse" });
+    expect(r.recoveries.map((x) => x.kind)).toEqual(["junk_text"]);
+  });
+
+  it("never makes text after a finished message content: it is junk, raw (rule 10)", () => {
     const r = parse("<|channel|>analysis<|message|>think<|end|>The answer is 4.<|return|>");
-    expect(r.messages.at(-1)).toEqual({ role: "assistant", content: "The answer is 4.", channel: "final" });
+    expect(r.messages).toEqual([{ role: "assistant", content: "think", channel: "analysis" }]);
+    expect(r.recoveries.map((x) => x.kind)).toEqual(["junk_text", "stray_stop"]);
   });
 });
 

@@ -126,6 +126,38 @@ describe.each([2, 0])("sidecar mode, %i worker threads", (workers) => {
       expect(msg.tool_calls![0]!.id).toMatch(/^call_/);
     });
 
+    it("real-world output: a declared tool with a space, over-escaped arguments, an engine that did not stop at <|call|>", async () => {
+      // shapes from test/fixtures/realworld/ (rw-001: "functions.Web Search"; rw-018: over-escaped
+      // arguments; rw-012: an engine that went on after <|call|> and wrote the tool's result itself)
+      const tools = [{ type: "function" as const, function: { name: "Web Search", parameters: { type: "object", properties: {} } } }];
+      const text =
+        '<|channel|>commentary to=functions.Web Search <|constrain|>json<|message|>{\\"query\\":\\"Oslo\\"}<|call|>' +
+        "<|start|>assistant<|channel|>final<|message|>It is sunny in Oslo.<|return|>";
+      upstream.script({ tokens: completion(text) });
+      const r = await client.chat.completions.create({ model: "gpt-oss", messages: [{ role: "user", content: "Oslo?" }], tools });
+      const choice = r.choices[0]!;
+      expect(choice.finish_reason).toBe("tool_calls");
+      expect(choice.message.content).toBeNull(); // nothing the model invented after its call
+      const call = choice.message.tool_calls![0]!;
+      expect(call.type === "function" && call.function).toEqual({ name: "Web Search", arguments: '{"query":"Oslo"}' });
+      // streaming: the same call, its arguments as generated, and no answer after it
+      upstream.script({ tokens: completion(text) });
+      const stream = await client.chat.completions.create({
+        model: "gpt-oss",
+        messages: [{ role: "user", content: "Oslo?" }],
+        tools,
+        stream: true,
+      });
+      let content = "";
+      let name = "";
+      for await (const chunk of stream) {
+        const d = chunk.choices[0]?.delta;
+        content += d?.content ?? "";
+        name += d?.tool_calls?.[0]?.function?.name ?? "";
+      }
+      expect([content, name]).toEqual(["", "Web Search"]);
+    });
+
     it("a multi-turn tool loop whose client drops the reasoning still sends the CoT upstream", async () => {
       upstream.script({ tokens: completion(CALL) });
       const first = await client.chat.completions.create({

@@ -204,7 +204,8 @@ type Chunking = "whole" | "token" | "random";
 function parse(text: string, chunking: Chunking, end: EndReason = "eos", seed = 1): HarmonyEvent[] {
   const { enc, vocab } = harmony();
   const ids = enc.encode(text);
-  const p = new HarmonyParser(vocab, {});
+  // (parsing on past a closing stop: what follows it is the adapters' business here, not rule 8's)
+  const p = new HarmonyParser(vocab, { afterStop: "parse" });
   const events: HarmonyEvent[] = [];
   if (chunking === "whole") events.push(...p.write(ids));
   else if (chunking === "token") for (const id of ids) events.push(...p.write([id]));
@@ -283,6 +284,13 @@ function checkChatChunks(chunks: HarmonyChatCompletionChunk[], field: "reasoning
       expect(c.choices).toEqual([]);
       continue;
     }
+    if (c.harmony) {
+      // a call's whole arguments (tool_call_end), for the non-streaming answer: no choices
+      expect(keys(c)).toEqual(["choices", "created", "harmony", "id", "model", "object"]);
+      expect(c.choices).toEqual([]);
+      expect(toolIdx.has(c.harmony.tool_call_end.index)).toBe(true);
+      continue;
+    }
     expect(keys(c)).toEqual(["choices", "created", "id", "model", "object"]);
     expect(c.choices).toHaveLength(1);
     const ch = c.choices[0]!;
@@ -292,7 +300,7 @@ function checkChatChunks(chunks: HarmonyChatCompletionChunk[], field: "reasoning
     if (ch.finish_reason !== null) {
       finishes++;
       expect(ch.delta).toEqual({});
-      expect(c).toBe(chunks.filter((x) => !x.usage).at(-1)); // the last choice chunk
+      expect(c).toBe(chunks.filter((x) => !x.usage && !x.harmony).at(-1)); // the last choice chunk
     }
     for (const t of ch.delta.tool_calls ?? []) {
       if (!toolIdx.has(t.index)) {
@@ -723,6 +731,34 @@ describe("openai.chat", () => {
         }
       }
     });
+  });
+});
+
+describe("tool_call_end: a call's whole arguments, repaired (HARMONY.md §4, rule 12)", () => {
+  // over-escaped arguments, as real gpt-oss outputs write them (test/fixtures/realworld/, rw-018)
+  const text = '<|channel|>commentary to=functions.fetch <|constrain|>json<|message|>{\\"url\\":\\"https://example.com\\"}<|call|>';
+  const repaired = '{"url":"https://example.com"}';
+
+  test("the non-streaming chat answer takes the repaired arguments; the stream keeps them as generated", () => {
+    for (const chunking of ["whole", "token"] as const) {
+      const events = parse(text, chunking);
+      const acc = new ChatCompletionAccumulator(CHAT);
+      for (const e of events) acc.push(e);
+      const message = acc.result().choices[0]!.message;
+      expect(message.tool_calls?.[0]?.function.arguments).toBe(repaired);
+      const streamed = chatChunks(events)
+        .flatMap((c) => c.choices.flatMap((ch) => ch.delta.tool_calls ?? []))
+        .map((t) => t.function?.arguments ?? "")
+        .join("");
+      expect(streamed).toBe('{\\"url\\":\\"https://example.com\\"}');
+    }
+  });
+
+  test("Responses' function_call_arguments.done and the item carry the repaired arguments", () => {
+    const { out, final } = responseEvents(parse(text, "token"));
+    const done = out.find((e) => e.type === "response.function_call_arguments.done");
+    expect(done).toMatchObject({ arguments: repaired, name: "fetch" });
+    expect(final.output.find((i) => i.type === "function_call")).toMatchObject({ arguments: repaired });
   });
 });
 

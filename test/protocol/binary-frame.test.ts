@@ -132,6 +132,8 @@ describe("BinaryFrameReader", () => {
             format: "",
             reasoning_field: "",
             model: "m",
+            after_stop: "",
+            tools: [],
           },
           { kind: 3, stream: "b", handle: 4, reason: "A" },
         ],

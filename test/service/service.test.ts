@@ -62,7 +62,7 @@ function normalize(events: HarmonyEvent[]): unknown[] {
       out[out.length - 1] = { ...last, text: last.text + ev.text };
       continue;
     }
-    out.push(ev.type === "tool_call_start" ? { ...ev, id: `call_${ev.call_index}` } : ev);
+    out.push(ev.type === "tool_call_start" || ev.type === "tool_call_end" ? { ...ev, id: `call_${ev.call_index}` } : ev);
   }
   return out;
 }

@@ -1,0 +1,122 @@
+/**
+ * A tool call's whole arguments, checked and, where a known real shape of
+ * broken JSON applies, repaired (HARMONY.md §4, rule 12). The deltas stay
+ * as generated; only `tool_call_end` carries the repaired text, and the
+ * raw text goes into an `arguments_repaired` recovery.
+ *
+ * The shapes, each seen in real gpt-oss output (test/fixtures/realworld/):
+ * - over-escaped: `{\"url\":\"…\"}` (the object written as a JSON string's body);
+ * - wrapped: a Markdown code fence (```json … ```), or a leading `json` word;
+ * - trailing junk: a stray word or extra closing braces after the object;
+ * - short of closing brackets at the end of the stream (outside a string).
+ *
+ * Pure and bounded: one linear scan per shape, no recursion over the
+ * input (JSON.parse is V8's iterative parser), nothing thrown.
+ */
+
+/** Arguments longer than this are checked but not repaired (a repair re-parses the text a few times). */
+export const MAX_REPAIR_CHARS = 1 << 20;
+
+export interface CheckedArguments {
+  /** The arguments to hand on: the generated text, or its repair. */
+  arguments: string;
+  /** Whether `arguments` is valid JSON. */
+  validJson: boolean;
+  /** The shape repaired, when a repair was made. */
+  repair: "over_escaped" | "code_fence" | "json_prefix" | "trailing_text" | "missing_closers" | null;
+}
+
+function isJson(text: string): boolean {
+  try {
+    JSON.parse(text);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** Whether a parsed value is an object or an array (what tools take). */
+function parsesToContainer(text: string): boolean {
+  try {
+    const v: unknown = JSON.parse(text);
+    return typeof v === "object" && v !== null;
+  } catch {
+    return false;
+  }
+}
+
+const FENCE = /^\s*```[A-Za-z]*[ \t]*\r?\n([\s\S]*?)\r?\n?```\s*$/;
+const JSON_WORD = /^\s*json\s*(?=[{[])/i;
+
+/**
+ * Where the first top-level JSON object or array of `text` (starting at
+ * `from`) ends, by a string-aware bracket scan; -1 when it does not close.
+ * `depth` gets the open brackets at the end (for a cut-short text).
+ */
+function scanValue(text: string, from: number, open: string[]): number {
+  let inString = false;
+  let escaped = false;
+  open.length = 0;
+  for (let i = from; i < text.length; i++) {
+    const c = text[i]!;
+    if (inString) {
+      if (escaped) escaped = false;
+      else if (c === "\\") escaped = true;
+      else if (c === '"') inString = false;
+      continue;
+    }
+    if (c === '"') inString = true;
+    else if (c === "{" || c === "[") open.push(c === "{" ? "}" : "]");
+    else if (c === "}" || c === "]") {
+      if (open.pop() !== c) return -1;
+      if (open.length === 0) return i + 1;
+    }
+  }
+  if (inString) open.push('"');
+  return -1;
+}
+
+/**
+ * Check a call's arguments; repair a known broken shape. `atEnd`: the call
+ * was cut by the end of the stream (only then are missing closers added).
+ */
+export function checkArguments(text: string, contentType: string | null, atEnd: boolean): CheckedArguments {
+  if (isJson(text)) return { arguments: text, validJson: true, repair: null };
+  const looksJson = contentType === null || /json/i.test(contentType) || /^\s*[{["`j\\]/.test(text);
+  if (!looksJson || text.length > MAX_REPAIR_CHARS) return { arguments: text, validJson: false, repair: null };
+  const trimmed = text.trim();
+
+  // over-escaped: the object as the body of a JSON string
+  if (/^\{\\"/.test(trimmed)) {
+    try {
+      const unescaped: unknown = JSON.parse(`"${trimmed}"`);
+      if (typeof unescaped === "string" && parsesToContainer(unescaped))
+        return { arguments: unescaped, validJson: true, repair: "over_escaped" };
+    } catch {
+      // not a string body after all
+    }
+  }
+  const fenced = FENCE.exec(text);
+  if (fenced && parsesToContainer(fenced[1]!)) return { arguments: fenced[1]!.trim(), validJson: true, repair: "code_fence" };
+  const prefixed = JSON_WORD.exec(text);
+  if (prefixed) {
+    const rest = text.slice(prefixed[0].length).trim();
+    if (parsesToContainer(rest)) return { arguments: rest, validJson: true, repair: "json_prefix" };
+  }
+  // a whole object followed by junk (a stray word, extra closing braces)
+  const start = text.search(/[{[]/);
+  if (start >= 0 && text.slice(0, start).trim() === "") {
+    const open: string[] = [];
+    const end = scanValue(text, start, open);
+    if (end > 0) {
+      const value = text.slice(start, end);
+      if (text.slice(end).trim() !== "" && parsesToContainer(value)) return { arguments: value, validJson: true, repair: "trailing_text" };
+    } else if (atEnd && open.length > 0 && open.length <= 64 && open[open.length - 1] !== '"') {
+      // one or more closing brackets short at the end of the stream (never a string cut
+      // in the middle: that value is unknown)
+      const closed = text.trimEnd() + open.reverse().join("");
+      if (parsesToContainer(closed)) return { arguments: closed, validJson: true, repair: "missing_closers" };
+    }
+  }
+  return { arguments: text, validJson: false, repair: null };
+}
