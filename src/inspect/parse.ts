@@ -1,0 +1,157 @@
+/**
+ * POST /v1/parse's work, off the HTTP edge: read the request body, encode
+ * the text, parse, and write the answer. It runs on the inspector's own
+ * worker thread (./worker.ts), so a big input never holds up the main
+ * thread; this file has no thread of its own and is what the tests call.
+ *
+ * Request: `{text | ids, mode?, role?, tools?, after_stop?, tokens?}`.
+ * Answer: `{events}`, the events of the CLI's `parse` (one write, one end);
+ * with `tokens: true` the ids are written one at a time, as an engine
+ * streams them, and the answer adds `tokens` (each token's id and text) and
+ * `emitted` (for each event, the token whose write returned it; the token
+ * count for the events of the end of the stream): what the page needs to
+ * colour tokens and mark recoveries.
+ */
+import type { HarmonyEvent } from "../core/events.js";
+import type { HttpErrorCode, InputErrorCode, RequestErrorCode, ServiceErrorCode } from "../core/errors.js";
+import { HarmonyParser, type ParseMode } from "../core/parser.js";
+import { FLAG_SPECIAL, FLAG_WHOLE, type Vocabulary } from "../core/vocab.js";
+
+export const PARSE_PATH = "/v1/parse";
+
+export type ParseErrorCode = InputErrorCode | RequestErrorCode | ServiceErrorCode | HttpErrorCode;
+
+export interface ParseRequest {
+  text: string | null;
+  ids: number[] | null;
+  mode: ParseMode;
+  role: "assistant" | "none";
+  tools: string[] | null;
+  afterStop: "drop" | "parse";
+  tokens: boolean;
+}
+
+export interface ParseFailure {
+  ok: false;
+  status: number;
+  code: ParseErrorCode;
+  message: string;
+}
+
+export interface TokenInfo {
+  id: number;
+  text: string | null;
+  special?: true;
+  partial?: true;
+}
+
+export interface ParseAnswer {
+  events: HarmonyEvent[];
+  tokens?: TokenInfo[];
+  emitted?: number[];
+}
+
+/** The most tools a request may declare, and the longest name (as Open.tools). */
+export const MAX_TOOLS = 256;
+export const MAX_TOOL_NAME = 256;
+
+const fail = (code: ParseErrorCode, message: string): ParseFailure => ({ ok: false, status: 400, code, message });
+
+/** Check a parsed request body. `maxIds` bounds the ids given (text is bounded after encoding). */
+export function checkParseRequest(v: unknown, maxIds: number): { ok: true; req: ParseRequest } | ParseFailure {
+  if (typeof v !== "object" || v === null || Array.isArray(v)) return fail("bad_request", "the body must be a JSON object");
+  const o = v as Record<string, unknown>;
+  const hasText = o.text !== undefined && o.text !== null;
+  const hasIds = o.ids !== undefined && o.ids !== null;
+  if (hasText === hasIds) return fail("bad_request", "give either `text` (Harmony text) or `ids` (token ids), not both");
+  if (hasText && typeof o.text !== "string") return fail("bad_request", "`text` must be a string");
+  let ids: number[] | null = null;
+  if (hasIds) {
+    if (!Array.isArray(o.ids)) return fail("bad_tokens", "`ids` must be an array of token ids");
+    if (o.ids.length > maxIds) return fail("too_many_ids", `${o.ids.length} ids; the limit is ${maxIds} (--max-ids-per-frame)`);
+    for (let i = 0; i < o.ids.length; i++) {
+      const id: unknown = o.ids[i];
+      if (typeof id !== "number" || !Number.isInteger(id) || id < 0 || id > 0xffffffff)
+        return fail("bad_token_id", `ids[${i}] is not an integer in 0..2^32-1: ${JSON.stringify(id)?.slice(0, 40)}`);
+    }
+    ids = o.ids as number[];
+  }
+  const mode = o.mode ?? "resilient";
+  if (mode !== "resilient" && mode !== "strict") return fail("bad_option", '`mode` must be "resilient" or "strict"');
+  const role = o.role ?? "assistant";
+  if (role !== "assistant" && role !== "none")
+    return fail("bad_option", '`role` must be "assistant" (a completion) or "none" (a whole conversation)');
+  const afterStop = o.after_stop ?? "drop";
+  if (afterStop !== "drop" && afterStop !== "parse") return fail("bad_option", '`after_stop` must be "drop" or "parse"');
+  let tools: string[] | null = null;
+  if (o.tools !== undefined && o.tools !== null) {
+    if (!Array.isArray(o.tools) || o.tools.length > MAX_TOOLS || o.tools.some((t) => typeof t !== "string" || t.length > MAX_TOOL_NAME))
+      return fail("bad_option", `\`tools\` must be an array of at most ${MAX_TOOLS} names of at most ${MAX_TOOL_NAME} characters`);
+    tools = o.tools as string[];
+  }
+  if (o.tokens !== undefined && typeof o.tokens !== "boolean") return fail("bad_option", "`tokens` must be true or false");
+  return {
+    ok: true,
+    req: { text: hasText ? (o.text as string) : null, ids, mode, role, tools, afterStop, tokens: o.tokens === true },
+  };
+}
+
+/** A token's id and text (`\xNN` bytes for part of a UTF-8 character, null for an id that is not a token). */
+export function describeToken(vocab: Vocabulary, id: number): TokenInfo {
+  if (!vocab.isToken(id)) return { id, text: null };
+  const f = vocab.flags[id]!;
+  if (f & FLAG_WHOLE) return f & FLAG_SPECIAL ? { id, text: vocab.text(id), special: true } : { id, text: vocab.text(id) };
+  let hex = "";
+  for (let i = vocab.byteStart(id); i < vocab.byteEnd(id); i++) hex += `\\x${vocab.bytes[i]!.toString(16).padStart(2, "0")}`;
+  return { id, text: hex, partial: true };
+}
+
+/** Parse a checked request: text is encoded first (`encode` writes special tokens out as themselves). */
+export function runParseRequest(
+  vocab: Vocabulary,
+  encode: (text: string) => number[],
+  req: ParseRequest,
+  maxIds: number,
+): { ok: true; answer: ParseAnswer } | ParseFailure {
+  const ids = req.ids ?? encode(req.text ?? "");
+  if (ids.length > maxIds) return fail("too_many_ids", `the text is ${ids.length} tokens; the limit is ${maxIds} (--max-ids-per-frame)`);
+  const parser = new HarmonyParser(vocab, {
+    mode: req.mode,
+    role: req.role === "none" ? null : "assistant",
+    afterStop: req.afterStop,
+    tools: req.tools,
+  });
+  if (!req.tokens) return { ok: true, answer: { events: [...parser.write(ids), ...parser.end()] } };
+  const events: HarmonyEvent[] = [];
+  const emitted: number[] = [];
+  for (let i = 0; i < ids.length; i++) {
+    for (const e of parser.write(ids, i, i + 1)) {
+      events.push(e);
+      emitted.push(i);
+    }
+  }
+  for (const e of parser.end()) {
+    events.push(e);
+    emitted.push(ids.length);
+  }
+  return { ok: true, answer: { events, tokens: ids.map((id) => describeToken(vocab, id)), emitted } };
+}
+
+/** The whole request: body bytes in, status and JSON text out. */
+export function answerParse(
+  vocab: Vocabulary,
+  encode: (text: string) => number[],
+  body: Uint8Array,
+  maxIds: number,
+): { status: number; json: string } {
+  let value: unknown;
+  try {
+    value = JSON.parse(new TextDecoder("utf-8", { fatal: true }).decode(body));
+  } catch (e) {
+    return { status: 400, json: JSON.stringify({ error: { code: "bad_json", message: `the body is not JSON: ${(e as Error).message}` } }) };
+  }
+  const checked = checkParseRequest(value, maxIds);
+  const r = checked.ok ? runParseRequest(vocab, encode, checked.req, maxIds) : checked;
+  if (!r.ok) return { status: r.status, json: JSON.stringify({ error: { code: r.code, message: r.message } }) };
+  return { status: 200, json: JSON.stringify(r.answer) };
+}

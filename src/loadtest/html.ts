@@ -1,0 +1,371 @@
+/**
+ * `loadtest --html FILE`: the report as one self-contained HTML page (inline
+ * SVG and CSS, no script, nothing fetched), light and dark: latency
+ * histogram and percentile curve, tokens/s over time, recoveries by kind,
+ * faults injected against recovered, failures with their replay commands,
+ * the run's settings and the machine.
+ *
+ * It draws what the report holds. The optional fields of {@link HtmlExtras}
+ * (per-pass histogram buckets, percentiles, throughput samples, failed
+ * streams per fault) are not in run.ts's Report yet; without them the page
+ * says what is missing instead of drawing it.
+ */
+import os from "node:os";
+import type { PassReport, Report } from "./run.js";
+
+/** Per-pass data the charts use when the run recorded it. */
+export interface PassExtras {
+  /** Frame latency buckets (non-empty ones, ascending). */
+  latency_histogram?: { lower_ms: number; upper_ms: number; count: number }[];
+  /** Frame latency at percentiles (ascending p, 0..100). */
+  latency_percentiles?: { p: number; ms: number }[];
+  /** Tokens per second, sampled over the run (`t` seconds from its start). */
+  throughput?: { t: number; tokens_per_second: number }[];
+  /** Failed streams by injected fault (`none` for unfaulted streams). */
+  faults_failed?: Record<string, number>;
+}
+
+export type HtmlPass = PassReport & PassExtras;
+export type HtmlReport = Omit<Report, "resilient" | "strict"> & { resilient: HtmlPass; strict?: HtmlPass };
+
+export interface Machine {
+  hostname?: string;
+  platform: string;
+  arch: string;
+  cpus: number;
+  cpu_model: string;
+  memory_gb: number;
+  node: string;
+}
+
+export interface HtmlContext {
+  /** The run's settings (LoadtestOptions, or any flat record). */
+  settings?: Record<string, unknown>;
+  machine?: Machine;
+  /** When the report was written (default: now). */
+  generatedAt?: Date;
+}
+
+/** This machine, for the report (no hostname: reports get shared). */
+export function machineInfo(): Machine {
+  const cpus = os.cpus();
+  return {
+    platform: `${os.type()} ${os.release()}`,
+    arch: os.arch(),
+    cpus: os.availableParallelism(),
+    cpu_model: cpus[0]?.model.trim() ?? "unknown",
+    memory_gb: Math.round((os.totalmem() / 2 ** 30) * 10) / 10,
+    node: process.version,
+  };
+}
+
+const esc = (s: unknown): string =>
+  String(s).replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" })[c]!);
+
+/** A number for people: 1234567 → "1,234,567"; fractions to `digits`. */
+function fmt(n: number, digits = 0): string {
+  if (!Number.isFinite(n)) return "–";
+  return n.toLocaleString("en-US", { maximumFractionDigits: digits, minimumFractionDigits: digits });
+}
+
+/** A round axis step for a range. */
+function niceStep(range: number, ticks: number): number {
+  const raw = range / Math.max(1, ticks);
+  const mag = 10 ** Math.floor(Math.log10(raw || 1));
+  const f = raw / mag;
+  return (f <= 1 ? 1 : f <= 2 ? 2 : f <= 5 ? 5 : 10) * mag;
+}
+
+const W = 560;
+const H = 240;
+const M = { l: 56, r: 16, t: 14, b: 40 };
+
+function frame(title: string, body: string, xLabel: string, yLabel: string, id: string): string {
+  return `<svg class="chart" id="${id}" viewBox="0 0 ${W} ${H}" role="img" aria-labelledby="${id}-t">
+<title id="${id}-t">${esc(title)}</title>
+${body}
+<text class="axis-label" x="${M.l + (W - M.l - M.r) / 2}" y="${H - 6}" text-anchor="middle">${esc(xLabel)}</text>
+<text class="axis-label" transform="translate(14 ${M.t + (H - M.t - M.b) / 2}) rotate(-90)" text-anchor="middle">${esc(yLabel)}</text>
+</svg>`;
+}
+
+function yAxis(max: number, y: (v: number) => number, digits: number): string {
+  const step = niceStep(max, 4);
+  let out = "";
+  for (let v = 0; v <= max + 1e-9; v += step) {
+    out += `<line class="grid" x1="${M.l}" x2="${W - M.r}" y1="${y(v)}" y2="${y(v)}"/><text class="tick" x="${M.l - 6}" y="${y(v) + 4}" text-anchor="end">${fmt(v, digits)}</text>`;
+  }
+  return out;
+}
+
+/** Latency at percentiles on a "nines" axis (50, 90, 99, 99.9 …), max last. */
+function percentileChart(p: HtmlPass): string {
+  const pts = (
+    p.latency_percentiles ?? [
+      { p: 50, ms: p.latency_ms.p50 },
+      { p: 90, ms: p.latency_ms.p90 },
+      { p: 99, ms: p.latency_ms.p99 },
+    ]
+  ).filter((x) => x.p < 100);
+  const nines = (q: number) => -Math.log10(1 - Math.min(q, 99.9999) / 100);
+  const lastX = Math.max(2, Math.ceil(nines(pts[pts.length - 1]?.p ?? 99)));
+  const all = [...pts.map((x) => ({ x: nines(x.p), ms: x.ms, label: `p${x.p}` })), { x: lastX + 0.6, ms: p.latency_ms.max, label: "max" }];
+  const maxMs = Math.max(...all.map((a) => a.ms), 0.001) * 1.1;
+  const xMin = Math.min(0, ...all.map((a) => a.x));
+  const xMax = lastX + 0.6;
+  const x = (v: number) => M.l + ((v - xMin) / (xMax - xMin)) * (W - M.l - M.r);
+  const y = (v: number) => H - M.b - (v / maxMs) * (H - M.t - M.b);
+  let body = yAxis(maxMs, y, maxMs < 10 ? 1 : 0);
+  for (const [q, label] of [
+    [0, "p0"],
+    [50, "p50"],
+    [90, "p90"],
+    [99, "p99"],
+    [99.9, "p99.9"],
+    [99.99, "p99.99"],
+  ] as const) {
+    const v = nines(q);
+    if (v > lastX) break;
+    body += `<text class="tick" x="${x(v)}" y="${H - M.b + 16}" text-anchor="middle">${label}</text>`;
+  }
+  body += `<text class="tick" x="${x(lastX + 0.6)}" y="${H - M.b + 16}" text-anchor="middle">max</text>`;
+  body += `<polyline class="line" points="${all.map((a) => `${x(a.x).toFixed(1)},${y(a.ms).toFixed(1)}`).join(" ")}"/>`;
+  for (const a of all) {
+    body += `<circle class="dot" cx="${x(a.x).toFixed(1)}" cy="${y(a.ms).toFixed(1)}" r="3.5"><title>${esc(a.label)}: ${fmt(a.ms, 3)} ms</title></circle>`;
+    body += `<text class="value" x="${x(a.x).toFixed(1)}" y="${(y(a.ms) - 8).toFixed(1)}" text-anchor="middle">${fmt(a.ms, a.ms < 10 ? 2 : 1)}</text>`;
+  }
+  return frame("Frame latency by percentile (ms)", body, "percentile", "ms", `${p.mode}-percentiles`);
+}
+
+function histogramChart(p: HtmlPass): string | null {
+  const b = p.latency_histogram;
+  if (!b || b.length === 0) return null;
+  const maxCount = Math.max(...b.map((x) => x.count), 1) * 1.1;
+  const n = b.length;
+  const bw = (W - M.l - M.r) / n;
+  const y = (v: number) => H - M.b - (v / maxCount) * (H - M.t - M.b);
+  let body = yAxis(maxCount, y, 0);
+  b.forEach((bucket, i) => {
+    const x0 = M.l + i * bw;
+    body += `<rect class="bar" x="${(x0 + 1).toFixed(1)}" y="${y(bucket.count).toFixed(1)}" width="${Math.max(1, bw - 2).toFixed(1)}" height="${(H - M.b - y(bucket.count)).toFixed(1)}"><title>${fmt(bucket.lower_ms, 3)}–${fmt(bucket.upper_ms, 3)} ms: ${fmt(bucket.count)} frames</title></rect>`;
+    if (n <= 12 || i % Math.ceil(n / 8) === 0)
+      body += `<text class="tick" x="${(x0 + bw / 2).toFixed(1)}" y="${H - M.b + 16}" text-anchor="middle">${fmt(bucket.lower_ms, bucket.lower_ms < 1 ? 2 : bucket.lower_ms < 10 ? 1 : 0)}</text>`;
+  });
+  return frame("Frame latency histogram", body, "frame latency, ms (bucket start)", "frames", `${p.mode}-histogram`);
+}
+
+function throughputChart(p: HtmlPass): string | null {
+  const s = p.throughput;
+  if (!s || s.length < 2) return null;
+  const tMax = Math.max(...s.map((x) => x.t), 0.001);
+  const vMax = Math.max(...s.map((x) => x.tokens_per_second), 1) * 1.15;
+  const x = (v: number) => M.l + (v / tMax) * (W - M.l - M.r);
+  const y = (v: number) => H - M.b - (v / vMax) * (H - M.t - M.b);
+  let body = yAxis(vMax, y, 0);
+  const step = niceStep(tMax, 6);
+  for (let t = 0; t <= tMax + 1e-9; t += step)
+    body += `<text class="tick" x="${x(t).toFixed(1)}" y="${H - M.b + 16}" text-anchor="middle">${fmt(t, step < 1 ? 1 : 0)}</text>`;
+  body += `<polyline class="line" points="${s.map((a) => `${x(a.t).toFixed(1)},${y(a.tokens_per_second).toFixed(1)}`).join(" ")}"/>`;
+  body += `<line class="avg" x1="${M.l}" x2="${W - M.r}" y1="${y(p.tokens_per_second).toFixed(1)}" y2="${y(p.tokens_per_second).toFixed(1)}"><title>average ${fmt(p.tokens_per_second)} tokens/s</title></line>`;
+  return frame("Tokens per second over the run", body, "seconds", "tokens/s", `${p.mode}-throughput`);
+}
+
+/** Horizontal bars: one row per label, one or two series. */
+function barRows(
+  rows: { label: string; a: number; b?: number | null; note?: string }[],
+  aName: string,
+  bName?: string,
+  id = "bars",
+): string {
+  if (rows.length === 0) return `<p class="missing">None.</p>`;
+  const max = Math.max(...rows.map((r) => Math.max(r.a, r.b ?? 0)), 1);
+  const rowH = bName ? 30 : 20;
+  const lw = Math.min(300, 16 + 6.7 * Math.max(...rows.map((r) => r.label.length)));
+  const vw = 70;
+  const h = rows.length * rowH + 8;
+  const bar = (W - lw - vw - 10) / max;
+  let body = "";
+  rows.forEach((r, i) => {
+    const y0 = 4 + i * rowH;
+    body += `<text class="row-label" x="${lw - 8}" y="${y0 + (bName ? 18 : 14)}" text-anchor="end">${esc(r.label)}</text>`;
+    body += `<rect class="bar" x="${lw}" y="${y0 + 3}" width="${Math.max(r.a > 0 ? 1.5 : 0, r.a * bar).toFixed(1)}" height="${bName ? 11 : 13}"><title>${esc(r.label)}: ${fmt(r.a)} ${esc(aName)}</title></rect>`;
+    body += `<text class="value" x="${(lw + r.a * bar + 4).toFixed(1)}" y="${y0 + 13}">${fmt(r.a)}</text>`;
+    if (bName) {
+      if (r.b === null || r.b === undefined)
+        body += `<text class="value missing" x="${lw + 2}" y="${y0 + 26}">${esc(r.note ?? "not recorded")}</text>`;
+      else {
+        body += `<rect class="bar ok" x="${lw}" y="${y0 + 16}" width="${Math.max(r.b > 0 ? 1.5 : 0, r.b * bar).toFixed(1)}" height="11"><title>${esc(r.label)}: ${fmt(r.b)} ${esc(bName)}</title></rect>`;
+        body += `<text class="value" x="${(lw + r.b * bar + 4).toFixed(1)}" y="${y0 + 26}">${fmt(r.b)}</text>`;
+      }
+    }
+  });
+  const legend = bName
+    ? `<p class="legend"><span class="sw bar-sw"></span> ${esc(aName)} <span class="sw ok-sw"></span> ${esc(bName)}</p>`
+    : "";
+  return `${legend}<svg class="chart bars" id="${id}" width="${W}" height="${h}" viewBox="0 0 ${W} ${h}" role="img" aria-label="${esc(aName)}${bName ? ` and ${esc(bName)}` : ""}">${body}</svg>`;
+}
+
+function missing(what: string, field: string): string {
+  return `<p class="missing">No ${esc(what)}: this report has no <code>${esc(field)}</code> (recorded by newer load testers).</p>`;
+}
+
+function tile(label: string, value: string, cls = ""): string {
+  return `<div class="tile ${cls}"><div class="tile-value">${value}</div><div class="tile-label">${esc(label)}</div></div>`;
+}
+
+function passSection(p: HtmlPass, title: string): string {
+  const faulted = Object.entries(p.faults_injected)
+    .filter(([k]) => k !== "none")
+    .sort((a, b) => b[1] - a[1]);
+  const faultRows = faulted.map(([k, n]) => {
+    const failed = p.faults_failed?.[k];
+    const known = failed !== undefined ? n - failed : p.failed_streams === 0 ? n : null;
+    return { label: k, a: n, b: known, note: "per-fault failures not recorded" };
+  });
+  const recRows = Object.entries(p.recoveries)
+    .sort((a, b) => b[1] - a[1])
+    .map(([k, n]) => ({ label: k, a: n }));
+  const ok = p.failed_streams === 0 && p.streams > 0;
+  const examples = p.examples
+    .map(
+      (e) =>
+        `<li><strong>${esc(e.kind)}</strong> (stream ${e.index}, fault ${esc(e.fault ?? "none")}): ${esc(e.detail.length > 400 ? e.detail.slice(0, 400) + "…" : e.detail)}<pre class="replay"><code>${esc(e.replay)}</code></pre></li>`,
+    )
+    .join("");
+  const failureRows = Object.entries(p.failures)
+    .filter(([, n]) => n > 0)
+    .map(([k, n]) => `<tr><td>${esc(k)}</td><td class="num">${fmt(n)}</td></tr>`)
+    .join("");
+  const hist = histogramChart(p);
+  const tput = throughputChart(p);
+  return `<section class="pass" id="pass-${esc(p.mode)}" aria-labelledby="pass-${esc(p.mode)}-h">
+<h2 id="pass-${esc(p.mode)}-h">${esc(title)} <span class="verdict ${ok ? "good" : "bad"}">${ok ? "no failures" : `${fmt(p.failed_streams)} streams failed`}</span></h2>
+<div class="tiles">
+${tile("streams", fmt(p.streams))}
+${tile("tokens", fmt(p.tokens))}
+${tile("seconds", fmt(p.seconds, 1))}
+${tile("tokens/s", fmt(p.tokens_per_second))}
+${tile("frame latency p50", `${fmt(p.latency_ms.p50, 2)} ms`)}
+${tile("frame latency p99", `${fmt(p.latency_ms.p99, 2)} ms`)}
+${tile("tool calls recovered", `${fmt(p.tool_calls.recovered)} / ${fmt(p.tool_calls.intended)}`, p.tool_calls.recovered === p.tool_calls.intended ? "good" : "bad")}
+${tile("failed streams", fmt(p.failed_streams), p.failed_streams === 0 ? "good" : "bad")}
+</div>
+<div class="grid">
+<figure><figcaption>Frame latency histogram</figcaption>${hist ?? missing("latency histogram", "latency_histogram")}</figure>
+<figure><figcaption>Frame latency by percentile, ms${p.latency_percentiles ? "" : " (p50, p90, p99 and max: the report's four)"}</figcaption>${percentileChart(p)}</figure>
+<figure><figcaption>Tokens per second over time</figcaption>${tput ?? `${missing("throughput samples", "throughput")}<p class="missing">Average over the run: <strong>${fmt(p.tokens_per_second)}</strong> tokens/s in ${fmt(p.seconds, 1)} s.</p>`}</figure>
+<figure><figcaption>Recoveries by kind (${fmt(recRows.reduce((a, r) => a + r.a, 0))})</figcaption>${barRows(recRows, "recoveries", undefined, `${p.mode}-recoveries`)}</figure>
+<figure><figcaption>Faults injected against recovered (streams; ${fmt(faulted.reduce((a, [, n]) => a + n, 0))} of ${fmt(p.streams)} had a fault)</figcaption>${barRows(faultRows, "injected", "recovered", `${p.mode}-faults`)}</figure>
+</div>
+<h3>Failures</h3>
+${failureRows ? `<table><thead><tr><th>failure</th><th class="num">streams</th></tr></thead><tbody>${failureRows}</tbody></table><p>First examples, each with the command that replays it:</p><ol class="examples">${examples}</ol>` : `<p class="good-text">None: every intended message arrived exactly, with no protocol error and a done for every stream.</p>`}
+</section>`;
+}
+
+function compareSection(r: HtmlReport): string {
+  if (!r.strict) return "";
+  const p = r.resilient;
+  const s = r.strict;
+  const row = (label: string, a: string, b: string) => `<tr><td>${esc(label)}</td><td class="num">${a}</td><td class="num">${b}</td></tr>`;
+  return `<section aria-labelledby="cmp-h"><h2 id="cmp-h">Without recovery: the same streams in strict mode</h2>
+<table><thead><tr><th></th><th class="num">resilient (default)</th><th class="num">strict (reference)</th></tr></thead><tbody>
+${row("streams failed", fmt(p.failed_streams), fmt(s.failed_streams))}
+${row("streams with a parser error", fmt(p.failures.protocol_error ?? 0), fmt(s.failures.protocol_error ?? 0))}
+${row("intended tool calls recovered", `${fmt(p.tool_calls.recovered)} of ${fmt(p.tool_calls.intended)}`, `${fmt(s.tool_calls.recovered)} of ${fmt(s.tool_calls.intended)}`)}
+</tbody></table></section>`;
+}
+
+function dl(entries: [string, unknown][]): string {
+  return `<dl>${entries.map(([k, v]) => `<dt>${esc(k)}</dt><dd>${esc(typeof v === "object" && v !== null ? JSON.stringify(v) : v)}</dd>`).join("")}</dl>`;
+}
+
+const CSS = `
+:root{color-scheme:light dark;--bg:#fff;--fg:#1c2128;--muted:#57606a;--panel:#f6f8fa;--border:#d0d7de;--bar:#5b8def;--ok:#1a7f37;--bad:#cf222e;--line:#0a58ca;--grid:#e5e8eb}
+@media (prefers-color-scheme:dark){:root{--bg:#0f1318;--fg:#e6edf3;--muted:#9aa5b1;--panel:#161b22;--border:#30363d;--bar:#6e9cf7;--ok:#56d364;--bad:#ff6b6b;--line:#79b8ff;--grid:#262c34}}
+*{box-sizing:border-box}
+body{margin:0;padding:1rem 1.4rem 2rem;background:var(--bg);color:var(--fg);font:15px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,"Noto Sans","DejaVu Sans",sans-serif}
+h1{font-size:1.4rem;margin:0 0 .2rem}h2{font-size:1.15rem;margin:1.4rem 0 .5rem}h3{font-size:1rem}
+.sub{color:var(--muted);margin:0 0 .8rem}
+.verdict{font-size:.8em;padding:.1rem .5rem;border-radius:99px;border:1px solid currentColor;margin-left:.4rem;vertical-align:middle}
+.good,.good-text{color:var(--ok)}.bad{color:var(--bad)}
+.tiles{display:grid;grid-template-columns:repeat(auto-fill,minmax(9.5rem,1fr));gap:.5rem}
+.tile{background:var(--panel);border:1px solid var(--border);border-radius:8px;padding:.5rem .7rem}
+.tile-value{font-size:1.25rem;font-weight:650;font-variant-numeric:tabular-nums}.tile-label{color:var(--muted);font-size:.85rem}
+.tile.good .tile-value{color:var(--ok)}.tile.bad .tile-value{color:var(--bad)}
+.grid{display:grid;grid-template-columns:repeat(auto-fit,minmax(min(100%,30rem),1fr));gap:1rem;margin-top:1rem}
+figure{margin:0;background:var(--panel);border:1px solid var(--border);border-radius:8px;padding:.6rem .8rem}
+figure.wide{grid-column:1/-1}
+figcaption{font-weight:600;margin-bottom:.3rem}
+.chart{width:100%;height:auto;display:block;font-size:11px}.chart.bars{width:auto;max-width:100%}
+.chart text{fill:var(--fg)}.chart .tick,.chart .axis-label{fill:var(--muted)}
+.chart .grid{stroke:var(--grid);stroke-width:1}
+.chart .line{fill:none;stroke:var(--line);stroke-width:2.2}
+.chart .avg{stroke:var(--muted);stroke-dasharray:4 4}
+.chart .dot{fill:var(--line)}
+.chart .bar{fill:var(--bar)}.chart .bar.ok{fill:var(--ok)}
+.chart .row-label{font-family:ui-monospace,"DejaVu Sans Mono",monospace;font-size:11px}
+.chart .value{font-size:11px;font-variant-numeric:tabular-nums}.chart .missing{fill:var(--muted);font-style:italic}
+.legend{margin:.1rem 0 .3rem;color:var(--muted);font-size:.85rem}
+.sw{display:inline-block;width:.8rem;height:.8rem;border-radius:2px;vertical-align:-1px;margin-left:.4rem}.bar-sw{background:var(--bar)}.ok-sw{background:var(--ok)}
+.missing{color:var(--muted);font-style:italic}
+table{border-collapse:collapse;margin:.3rem 0}th,td{border-bottom:1px solid var(--border);padding:.25rem .7rem;text-align:left}.num{text-align:right;font-variant-numeric:tabular-nums}
+.examples li{margin-bottom:.5rem}
+pre.replay{background:var(--panel);border:1px solid var(--border);border-radius:6px;padding:.4rem .6rem;overflow-x:auto;margin:.3rem 0}
+code{font-family:ui-monospace,"DejaVu Sans Mono",monospace;font-size:13px}
+dl{display:grid;grid-template-columns:max-content 1fr;gap:.15rem 1rem;margin:.3rem 0}dt{color:var(--muted)}dd{margin:0;font-family:ui-monospace,"DejaVu Sans Mono",monospace;font-size:13px;overflow-wrap:anywhere}
+.meta{display:grid;grid-template-columns:repeat(auto-fit,minmax(min(100%,24rem),1fr));gap:1rem}
+`;
+
+/** The report as one self-contained HTML page. */
+export function renderLoadtestHtml(report: HtmlReport, ctx: HtmlContext = {}): string {
+  const when = (ctx.generatedAt ?? new Date()).toISOString();
+  const settings: [string, unknown][] = [
+    ["target", report.target],
+    ["seed", report.seed],
+    ["fault rate", report.fault_rate],
+    ["chunking", report.chunking],
+    ["mode", report.resilient.mode],
+    ...Object.entries(ctx.settings ?? {}).filter(
+      ([k, v]) => !["seed", "faultRate", "chunking", "mode", "url", "grpc", "token", "progress"].includes(k) && v !== undefined,
+    ),
+  ];
+  const m = ctx.machine;
+  const machine: [string, unknown][] = m
+    ? [
+        ["cpu", m.cpu_model],
+        ["cores", m.cpus],
+        ["memory", `${m.memory_gb} GiB`],
+        ["os", `${m.platform} (${m.arch})`],
+        ["node", m.node],
+        ...(m.hostname ? ([["host", m.hostname]] as [string, unknown][]) : []),
+      ]
+    : [];
+  const title = `harmony-sidecar load test: ${report.ok ? "passed" : "FAILED"}`;
+  return `<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<meta name="color-scheme" content="light dark">
+<meta http-equiv="Content-Security-Policy" content="default-src 'none'; style-src 'unsafe-inline'; img-src data:">
+<title>${esc(title)}</title>
+<style>${CSS}</style>
+</head>
+<body>
+<header>
+<h1>${esc(title)}</h1>
+<p class="sub">${esc(report.target)} · seed ${esc(report.seed)} · fault rate ${esc(report.fault_rate)} · chunking ${esc(report.chunking)} · written ${esc(when)}</p>
+</header>
+<main>
+${passSection(report.resilient, report.resilient.mode === "strict" ? "Strict mode" : "Resilient mode")}
+${report.strict ? passSection(report.strict, "Strict mode (comparison)") : ""}
+${compareSection(report)}
+<section class="meta" aria-label="Run settings and machine">
+<div><h2>Run settings</h2>${dl(settings)}</div>
+<div><h2>Machine</h2>${machine.length ? dl(machine) : `<p class="missing">Not recorded.</p>`}</div>
+</section>
+</main>
+</body>
+</html>
+`;
+}
