@@ -12,12 +12,20 @@ install: $(NODE_MODULES)
 
 $(BUILD): $(NODE_MODULES) $(shell find src bench -name '*.ts' 2>/dev/null) tsconfig.json
 	npx tsc -p tsconfig.json
+	@chmod +x dist/src/cli.js
 	@touch $@
+
+# the browser tests drive Debian's Chromium (never a browser download)
+CHROMIUM := /usr/bin/chromium
+$(CHROMIUM):
+	@if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; \
+	else echo "make test needs Debian's chromium package: sudo apt-get install -y chromium" >&2; exit 1; fi
 
 build: $(BUILD)
 
 typecheck: $(NODE_MODULES)
 	npx tsc -p tsconfig.json --noEmit
+	npx tsc -p src/inspect/tsconfig.json
 
 format: $(NODE_MODULES)
 	npx prettier --write .
@@ -26,7 +34,7 @@ format: $(NODE_MODULES)
 format-check: $(NODE_MODULES)
 	npx prettier --check .
 
-test: $(BUILD) format-check
+test: $(BUILD) $(CHROMIUM) format-check
 	npx vitest run --reporter=default --reporter=json --outputFile.json=dist/test-report.json; \
 	  status=$$?; node scripts/test-summary.mjs dist/test-report.json || status=1; exit $$status
 

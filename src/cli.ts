@@ -79,6 +79,7 @@ program
   .option("--handles", "name streams by numeric handle on the wire (Open.handle) instead of by name", false)
   .option("--only <index>", "replay one stream and print it in full")
   .option("--json <file>", "write the report as JSON")
+  .option("--html <file>", "write the report as one self-contained HTML page (charts inline, no network)")
   .option("--no-progress", "no progress bar")
   .action(async (flags: LoadtestFlags) => {
     process.exitCode = await runLoadtestCommand(flags);

@@ -6,6 +6,7 @@
  */
 import { Service, type ServiceOptions } from "./service/service.js";
 import { startGrpc, type GrpcEdge } from "./transport/grpc.js";
+import type { AccessPolicy } from "./transport/access.js";
 import { startHttp, wsMasking, type HttpEdge } from "./transport/http.js";
 import { OpenAIFront } from "./transport/openai-front.js";
 import type { UpstreamConfig } from "./upstream/engine.js";
@@ -19,6 +20,8 @@ export interface ServerOptions extends ServiceOptions {
   grpcPort: number;
   /** Sidecar mode: the inference server to drive by token ids. */
   upstream?: UpstreamConfig | undefined;
+  /** Which browsers and host names may reach the HTTP edge (default: none but the bound address, no page). */
+  access?: AccessPolicy;
 }
 
 export const SERVER_DEFAULTS = { host: "127.0.0.1", port: 8765, grpcPort: 8766 } as const;
@@ -40,7 +43,7 @@ export class Server {
     svc.start();
     const up = this.options.upstream;
     const front = up ? new OpenAIFront(svc, new VllmEngine(up), up) : null;
-    this.http = await startHttp(svc, front, this.options.host, this.options.port);
+    this.http = await startHttp(svc, front, this.options.host, this.options.port, this.options.access);
     if (this.options.grpcPort >= 0) this.grpc = await startGrpc(svc, this.options.host, this.options.grpcPort);
     const ports = { port: this.http.port, grpcPort: this.grpc?.port ?? null };
     // where it listens is always worth saying, even when info lines are off

@@ -3,6 +3,7 @@ import { writeFileSync } from "node:fs";
 import { Vocabulary } from "../core/vocab.js";
 import { FAULT_KINDS, type FaultKind } from "../loadtest/generate.js";
 import { pino } from "pino";
+import { machineInfo, renderLoadtestHtml } from "../loadtest/html.js";
 import { formatReport, runLoadtest, type Chunking, type LoadtestOptions, type Report } from "../loadtest/run.js";
 import { Server } from "../server.js";
 import { DEFAULT_LIMITS } from "../service/service.js";
@@ -27,6 +28,7 @@ export interface LoadtestFlags {
   handles: boolean;
   only?: string;
   json?: string;
+  html?: string;
   progress: boolean;
 }
 
@@ -111,5 +113,6 @@ export async function runLoadtestCommand(flags: LoadtestFlags): Promise<number> 
   }
   if (opts.only === undefined) process.stdout.write(formatReport(report) + "\n");
   if (flags.json) writeFileSync(flags.json, JSON.stringify(report, null, 2) + "\n");
+  if (flags.html) writeFileSync(flags.html, renderLoadtestHtml(report, { settings: { ...opts }, machine: machineInfo() }));
   return report.ok ? 0 : 1;
 }

@@ -7,6 +7,7 @@
  * input order. Bad input never aborts a batch: that line gets an `error`
  * object with a code, and the exit status is 2 at the end.
  */
+import { describeValue, parseJson } from "../core/json.js";
 import { createInterface } from "node:readline";
 import type { Readable, Writable } from "node:stream";
 import { parseCase } from "../core/reference.js";
@@ -42,13 +43,9 @@ export function parseIdList(text: string): number[] {
   const t = text.trim();
   if (t === "") return [];
   if (t.startsWith("[")) {
-    let v: unknown;
-    try {
-      v = JSON.parse(t);
-    } catch (e) {
-      throw new InputError("bad_json", `input is not valid JSON: ${(e as Error).message}`);
-    }
-    return checkIds(v);
+    const parsed = parseJson(t);
+    if (!parsed.ok) throw new InputError(parsed.code, `input is not usable JSON: ${parsed.message}`);
+    return checkIds(parsed.value);
   }
   const out: number[] = [];
   for (const part of t.split(/[\s,]+/)) {
@@ -63,7 +60,7 @@ export function checkIds(v: unknown): number[] {
   if (!Array.isArray(v)) throw new InputError("bad_tokens", "tokens must be an array of integers");
   for (let i = 0; i < v.length; i++) {
     if (typeof v[i] !== "number" || !Number.isInteger(v[i])) {
-      throw new InputError("bad_token_id", `tokens[${i}] is not an integer: ${JSON.stringify(v[i])}`);
+      throw new InputError("bad_token_id", `tokens[${i}] is not an integer: ${describeValue(v[i])}`);
     }
   }
   return v as number[];
@@ -115,12 +112,9 @@ export async function runParse(
       if (line.trim() === "") continue;
       let id: unknown = null;
       try {
-        let c: { id?: unknown; tokens?: unknown; role?: unknown };
-        try {
-          c = JSON.parse(line) as typeof c;
-        } catch (e) {
-          throw new InputError("bad_json", `line ${lineNo} is not valid JSON: ${(e as Error).message}`);
-        }
+        const parsed = parseJson(line);
+        if (!parsed.ok) throw new InputError(parsed.code, `line ${lineNo} is not usable JSON: ${parsed.message}`);
+        const c = parsed.value as { id?: unknown; tokens?: unknown; role?: unknown };
         if (typeof c !== "object" || c === null || Array.isArray(c)) {
           throw new InputError("bad_case", `line ${lineNo} is not a JSON object`);
         }

@@ -5,6 +5,7 @@
  * service's POST /v1/render and Render op do.
  */
 import type { Readable, Writable } from "node:stream";
+import { parseJson } from "../core/json.js";
 import { renderRequest } from "../openai/render.js";
 import { loadHarmonyEncoding, type HarmonyEncoding } from "../vocab/index.js";
 
@@ -15,13 +16,12 @@ export async function runRender(
 ): Promise<number> {
   const chunks: Buffer[] = [];
   for await (const c of io.stdin) chunks.push(typeof c === "string" ? Buffer.from(c) : (c as Buffer));
-  let request: unknown;
-  try {
-    request = JSON.parse(Buffer.concat(chunks).toString("utf8"));
-  } catch (e) {
-    io.stderr.write(`render: bad_json: ${(e as Error).message}\n`);
+  const parsed = parseJson(Buffer.concat(chunks).toString("utf8"));
+  if (!parsed.ok) {
+    io.stderr.write(`render: ${parsed.code}: ${parsed.message}\n`);
     return 2;
   }
+  const request = parsed.value;
   const enc = encoding ?? loadHarmonyEncoding();
   const r = renderRequest(request, { encodeOrdinary: enc.encodeOrdinary });
   if (!r.ok) {

@@ -37,6 +37,14 @@ export function applyHeapGrowth(
   return "set";
 }
 
+/** A comma-separated setting as a list (empty: none). */
+function list(text: string): string[] {
+  return text
+    .split(",")
+    .map((x) => x.trim())
+    .filter((x) => x !== "");
+}
+
 export function resolveOptions(flags: ServeFlags, env: NodeJS.ProcessEnv): ServerOptions {
   const r = new SettingsReader(flags, env);
   const limits: Limits = {
@@ -44,6 +52,10 @@ export function resolveOptions(flags: ServeFlags, env: NodeJS.ProcessEnv): Serve
     maxFrameBytes: r.int("maxFrameBytes"),
     maxStreamsPerConnection: r.int("maxStreams"),
     maxIdsPerFrame: r.int("maxIdsPerFrame"),
+    maxOpsPerFrame: r.int("maxOpsPerFrame"),
+    maxStreamName: r.int("maxStreamName"),
+    maxConnectionBytes: r.int("maxConnectionBytes"),
+    memoryBudgetBytes: r.int("memoryBudgetMb") * 1024 * 1024,
     idleTimeoutMs: r.int("idleTimeoutMs"),
     pingIntervalMs: r.int("pingIntervalMs"),
   };
@@ -60,6 +72,11 @@ export function resolveOptions(flags: ServeFlags, env: NodeJS.ProcessEnv): Serve
     logLevel: r.text("logLevel"),
     drainTimeoutMs: r.int("drainTimeoutMs"),
     cotStore: { ...DEFAULT_COT_STORE, maxBytes: r.int("cotStoreBytes"), ttlMs: r.int("cotStoreTtlMs") },
+    access: {
+      allowOrigins: list(r.text("allowOrigin")),
+      allowHosts: list(r.text("allowHost")),
+      publicMetrics: r.text("publicMetrics") === "true",
+    },
     limits,
   };
 }

@@ -25,6 +25,7 @@ export const INPUT_ERROR_CODES = {
   bad_tokens: "`tokens` is not an array.",
   bad_token_id: "A token id is not an integer.",
   bad_role: 'A --batch case\'s role is neither "assistant" nor null.',
+  too_deep: "JSON input nested deeper than 64 arrays and objects.",
 } as const;
 
 export type InputErrorCode = keyof typeof INPUT_ERROR_CODES;
@@ -43,6 +44,9 @@ export const SERVICE_ERROR_CODES = {
   worker_crashed: "The worker thread (or the main thread's sessions) holding the stream failed; the stream is lost.",
   shutting_down: "The server is draining: the stream ends here, or no new streams.",
   bad_request: "A render request could not be rendered (its own code, path and reason are in the message).",
+  too_deep: "A JSON frame nested deeper than 64 arrays and objects.",
+  too_many_ops: "A frame carries more ops than the limit.",
+  over_budget: "An open refused: the connection's streams are at their memory budget, or the process is near its own.",
 } as const;
 
 export type ServiceErrorCode = keyof typeof SERVICE_ERROR_CODES;
@@ -85,6 +89,8 @@ export type RenderErrorCode = keyof typeof RENDER_ERROR_CODES;
 /** Why an OpenAI chat request could not be turned into a conversation (src/openai/request.ts), or read at all. */
 export const REQUEST_ERROR_CODES = {
   bad_json: "The request is not JSON.",
+  too_deep: "The request nests deeper than 64 arrays and objects.",
+  render_timeout: "The render took longer than its deadline (10 s) and was stopped.",
   bad_request: "The request is not an object, or `messages` is not an array.",
   bad_message: "A message is not an object, or its role is unknown.",
   bad_content: "Content is not a string, null or an array of text parts (images and audio are not supported).",
@@ -100,6 +106,9 @@ export type RequestErrorCode = keyof typeof REQUEST_ERROR_CODES;
 /** Codes of the HTTP API's error bodies (`/v1/render`, the OpenAI front) beyond the request codes above. */
 export const HTTP_ERROR_CODES = {
   unauthorized: "A bearer token is required and none, or a wrong one, was given (401).",
+  forbidden_origin: "A request from a web page whose origin is not allowed (--allow-origin), or a cross-site browser request (403).",
+  forbidden_host: "The Host header names neither the bound address nor an allowed name (--allow-host): DNS rebinding (421).",
+  unsupported_media_type: "A POST body that is not JSON (content-type other than application/json) (415).",
   method_not_allowed: "The path takes another method (405).",
   too_large: "The body is over --max-frame-bytes (413).",
   no_upstream: "An OpenAI path was asked of a server started without --upstream (404).",

@@ -19,6 +19,7 @@
  * messages were requested.
  */
 import { checkArguments } from "./arguments.js";
+import { describeValue } from "./json.js";
 import type { DeltaKind, EndReason, FinishReason, HarmonyEvent, RecoveryKind, ReferenceMessage, StopKind } from "./events.js";
 import type { ParseErrorCode } from "./errors.js";
 import {
@@ -134,12 +135,7 @@ function appendBytes(buf: Uint8Array, len: number, vocab: Vocabulary, id: number
 }
 
 function describeId(id: unknown): string {
-  if (typeof id === "number") return String(id);
-  try {
-    return JSON.stringify(id) ?? String(id);
-  } catch {
-    return String(id);
-  }
+  return typeof id === "number" ? String(id) : describeValue(id);
 }
 
 /** Header and pending-byte buffers up to this size are kept by restart(). */

@@ -41,7 +41,7 @@
  * Pure: no I/O, no clock (the current date is an option), no module state.
  */
 import type { RenderErrorCode } from "./errors.js";
-import { isObj } from "./json.js";
+import { describeValue, isObj } from "./json.js";
 import { HARMONY, type HarmonyPreset } from "./preset.js";
 import { jsonSchemaToTypeScript } from "./schema-ts.js";
 
@@ -310,7 +310,7 @@ function normaliseEffort(v: unknown, index: number | null): ReasoningEffort | nu
     const l = v.toLowerCase();
     if (l === "low" || l === "medium" || l === "high") return l;
   }
-  throw new RenderError("bad_content", `reasoning_effort must be low, medium or high, got ${JSON.stringify(v)}`, index);
+  throw new RenderError("bad_content", `reasoning_effort must be low, medium or high, got ${describeValue(v)}`, index);
 }
 
 function checkNamespaces(tools: unknown, index: number | null): ToolNamespaceConfig[] {
@@ -320,11 +320,11 @@ function checkNamespaces(tools: unknown, index: number | null): ToolNamespaceCon
   return keys.map((k) => {
     const ns = tools[k];
     if (!isObj(ns) || typeof ns.name !== "string" || !Array.isArray(ns.tools))
-      throw new RenderError("bad_content", `tool namespace ${JSON.stringify(k)} needs a name and a tools array`, index);
+      throw new RenderError("bad_content", `tool namespace ${describeValue(k)} needs a name and a tools array`, index);
     opt(ns.description, `tool namespace ${k}: description`, index);
     for (const t of ns.tools) {
       if (!isObj(t) || typeof t.name !== "string" || typeof t.description !== "string")
-        throw new RenderError("bad_content", `a tool in namespace ${JSON.stringify(k)} needs a string name and description`, index);
+        throw new RenderError("bad_content", `a tool in namespace ${describeValue(k)} needs a string name and description`, index);
     }
     return ns as unknown as ToolNamespaceConfig;
   });
@@ -458,7 +458,7 @@ function renderMessageInto(out: Pieces, m: HarmonyMessage, functionTools: boolea
         out.text(developerText(c, index));
         break;
       default:
-        throw new RenderError("bad_content", `unknown content type ${JSON.stringify(c.type)}`, index);
+        throw new RenderError("bad_content", `unknown content type ${describeValue(c.type)}`, index);
     }
   }
   // Any assistant message with a recipient is a tool call (even `all`, as in the reference).

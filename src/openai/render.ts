@@ -42,33 +42,46 @@ function optionsOf(request: Obj): FromOpenAIOptions & { restore: boolean } {
   return opts;
 }
 
-export function renderRequest(request: unknown, deps: RenderDeps): RenderOutcome {
-  if (!isObj(request)) return { ok: false, error: { code: "bad_request", message: "the request must be a JSON object", path: "" } };
-  const { restore, ...options } = optionsOf(request);
+/** A request with dropped reasoning put back from the store, and what was put back; or the request as it was. */
+export function restoreReasoning(
+  request: unknown,
+  recall: ((toolCallId: string) => string | undefined) | undefined,
+): { request: unknown; restored: Restored[] } {
   const restored: Restored[] = [];
-  let req: Obj = request;
-  if (restore && deps.recall && Array.isArray(request.messages)) {
-    const messages = (request.messages as unknown[]).map((m, i) => {
-      if (!isObj(m) || m.role !== "assistant" || !Array.isArray(m.tool_calls) || m.tool_calls.length === 0 || hasReasoning(m)) return m;
-      for (const call of m.tool_calls as unknown[]) {
-        const id = isObj(call) && typeof call.id === "string" ? call.id : undefined;
-        const text = id === undefined ? undefined : deps.recall!(id);
-        if (id !== undefined && text !== undefined) {
-          restored.push({ tool_call_id: id, message_index: i, chars: text.length });
-          return { ...m, reasoning: text };
-        }
+  if (!isObj(request) || !recall || !Array.isArray(request.messages)) return { request, restored };
+  if (!optionsOf(request).restore) return { request, restored };
+  const messages = (request.messages as unknown[]).map((m, i) => {
+    if (!isObj(m) || m.role !== "assistant" || !Array.isArray(m.tool_calls) || m.tool_calls.length === 0 || hasReasoning(m)) return m;
+    for (const call of m.tool_calls as unknown[]) {
+      const id = isObj(call) && typeof call.id === "string" ? call.id : undefined;
+      const text = id === undefined ? undefined : recall(id);
+      if (id !== undefined && text !== undefined) {
+        restored.push({ tool_call_id: id, message_index: i, chars: text.length });
+        return { ...m, reasoning: text };
       }
-      return m;
-    });
-    req = { ...request, messages };
-  }
-  const conv = fromOpenAIRequest(req, options);
+    }
+    return m;
+  });
+  return { request: { ...request, messages }, restored };
+}
+
+/** Render a request (its reasoning already restored) into prompt ids and text. */
+export function renderRestored(request: unknown, restored: Restored[], encodeOrdinary: (text: string) => ArrayLike<number>): RenderOutcome {
+  if (!isObj(request)) return { ok: false, error: { code: "bad_request", message: "the request must be a JSON object", path: "" } };
+  const { restore: _restore, ...options } = optionsOf(request);
+  const conv = fromOpenAIRequest(request, options);
   if (!conv.ok) return { ok: false, error: conv.error };
   try {
     const pieces = renderConversationForCompletionPieces(conv.messages, "assistant");
-    return { ok: true, ids: piecesToTokens(pieces, deps.encodeOrdinary), text: piecesToText(pieces), restored };
+    return { ok: true, ids: piecesToTokens(pieces, encodeOrdinary), text: piecesToText(pieces), restored };
   } catch (e) {
     if (e instanceof RenderError) return { ok: false, error: { code: e.code, message: e.message, path: "" } };
     throw e;
   }
+}
+
+/** Restore, then render, in one go (the CLI; the service splits the two across threads). */
+export function renderRequest(request: unknown, deps: RenderDeps): RenderOutcome {
+  const { request: req, restored } = restoreReasoning(request, deps.recall);
+  return renderRestored(req, restored, deps.encodeOrdinary);
 }

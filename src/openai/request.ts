@@ -6,7 +6,7 @@
  * `REQUEST_ERROR_CODES` (src/core/errors.ts) and where in the request it is.
  */
 import type { RequestErrorCode } from "../core/errors.js";
-import { isObj } from "../core/json.js";
+import { describeValue, isObj } from "../core/json.js";
 import { HARMONY } from "../core/preset.js";
 import {
   browserToolNamespace,
@@ -118,7 +118,7 @@ function textOf(content: unknown, path: string): string | null {
     if ((part.type === "text" || part.type === "input_text" || part.type === "output_text") && typeof part.text === "string")
       s += part.text;
     else if (part.type === "refusal" && typeof part.refusal === "string") s += part.refusal;
-    else fault("bad_content", `${path}[${i}]`, `unsupported content part ${JSON.stringify(part.type)} (text only)`);
+    else fault("bad_content", `${path}[${i}]`, `unsupported content part ${describeValue(part.type)} (text only)`);
   });
   return s;
 }
@@ -147,7 +147,7 @@ function effortOf(req: Record<string, unknown>, fallback: ReasoningEffort): Reas
     if (l === "low" || l === "medium" || l === "high") return l;
     if (l === "minimal" || l === "none") return "low";
   }
-  return fault("bad_reasoning_effort", path, `reasoning effort must be low, medium or high, got ${JSON.stringify(v)}`);
+  return fault("bad_reasoning_effort", path, `reasoning effort must be low, medium or high, got ${describeValue(v)}`);
 }
 
 function isEmptyObjectSchema(p: unknown): boolean {
@@ -308,7 +308,7 @@ function convertRequest(request: unknown, options: FromOpenAIOptions): HarmonyMe
         if (m.role === "tool" && typeof m.tool_call_id === "string") fname = callNames.get(m.tool_call_id);
         if (fname === undefined && typeof m.name === "string" && m.name !== "") fname = m.name;
         if (fname === undefined)
-          fault("unknown_tool_call_id", `${path}.tool_call_id`, `no earlier tool call has id ${JSON.stringify(m.tool_call_id)}`);
+          fault("unknown_tool_call_id", `${path}.tool_call_id`, `no earlier tool call has id ${describeValue(m.tool_call_id)}`);
         out.push({
           role: "tool",
           name: `functions.${fname}`,
@@ -319,7 +319,7 @@ function convertRequest(request: unknown, options: FromOpenAIOptions): HarmonyMe
         break;
       }
       default:
-        fault("bad_message", `${path}.role`, `unknown role ${JSON.stringify(m.role)}`);
+        fault("bad_message", `${path}.role`, `unknown role ${describeValue(m.role)}`);
     }
   }
   return out;

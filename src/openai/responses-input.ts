@@ -4,7 +4,7 @@
  * chat request the renderer takes, and an engine's token counts become a
  * Responses `usage` object.
  */
-import { isObj, type JsonObject as Obj } from "../core/json.js";
+import { describeValue, isObj, type JsonObject as Obj } from "../core/json.js";
 
 /** Token counts as OpenAI-compatible engines report them. */
 export interface CompletionUsage {
@@ -63,7 +63,7 @@ export function responsesToChat(request: Obj): { ok: true; chat: Obj } | { ok: f
           tool_call_id: item.call_id,
           content: typeof item.output === "string" ? item.output : JSON.stringify(item.output),
         });
-      } else return { ok: false, message: `unsupported input item type ${JSON.stringify(type)}`, param: `input[${i}].type` };
+      } else return { ok: false, message: `unsupported input item type ${describeValue(type)}`, param: `input[${i}].type` };
     }
     flush();
   } else return { ok: false, message: "input must be a string or an array of items", param: "input" };

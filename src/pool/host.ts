@@ -42,6 +42,8 @@ export interface Session {
   jsonRef: string;
   /** Turns events into OpenAI objects, for streams opened with an openai.* format. */
   adapter: { push(ev: HarmonyEvent): object[] } | null;
+  /** The prefix of its memo keys (its tenant's scope). */
+  memoScope: string;
   /** Reasoning since the last final answer; null when not remembering. */
   cot: CotBuffer | null;
 }
@@ -166,13 +168,23 @@ export class SessionHost {
     // aside), or a new one; either way the stream's own fields are set below
     let session = this.spare.pop();
     if (session === undefined) {
-      session = { parser: new HarmonyParser(this.vocab, options), ref, name: "", field: "", jsonRef: "", cot: null, adapter: null };
+      session = {
+        parser: new HarmonyParser(this.vocab, options),
+        ref,
+        name: "",
+        field: "",
+        jsonRef: "",
+        memoScope: "",
+        cot: null,
+        adapter: null,
+      };
     } else session.parser.restart(options);
     session.ref = ref;
     session.name = spec.name;
     session.field = "handle" in ref ? handleField(ref.handle) : streamField(spec.name);
     session.jsonRef = ""; // made on first use (text-frame clients only)
     session.cot = spec.rememberReasoning ? (session.cot ?? new CotBuffer()) : null;
+    session.memoScope = spec.memoScope ?? "";
     session.adapter = adapterFor(spec);
     this.streams.set(sid, session);
     return session;
@@ -273,7 +285,7 @@ export class SessionHost {
     const cot = session.cot;
     let deltas = 0;
     for (const ev of events) {
-      if (cot !== null) followReasoning(cot, ev, this.remember, memos);
+      if (cot !== null) followReasoning(cot, ev, this.remember, memos, session.memoScope);
       if (ev.type === "delta") {
         if (session.adapter === null) {
           // the common case, written without intermediate objects

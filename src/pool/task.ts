@@ -13,6 +13,8 @@ export interface OpenSpec {
   callIdPrefix: string;
   /** Keep the stream's reasoning so each tool call's CoT can be remembered. */
   rememberReasoning: boolean;
+  /** The prefix of the stream's memo keys: its tenant's scope (src/store/store.ts). */
+  memoScope: string;
   /** Output as parser events, or as OpenAI objects. */
   format: OutputFormat;
   /** After the stop that ends a primed completion: drop (default) or parse on (rule 8). */

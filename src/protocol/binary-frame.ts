@@ -13,6 +13,8 @@
  */
 import { FIELDS, Wire } from "./fields.js";
 import {
+  MAX_OPS_PER_FRAME,
+  OpErrors,
   OP_CLOSE,
   OP_OPEN,
   OP_RENDER,
@@ -178,10 +180,21 @@ export class BinaryFrameReader {
   private readonly names = new Map<number, string>();
 
   /** Read a binary ClientFrame. `maxIds` bounds the ids of the whole frame. */
-  read(buf: Uint8Array, s: Schema, maxIds: number): ReadFrame {
+  read(buf: Uint8Array, s: Schema, maxIds: number, maxOps: number = MAX_OPS_PER_FRAME): ReadFrame {
     this.sink.n = 0;
     this.ops.clear();
-    const r = readBinary(buf, s, maxIds, this.sink, this.ops, this.frame.reset(buf), this.op.reset(buf), this.r.reset(buf), this.names);
+    const r = readBinary(
+      buf,
+      s,
+      maxIds,
+      maxOps,
+      this.sink,
+      this.ops,
+      this.frame.reset(buf),
+      this.op.reset(buf),
+      this.r.reset(buf),
+      this.names,
+    );
     // a frame far larger than usual does not keep its id array alive
     if (this.sink.ids.length > 65536) this.sink.ids = new Uint32Array(64);
     return r;
@@ -222,11 +235,12 @@ function internName(buf: Uint8Array, s: number, e: number, names: Map<number, st
 }
 
 /** Read one binary ClientFrame with fresh buffers. `maxIds` bounds the ids of the whole frame. */
-export function readBinaryFrame(buf: Uint8Array, s: Schema, maxIds: number): ReadFrame {
+export function readBinaryFrame(buf: Uint8Array, s: Schema, maxIds: number, maxOps: number = MAX_OPS_PER_FRAME): ReadFrame {
   return readBinary(
     buf,
     s,
     maxIds,
+    maxOps,
     new IdSink(buf.length),
     new OpList(),
     new Reader(buf, 0, buf.length),
@@ -240,6 +254,7 @@ function readBinary(
   buf: Uint8Array,
   s: Schema,
   maxIds: number,
+  maxOps: number,
   sink: IdSink,
   ops: OpList,
   frame: Reader,
@@ -260,7 +275,8 @@ function readBinary(
   const streamNo = FIELDS.Tokens.stream.no;
   const idsNo = FIELDS.Tokens.ids.no;
   const handleNo = FIELDS.Tokens.handle.no;
-  const errors: OpError[] = [];
+  const errors = new OpErrors();
+  let opCount = 0;
   try {
     while (frame.pos < frame.end) {
       const tag = frame.varint();
@@ -268,6 +284,7 @@ function readBinary(
         frame.skip(tag & 7); // unknown ClientFrame field: ignored, as protobuf does
         continue;
       }
+      if (++opCount > maxOps) return refused("too_many_ops", `the frame carries more than ${maxOps} ops`);
       const olen = frame.length();
       op.at(frame.pos, frame.pos + olen);
       frame.pos += olen;
@@ -330,5 +347,5 @@ function readBinary(
   } catch (e) {
     return refused("bad_frame", e instanceof WireError ? e.message : `undecodable frame: ${(e as Error).message}`);
   }
-  return { ops, ids: sink.ids, errors };
+  return { ops, ids: sink.ids, errors: errors.done() };
 }

@@ -4,8 +4,8 @@
  * by hand so that every mistake gets a precise message. Errors are returned
  * as data, never thrown.
  */
-import { isObj, type JsonObject } from "../core/json.js";
-import { OP_CLOSE, OP_OPEN, OP_RENDER, OpList, refused, type OpError, type ReadFrame } from "./ops.js";
+import { describeValue, parseJson, isObj, type JsonObject } from "../core/json.js";
+import { MAX_OPS_PER_FRAME, OP_CLOSE, OP_OPEN, OP_RENDER, OpErrors, OpList, refused, type OpError, type ReadFrame } from "./ops.js";
 import { IdSink } from "./wire.js";
 
 /** A field by its proto name or its lowerCamelCase JSON name. */
@@ -50,19 +50,18 @@ function uint32Field(o: JsonObject, name: string): number | Error {
 }
 
 /** Read the JSON form (a text frame) of a ClientFrame. */
-export function readJsonFrame(text: string, maxIds: number): ReadFrame {
+export function readJsonFrame(text: string, maxIds: number, maxOps: number = MAX_OPS_PER_FRAME): ReadFrame {
   const fatal = (message: string): ReadFrame => refused("bad_frame", message);
-  let doc: unknown;
-  try {
-    doc = JSON.parse(text);
-  } catch (e) {
-    return fatal(`text frame is not JSON: ${(e as Error).message}`);
-  }
+  const parsed = parseJson(text);
+  if (!parsed.ok)
+    return parsed.code === "too_deep" ? refused("too_deep", parsed.message) : fatal(`text frame is not JSON: ${parsed.message}`);
+  const doc = parsed.value;
   if (!isObj(doc)) return fatal("a ClientFrame must be a JSON object");
   const list = doc.ops ?? [];
   if (!Array.isArray(list)) return fatal("ops must be an array");
+  if (list.length > maxOps) return refused("too_many_ops", `the frame carries more than ${maxOps} ops`);
   const ops = new OpList();
-  const errors: OpError[] = [];
+  const errors = new OpErrors();
   const sink = new IdSink(64);
   for (const [i, op] of list.entries()) {
     if (!isObj(op)) {
@@ -156,7 +155,7 @@ export function readJsonFrame(text: string, maxIds: number): ReadFrame {
       }
       const wrong = ids.findIndex((v) => typeof v !== "number" || !Number.isInteger(v) || v < 0 || v > 0xffffffff);
       if (wrong >= 0) {
-        bad("bad_token_id", `ids[${wrong}] is not a uint32 token id: ${JSON.stringify(ids[wrong])}`);
+        bad("bad_token_id", `ids[${wrong}] is not a uint32 token id: ${describeValue(ids[wrong])}`);
         continue;
       }
       if (sink.n + ids.length > maxIds) return refused("too_many_ids", `the frame carries more than ${maxIds} token ids`);
@@ -165,5 +164,5 @@ export function readJsonFrame(text: string, maxIds: number): ReadFrame {
       ops.tokens(stream, handle, start, sink.n);
     }
   }
-  return { ops, ids: sink.ids.subarray(0, sink.n), errors };
+  return { ops, ids: sink.ids.subarray(0, sink.n), errors: errors.done() };
 }

@@ -55,7 +55,7 @@ export interface RenderOp {
 export type ClientOp = OpenOp | TokensOp | CloseOp | RenderOp;
 
 export interface OpError {
-  code: "bad_frame" | "unknown_op" | "bad_token_id" | "too_many_ids";
+  code: "bad_frame" | "unknown_op" | "bad_token_id" | "too_many_ids" | "too_deep" | "too_many_ops";
   message: string;
   stream: string;
   /** The handle the op named its stream by, if any. */
@@ -154,6 +154,42 @@ export interface ReadFrame {
   errors: OpError[];
   /** Set when the frame as a whole could not be read (nothing in it was used). */
   fatal?: OpError;
+}
+
+/** Ops one frame may carry (`--max-ops-per-frame`'s default): a step of 16,384 streams, each an open, tokens and a close, with room to spare. */
+export const MAX_OPS_PER_FRAME = 65536;
+
+/** Errors of one code answered one by one in a frame; past this they are counted in one more error. */
+export const MAX_ERRORS_PER_CODE = 16;
+
+/**
+ * A frame's op errors, bounded before the answer is built: the first
+ * MAX_ERRORS_PER_CODE of each code are kept as they are, the rest are
+ * counted and reported in one error of that code at the end.
+ */
+export class OpErrors {
+  readonly list: OpError[] = [];
+  private readonly extra = new Map<OpError["code"], number>();
+  private readonly seen = new Map<OpError["code"], number>();
+
+  push(e: OpError): void {
+    const n = (this.seen.get(e.code) ?? 0) + 1;
+    this.seen.set(e.code, n);
+    if (n <= MAX_ERRORS_PER_CODE) this.list.push(e);
+    else this.extra.set(e.code, (this.extra.get(e.code) ?? 0) + 1);
+  }
+
+  /** The errors to answer with, each code's count of the rest last. */
+  done(): OpError[] {
+    for (const [code, n] of this.extra) {
+      this.list.push({
+        code,
+        message: `and ${n} more ops with this error in the frame (only the first ${MAX_ERRORS_PER_CODE} are listed)`,
+        stream: "",
+      });
+    }
+    return this.list;
+  }
 }
 
 /** A frame of which nothing is used. */

@@ -13,11 +13,13 @@
  * connection, and at most `maxBufferedBytes` of answers wait to be written;
  * past either, the transport stops reading from this client until it drains.
  */
+import { describeValue } from "../core/json.js";
 import { randomBytes } from "node:crypto";
 import { CLOSE_CODES, type CloseCode, type ServiceErrorCode } from "../core/errors.js";
 import { BinaryFrameReader } from "../protocol/binary-frame.js";
 import { readJsonFrame } from "../protocol/json-frame.js";
 import {
+  MAX_ERRORS_PER_CODE,
   OP_CLOSE,
   OP_OPEN,
   OP_TOKENS,
@@ -31,10 +33,11 @@ import {
 import { encodeServerFrame, jsonServerFrame, type StreamRef, type WireEvent } from "../protocol/events.js";
 import { FrameRoute, type CloseReason } from "../pool/route.js";
 import { opRef, refOf, StreamBook, type StreamState } from "./streams.js";
+import { memoScope } from "../store/store.js";
 import type { OpenWith, OpsResult, OutputFormat } from "../pool/task.js";
 import type { Logger } from "pino";
 import type { Metrics } from "./metrics.js";
-import type { Limits } from "./limits.js";
+import { STREAM_BYTES, type Limits } from "./limits.js";
 import type { ParserPool } from "../pool/pool.js";
 import type { Schema } from "../protocol/schema.js";
 import type { ReasoningStore } from "../store/store.js";
@@ -59,7 +62,9 @@ export interface ConnectionHost {
   readonly pool: ParserPool;
   readonly cot: ReasoningStore;
   /** Render a chat request (JSON text) into a Harmony prompt. */
-  renderJson(json: string): RenderOutcome;
+  renderJson(json: string, tenant: string): Promise<RenderOutcome>;
+  /** Whether the process is past its memory budget (no new streams then). */
+  overBudget(): boolean;
   /** Fold a batch's counts into the metrics and the reasoning store. */
   recordCounts(r: OpsResult, conn: number): void;
   connectionClosed(c: Connection): void;
@@ -68,6 +73,35 @@ export interface ConnectionHost {
 /** Tools one stream may declare (Open.tools), and the length of a name. */
 export const MAX_TOOLS = 256;
 export const MAX_TOOL_NAME = 256;
+
+/**
+ * The errors about a frame's ops, bounded before the answer is built (as the
+ * frame readers bound theirs): the first MAX_ERRORS_PER_CODE of each code
+ * are answered, the rest of that code are counted in one last error.
+ */
+class FrameErrors {
+  private readonly seen = new Map<string, number>();
+
+  add(immediate: WireEvent[], ev: WireEvent): void {
+    const code = (ev.error as { code: string }).code;
+    const n = (this.seen.get(code) ?? 0) + 1;
+    this.seen.set(code, n);
+    if (n <= MAX_ERRORS_PER_CODE) immediate.push(ev);
+  }
+
+  /** Append the counts of what was left out, and start over for the next frame. */
+  flush(immediate: WireEvent[]): void {
+    for (const [code, n] of this.seen) {
+      if (n <= MAX_ERRORS_PER_CODE) continue;
+      const message = `and ${n - MAX_ERRORS_PER_CODE} more ops with this error in the frame (only the first ${MAX_ERRORS_PER_CODE} are listed)`;
+      immediate.push({ stream: "", error: { code, message, at: 0 } } as WireEvent);
+    }
+    this.seen.clear();
+  }
+}
+
+/** Holds a render op's place in a frame's answer until its render is done. */
+const RENDERING: WireEvent = Object.freeze({ stream: "" }) as WireEvent;
 
 /** Close reasons we accept, as the parser names them. */
 const REASONS: ReadonlySet<string> = new Set<CloseReason>(["eos", "length", "abort"]);
@@ -92,13 +126,20 @@ export class Connection {
   private lastActivity = Date.now();
   private readonly slotsUsed = new Set<number>();
   /** Random per connection; with a counter it makes tool call ids unique without a syscall per open. */
-  private readonly idBase = randomBytes(6).toString("hex");
+  private readonly idBase = randomBytes(12).toString("hex");
+  private readonly memoScope: string;
+  /** This frame's op errors by code: past MAX_ERRORS_PER_CODE of one code they are counted, not answered. */
+  private readonly opErrors = new FrameErrors();
   private opened = 0;
 
   constructor(
     private readonly service: ConnectionHost,
     private readonly transport: Transport,
-  ) {}
+    /** Whose streams these are (Service.tenantOf): remembered reasoning is scoped by it. */
+    readonly tenant: string,
+  ) {
+    this.memoScope = memoScope(tenant);
+  }
 
   /** Which edge the connection came in on. */
   get kind(): Transport["kind"] {
@@ -137,6 +178,8 @@ export class Connection {
     // (handle, else name): a stream opened later in the frame whose events
     // carry the same goes there, so the old stream's last events come first
     let closedHere: Map<string | number, number> | null = null;
+    // renders (rare) run on the render thread; their answers take their place in the frame's order
+    let renders: Promise<void>[] | null = null;
     const ops = read.ops;
     for (let i = 0; i < ops.n; i++) {
       const kind = ops.kinds[i]!;
@@ -144,29 +187,31 @@ export class Connection {
       const handle = ops.handles[i]!;
       if (name === "" && (handle === 0 || kind === OP_OPEN)) {
         // (an open's handle may be another stream's: that error is the connection's)
-        immediate.push(this.unnamed(kind, handle));
+        this.opErrors.add(immediate, this.unnamed(kind, handle));
       } else if (kind === OP_TOKENS) {
         const st = this.streams.find(name, handle);
         if (st) route.tokens(st, ops.starts[i]!, ops.ends[i]!);
-        else immediate.push(this.lateOp(name, handle));
+        else this.opErrors.add(immediate, this.lateOp(name, handle));
       } else if (kind === OP_OPEN) {
         const refused = this.openStream(ops.rare[i] as OpenOp, name, handle, closedHere, route);
-        if (refused) immediate.push(refused);
+        if (refused) this.opErrors.add(immediate, refused);
       } else if (kind === OP_CLOSE) {
         const st = this.closeStream(ops.rare[i] as CloseOp, name, handle, route, immediate);
         if (st) (closedHere ??= new Map()).set(st.handle !== 0 ? st.handle : st.name, st.slot);
       } else if (kind === OP_RENDER) {
         // answered in frame order with the rest of this frame
-        immediate.push(this.render(name, (ops.rare[i] as RenderOp).json));
+        const at = immediate.push(RENDERING) - 1;
+        (renders ??= []).push(this.render(name, (ops.rare[i] as RenderOp).json).then((ev) => void (immediate[at] = ev)));
       }
     }
+    this.opErrors.flush(immediate);
     // answer
     const { results, pending } = route.dispatch();
     const answer = (done: (OpsResult | null)[]) => {
       this.sendFrame(json, immediate, done);
       svc.metrics.frameLatency.observe((performance.now() - started) / 1000);
     };
-    if (!pending && this.queued === 0) {
+    if (!pending && renders === null && this.queued === 0) {
       // nothing ahead of this frame and nothing to wait for: answer now
       answer(results as (OpsResult | null)[]);
       return;
@@ -174,8 +219,10 @@ export class Connection {
     this.inflight++;
     this.updateFlow();
     const all = Promise.all(results);
+    const rendered = renders === null ? null : Promise.all(renders);
     this.enqueue(async () => {
       const done = await all;
+      if (rendered !== null) await rendered;
       this.inflight--;
       answer(done);
       this.updateFlow();
@@ -291,12 +338,19 @@ export class Connection {
     route: FrameRoute,
   ): WireEvent | null {
     if (this.draining) return this.errorEvent(name, "shutting_down", "the server is draining; no new streams");
-    if (this.streams.has(name)) return this.errorEvent(name, "duplicate_stream", `stream ${JSON.stringify(name)} is already open`);
+    if (this.streams.has(name)) return this.errorEvent(name, "duplicate_stream", `stream ${describeValue(name)} is already open`);
     const holder = handle !== 0 ? this.streams.holder(handle) : undefined;
     if (holder)
-      return this.errorEvent(name, "duplicate_stream", `handle ${handle} is already in use by stream ${JSON.stringify(holder.name)}`);
-    const max = this.service.limits.maxStreamsPerConnection;
+      return this.errorEvent(name, "duplicate_stream", `handle ${handle} is already in use by stream ${describeValue(holder.name)}`);
+    const l = this.service.limits;
+    const max = l.maxStreamsPerConnection;
     if (this.streams.size >= max) return this.errorEvent(name, "too_many_streams", `at most ${max} open streams per connection`);
+    if (name.length > l.maxStreamName) return this.errorEvent(name, "bad_option", `a stream name is at most ${l.maxStreamName} characters`);
+    if (this.streams.bytes + STREAM_BYTES + 2 * name.length > l.maxConnectionBytes) {
+      return this.errorEvent(name, "over_budget", `the connection's streams are at their budget (${l.maxConnectionBytes} bytes)`);
+    }
+    if (this.service.overBudget())
+      return this.errorEvent(name, "over_budget", "the server is near its memory budget; no new streams for now");
     const spec = this.openSpec(op, name, handle);
     if (typeof spec === "string") return this.errorEvent(name, "bad_option", spec);
     const pool = this.service.pool;
@@ -314,13 +368,13 @@ export class Connection {
   private closeStream(op: CloseOp, name: string, handle: number, route: FrameRoute, immediate: WireEvent[]): StreamState | null {
     const st = this.streams.find(name, handle);
     if (!st) {
-      immediate.push(this.lateOp(name, handle));
+      this.opErrors.add(immediate, this.lateOp(name, handle));
       return null;
     }
     const reason = op.reason === "" ? "eos" : op.reason;
     if (!REASONS.has(reason)) {
-      const message = `close reason must be eos, length or abort, not ${JSON.stringify(op.reason)}`;
-      immediate.push(this.errorEvent(opRef(name, handle), "bad_option", message));
+      const message = `close reason must be eos, length or abort, not ${describeValue(op.reason)}`;
+      this.opErrors.add(immediate, this.errorEvent(opRef(name, handle), "bad_option", message));
       return null;
     }
     this.forget(st);
@@ -329,8 +383,8 @@ export class Connection {
   }
 
   /** A render op's answer. */
-  private render(name: string, json: string): WireEvent {
-    const r = this.service.renderJson(json);
+  private async render(name: string, json: string): Promise<WireEvent> {
+    const r = await this.service.renderJson(json, this.tenant);
     if (r.ok) return { stream: name, rendered: { request_id: name, ids: r.ids, text: r.text, restored: r.restored } };
     return this.errorEvent(name, "bad_request", `${r.error.code}${r.error.path ? ` at ${r.error.path}` : ""}: ${r.error.message}`);
   }
@@ -357,12 +411,12 @@ export class Connection {
   private openSpec(op: OpenOp, name: string, handle: number): OpenWith | string {
     const { role, mode, whole_messages: whole, non_strict: nonStrict } = op;
     const r = role === "" || role === "assistant" ? "assistant" : role === "none" ? null : undefined;
-    if (r === undefined) return `role must be assistant or none, not ${JSON.stringify(role)}`;
+    if (r === undefined) return `role must be assistant or none, not ${describeValue(role)}`;
     const m = mode === "" ? "resilient" : mode;
-    if (m !== "resilient" && m !== "strict") return `mode must be resilient or strict, not ${JSON.stringify(mode)}`;
+    if (m !== "resilient" && m !== "strict") return `mode must be resilient or strict, not ${describeValue(mode)}`;
     if (nonStrict && m !== "strict") return "non_strict applies to strict mode only";
     const afterStop = op.after_stop === "" ? "drop" : op.after_stop;
-    if (afterStop !== "drop" && afterStop !== "parse") return `after_stop must be drop or parse, not ${JSON.stringify(op.after_stop)}`;
+    if (afterStop !== "drop" && afterStop !== "parse") return `after_stop must be drop or parse, not ${describeValue(op.after_stop)}`;
     if (op.tools.length > MAX_TOOLS) return `at most ${MAX_TOOLS} tools per stream, not ${op.tools.length}`;
     for (const t of op.tools) if (t.length > MAX_TOOL_NAME) return `a tool name is at most ${MAX_TOOL_NAME} characters`;
     const created = Math.floor(Date.now() / 1000);
@@ -373,11 +427,11 @@ export class Connection {
     else if (op.format === "openai.chat") {
       const field = op.reasoning_field || "reasoning";
       if (field !== "reasoning" && field !== "reasoning_content") {
-        return `reasoning_field must be reasoning or reasoning_content, not ${JSON.stringify(op.reasoning_field)}`;
+        return `reasoning_field must be reasoning or reasoning_content, not ${describeValue(op.reasoning_field)}`;
       }
       format = { kind: "openai.chat", id: `chatcmpl-${hex}`, model, created, reasoningField: field };
     } else if (op.format === "openai.responses") format = { kind: "openai.responses", id: `resp_${hex}`, model, created };
-    else return `format must be events, openai.chat or openai.responses, not ${JSON.stringify(op.format)}`;
+    else return `format must be events, openai.chat or openai.responses, not ${describeValue(op.format)}`;
     return {
       role: r,
       mode: m,
@@ -385,6 +439,7 @@ export class Connection {
       nonStrict,
       callIdPrefix: `call_${hex}_`,
       rememberReasoning: this.service.cot.enabled,
+      memoScope: this.memoScope,
       format,
       afterStop,
       tools: op.tools.length > 0 ? op.tools : null,
@@ -401,7 +456,8 @@ export class Connection {
     let frame: Uint8Array | string;
     if (json) {
       const parts = immediate.map((e) => JSON.stringify(e));
-      for (const r of results) if (r?.json) parts.push(...r.json);
+      // one by one: a frame can answer with a hundred thousand events, too many to spread into arguments
+      for (const r of results) if (r?.json) for (const part of r.json) parts.push(part);
       if (parts.length === 0) return;
       frame = jsonServerFrame(parts);
     } else {

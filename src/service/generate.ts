@@ -22,9 +22,15 @@ export function generate(
   engine: Engine,
   request: CompletionRequest,
   open: Obj,
+  tenant: string,
   onObject: (choice: number, obj: Obj, usage: UpstreamUsage | null) => void,
 ): Generation {
-  const local = new LocalConnection(svc);
+  const local = new LocalConnection(svc, tenant);
+  // an upstream that fails before its first chunk gets the client a proper
+  // status (4xx kept, 502, 504), not a 200 with a cut-short answer: the
+  // sessions are then closed without a word to the client
+  let upstreamAnswered = false;
+  let quiet = false;
   const ctrl = new AbortController();
   const n = request.n;
   const names = Array.from({ length: n }, () => local.name("gen"));
@@ -37,9 +43,11 @@ export function generate(
   });
   names.forEach((name, choice) => {
     local.listen(name, (ev) => {
-      if (ev.openai) onObject(choice, ev.openai as Obj, usage);
-      else if (ev.error && (ev.error as Obj).code === "worker_crashed") onObject(choice, { harmony_error: ev.error }, usage);
       const last = ev.done !== undefined || isClosing(ev.openai as Obj | undefined);
+      if (!quiet) {
+        if (ev.openai) onObject(choice, ev.openai as Obj, usage);
+        else if (ev.error && (ev.error as Obj).code === "worker_crashed") onObject(choice, { harmony_error: ev.error }, usage);
+      }
       if (last && --pending === 0) finishAll();
     });
   });
@@ -50,6 +58,7 @@ export function generate(
     let error: UpstreamError | null = null;
     try {
       for await (const chunk of engine.complete(request, ctrl.signal)) {
+        upstreamAnswered = true;
         if (chunk.usage) usage = chunk.usage;
         const ops: Obj[] = [];
         for (const c of chunk.choices) {
@@ -65,7 +74,8 @@ export function generate(
       error = e;
     }
     // whatever did not finish: a broken or aborted generation ends cut short
-    const cut = ctrl.signal.aborted ? "abort" : error ? "length" : "eos";
+    if (error && !upstreamAnswered) quiet = true;
+    const cut = ctrl.signal.aborted || quiet ? "abort" : error ? "length" : "eos";
     local.send(names.map((stream, i) => ({ close: { stream, reason: finished.get(i) ?? cut } })));
     await allFinished;
     local.close();

@@ -13,7 +13,27 @@ export interface Limits {
   maxInflightFrames: number;
   /** Answer bytes waiting for a slow reader before it stops being read. */
   maxBufferedBytes: number;
+  /** Ops in one frame (a frame with more is refused whole, before its answer is built). */
+  maxOpsPerFrame: number;
+  /** Characters of a stream name. */
+  maxStreamName: number;
+  /**
+   * What one connection's open streams may hold, counted as a stream's
+   * bounded parser state (STREAM_BYTES) plus its name: new streams past it
+   * are refused with `over_budget`.
+   */
+  maxConnectionBytes: number;
+  /** V8 heap bytes past which no new stream is opened anywhere (`over_budget`); 0: 75% of the heap limit. */
+  memoryBudgetBytes: number;
 }
+
+/**
+ * What an open stream holds, for the connection budget: its parser's bounded
+ * state (the 512-id window, header and pending bytes: under 16 KiB, a
+ * property test checks it) and its session; a tool call's arguments come on
+ * top, up to 1 Mi characters, and are left to the process budget.
+ */
+export const STREAM_BYTES = 16 * 1024;
 
 export const DEFAULT_LIMITS: Limits = {
   maxFrameBytes: 4 * 1024 * 1024,
@@ -23,4 +43,8 @@ export const DEFAULT_LIMITS: Limits = {
   pingIntervalMs: 30_000,
   maxInflightFrames: 64,
   maxBufferedBytes: 8 * 1024 * 1024,
+  maxOpsPerFrame: 65536,
+  maxStreamName: 1024,
+  maxConnectionBytes: 256 * 1024 * 1024,
+  memoryBudgetBytes: 0,
 };

@@ -13,7 +13,7 @@ export class LocalConnection {
   private readonly listeners = new Map<string, LocalListener>();
   private n = 0;
 
-  constructor(service: Service) {
+  constructor(service: Service, tenant: string) {
     const transport: Transport = {
       kind: "http",
       send: (frame, done) => {
@@ -26,7 +26,7 @@ export class LocalConnection {
       resume: () => undefined,
       end: () => undefined,
     };
-    this.conn = service.newConnection(transport);
+    this.conn = service.newConnection(transport, tenant);
   }
 
   /** A fresh stream name on this connection. */

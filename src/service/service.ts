@@ -5,12 +5,17 @@
  * src/server.ts; nothing here knows a transport.
  */
 import os from "node:os";
+import { getHeapStatistics } from "node:v8";
+import { createHash, timingSafeEqual } from "node:crypto";
+import { parseJson } from "../core/json.js";
+import { LOCAL_TENANT, memoScope } from "../store/store.js";
 import { pino, type Logger } from "pino";
 import { ParserPool } from "../pool/pool.js";
 import type { OpsResult } from "../pool/task.js";
 import { schema, type Schema } from "../protocol/schema.js";
 import { loadHarmonyEncoding, type HarmonyEncoding } from "../vocab/index.js";
-import { renderRequest, type RenderOutcome } from "../openai/render.js";
+import { restoreReasoning, type RenderOutcome } from "../openai/render.js";
+import { Renderer } from "./renderer.js";
 import { CotStore } from "../store/memory.js";
 import { Connection, type ConnectionHost, type Transport } from "./connection.js";
 import type { Limits } from "./limits.js";
@@ -63,8 +68,10 @@ export class Service implements ConnectionHost {
   readonly token: string | undefined;
   pool!: ParserPool;
   readonly cot: CotStore;
-  private enc?: HarmonyEncoding;
   private readonly connections = new Set<Connection>();
+  private renderer?: Renderer;
+  private budgetAt = -Infinity;
+  private overBudgetNow = false;
   private stopping = false;
   private idleTimer?: NodeJS.Timeout;
 
@@ -78,7 +85,6 @@ export class Service implements ConnectionHost {
   /** Build the vocabulary and start the workers. */
   start(): void {
     const enc = loadHarmonyEncoding({ shared: true });
-    this.enc = enc;
     this.metrics.watchCotStore(this.cot);
     this.pool = new ParserPool({
       workers: this.options.workers,
@@ -94,6 +100,7 @@ export class Service implements ConnectionHost {
       for (const c of this.connections) c.onWorkerCrash(slot, generation);
     });
     this.idleTimer = setInterval(() => this.closeIdle(), Math.min(this.limits.idleTimeoutMs, 5000)).unref();
+    this.renderer = new Renderer();
   }
 
   ready(): boolean {
@@ -103,14 +110,49 @@ export class Service implements ConnectionHost {
   /** Bearer-token check shared by both edges. */
   authorized(header: string | undefined): boolean {
     if (!this.token) return true;
-    return header === `Bearer ${this.token}`;
+    if (header === undefined) return false;
+    // compared in constant time: a timing difference must not reveal the token
+    const a = Buffer.from(header);
+    const b = Buffer.from(`Bearer ${this.token}`);
+    return a.length === b.length && timingSafeEqual(a, b);
   }
 
-  newConnection(transport: Transport): Connection {
-    const c = new Connection(this, transport);
+  /**
+   * The tenant a client belongs to, by its Authorization header: the hash of
+   * its bearer token, or the one local tenant when the service has no token.
+   * Remembered reasoning is scoped by it (docs/security.md).
+   */
+  tenantOf(authorization: string | undefined): string {
+    if (!this.token) return LOCAL_TENANT;
+    return createHash("sha256")
+      .update(authorization ?? "")
+      .digest("hex")
+      .slice(0, 32);
+  }
+
+  newConnection(transport: Transport, tenant: string = LOCAL_TENANT): Connection {
+    const c = new Connection(this, transport, tenant);
     this.connections.add(c);
     this.metrics.connections.inc({ transport: transport.kind });
     return c;
+  }
+
+  /**
+   * Whether the V8 heap is past the memory budget (limits.memoryBudgetBytes,
+   * else 75% of the heap limit): new streams are then refused with
+   * `over_budget` until garbage collection brings it back, so that input
+   * within the documented limits never runs the process out of memory.
+   * Read at most every 50 ms (a heap-statistics call per open would cost).
+   */
+  overBudget(): boolean {
+    const now = performance.now();
+    if (now - this.budgetAt > 50) {
+      this.budgetAt = now;
+      const h = getHeapStatistics();
+      const budget = this.limits.memoryBudgetBytes > 0 ? this.limits.memoryBudgetBytes : 0.75 * h.heap_size_limit;
+      this.overBudgetNow = h.used_heap_size > budget;
+    }
+    return this.overBudgetNow;
   }
 
   connectionClosed(c: Connection): void {
@@ -130,19 +172,22 @@ export class Service implements ConnectionHost {
   }
 
   /** Render a chat request (JSON text) into a Harmony prompt, restoring dropped reasoning. */
-  renderJson(json: string): RenderOutcome {
-    let request: unknown;
-    try {
-      request = JSON.parse(json);
-    } catch (e) {
-      return { ok: false, error: { code: "bad_json", message: `the request is not JSON: ${(e as Error).message}`, path: "" } };
-    }
-    return this.render(request);
+  async renderJson(json: string, tenant: string): Promise<RenderOutcome> {
+    const parsed = parseJson(json);
+    if (!parsed.ok)
+      return { ok: false, error: { code: parsed.code, message: `the request is not usable JSON: ${parsed.message}`, path: "" } };
+    return this.render(parsed.value, tenant);
   }
 
-  render(request: unknown): RenderOutcome {
-    const enc = this.enc!;
-    const r = renderRequest(request, { encodeOrdinary: enc.encodeOrdinary, recall: (id) => this.cot.recall(id) });
+  /**
+   * Render for `tenant`: only reasoning that tenant's streams remembered is
+   * restored (here, from the store), and the prompt is tokenized on the
+   * render thread (./renderer.ts), never on this one.
+   */
+  async render(request: unknown, tenant: string): Promise<RenderOutcome> {
+    const scope = memoScope(tenant);
+    const { request: restoredRequest, restored } = restoreReasoning(request, (id) => this.cot.recall(scope + id));
+    const r = await this.renderer!.render(restoredRequest, restored);
     this.metrics.renders.inc({ outcome: r.ok ? "ok" : "error" });
     if (r.ok && r.restored.length > 0) this.metrics.cotRestored.inc(r.restored.length);
     return r;
@@ -182,5 +227,6 @@ export class Service implements ConnectionHost {
   async close(): Promise<void> {
     clearInterval(this.idleTimer);
     await this.pool?.close();
+    await this.renderer?.close();
   }
 }

@@ -4,8 +4,10 @@
  * a precise error. What to do with a stream's ops is the connection's and the
  * pool's business; this only knows which streams there are.
  */
+import { describeValue } from "../core/json.js";
 import type { StreamRef } from "../protocol/events.js";
 import type { Routed } from "../pool/route.js";
+import { STREAM_BYTES } from "./limits.js";
 import { RecentSet } from "./recent.js";
 
 export interface StreamState extends Routed {
@@ -76,9 +78,15 @@ export class StreamBook {
   private readonly closed = new RecentSet<string>(RECENTLY_CLOSED);
   private readonly closedHandles = new RecentSet<number>(RECENTLY_CLOSED);
   private nextSid = 1;
+  private nameChars = 0;
 
   get size(): number {
     return this.byName.size;
+  }
+
+  /** What the open streams hold by the connection budget's count: STREAM_BYTES each, plus their names. */
+  get bytes(): number {
+    return this.byName.size * STREAM_BYTES + 2 * this.nameChars;
   }
 
   has(name: string): boolean {
@@ -99,6 +107,7 @@ export class StreamBook {
   open(name: string, handle: number, slot: number, generation: number): StreamState {
     const st: StreamState = { name, handle, slot, generation, sid: this.nextSid++, session: null };
     this.byName.set(name, st);
+    this.nameChars += name.length;
     this.closed.delete(name);
     if (handle !== 0) {
       this.handles.set(handle, st);
@@ -116,21 +125,20 @@ export class StreamBook {
   /** Why `find(name, handle)` found nothing. */
   whyNot(name: string, handle: number): LateOp {
     const st = handle !== 0 ? this.handles.get(handle) : undefined;
-    if (st)
-      return { code: "unknown_stream", message: `handle ${handle} is stream ${JSON.stringify(st.name)}, not ${JSON.stringify(name)}` };
+    if (st) return { code: "unknown_stream", message: `handle ${handle} is stream ${describeValue(st.name)}, not ${describeValue(name)}` };
     const byName = handle === 0;
     if (byName ? this.closed.has(name) : this.closedHandles.has(handle)) {
       return {
         code: "stream_closed",
-        message: byName ? `stream ${JSON.stringify(name)} is closed` : `the stream with handle ${handle} is closed`,
+        message: byName ? `stream ${describeValue(name)} is closed` : `the stream with handle ${handle} is closed`,
       };
     }
-    return { code: "unknown_stream", message: byName ? `no open stream ${JSON.stringify(name)}` : `no open stream with handle ${handle}` };
+    return { code: "unknown_stream", message: byName ? `no open stream ${describeValue(name)}` : `no open stream with handle ${handle}` };
   }
 
   /** The stream is closed (or lost): forget it, and remember its name and handle as closed. */
   forget(st: StreamState): void {
-    this.byName.delete(st.name);
+    if (this.byName.delete(st.name)) this.nameChars -= st.name.length;
     this.closed.add(st.name);
     if (st.handle !== 0) {
       this.handles.delete(st.handle);

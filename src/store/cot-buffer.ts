@@ -159,15 +159,16 @@ export class CotBuffer {
  * which a worker returns with its results); a final answer ends the turn,
  * and its reasoning is let go.
  */
-export function followReasoning(cot: CotBuffer, ev: HarmonyEvent, sink: MemoSink | null, memos: ReasoningMemo[]): void {
+export function followReasoning(cot: CotBuffer, ev: HarmonyEvent, sink: MemoSink | null, memos: ReasoningMemo[], scope: string): void {
   if (ev.type === "delta") {
     if (ev.kind === "reasoning") cot.append(ev.text);
   } else if (ev.type === "message_end") cot.separate();
   else if (ev.type === "tool_call_start") {
-    if (sink !== null) cot.memoTo(ev.id, sink);
+    // the key is the call id in its tenant's scope (src/store/store.ts)
+    if (sink !== null) cot.memoTo(scope + ev.id, sink);
     else {
       const bytes = cot.memo();
-      if (bytes !== null) memos.push({ id: ev.id, bytes });
+      if (bytes !== null) memos.push({ id: scope + ev.id, bytes });
     }
   } else if (ev.type === "message_start" && ev.channel === "final" && ev.recipient === null) cot.clear();
 }

@@ -5,6 +5,18 @@
  * in-process store (./memory.ts) implements it today, and a shared backend
  * can stand behind the same calls.
  */
+/** The tenant of every client when the service has no bearer token. */
+export const LOCAL_TENANT = "local";
+
+/**
+ * The prefix of a tenant's keys in the store: a tool call id is only
+ * recalled for the tenant whose stream emitted it, so another client that
+ * learns (or guesses) a call id gets nothing.
+ */
+export function memoScope(tenant: string): string {
+  return `${tenant}:`;
+}
+
 export interface ReasoningStore {
   /** False when remembering is switched off (a budget of 0 bytes): streams then keep no reasoning. */
   readonly enabled: boolean;

@@ -66,7 +66,7 @@ export async function startGrpc(svc: Service, host: string, port: number): Promi
   });
 
   server.addService(HARMONY_SERVICE, {
-    Render: (call: grpc.ServerUnaryCall<Buffer, Buffer>, cb: grpc.sendUnaryData<Buffer>) => {
+    Render: async (call: grpc.ServerUnaryCall<Buffer, Buffer>, cb: grpc.sendUnaryData<Buffer>) => {
       if (!svc.authorized(call.metadata.get("authorization")[0]?.toString())) {
         cb({ code: grpc.status.UNAUTHENTICATED, details: "a valid bearer token is required" });
         return;
@@ -78,10 +78,10 @@ export async function startGrpc(svc: Service, host: string, port: number): Promi
         cb({ code: grpc.status.INVALID_ARGUMENT, details: "bad_frame: not a harmony.v1.Render message" });
         return;
       }
-      const r = svc.renderJson(req.request_json);
+      const r = await svc.renderJson(req.request_json, svc.tenantOf(call.metadata.get("authorization")[0]?.toString()));
       if (!r.ok) {
         cb({
-          code: grpc.status.INVALID_ARGUMENT,
+          code: r.error.code === "render_timeout" ? grpc.status.UNAVAILABLE : grpc.status.INVALID_ARGUMENT,
           details: `${r.error.code}${r.error.path ? ` at ${r.error.path}` : ""}: ${r.error.message}`,
         });
         return;
@@ -111,7 +111,7 @@ export async function startGrpc(svc: Service, host: string, port: number): Promi
           else call.end();
         },
       };
-      const conn = svc.newConnection(transport);
+      const conn = svc.newConnection(transport, svc.tenantOf(call.metadata.get("authorization")[0]?.toString()));
       call.on("data", (b: Buffer) => conn.onFrame(new Uint8Array(b.buffer, b.byteOffset, b.byteLength)));
       call.on("end", () => void conn.finish());
       call.on("cancelled", () => conn.close());

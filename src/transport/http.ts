@@ -16,7 +16,9 @@ import type { Transport } from "../service/connection.js";
 import type { Service } from "../service/service.js";
 import type { HttpErrorCode } from "../core/errors.js";
 import { OPENAI_PATHS, type OpenAIFront } from "./openai-front.js";
-import { sendJson as json } from "./respond.js";
+import { Access, OPEN_ACCESS, type AccessPolicy } from "./access.js";
+import { closeInspect, handleInspect, handleParse, inspectRoute, PARSE_PATH } from "./inspect.js";
+import { readJson, sendJson as json } from "./respond.js";
 
 export const STREAM_PATH = "/v1/stream";
 export const RENDER_PATH = "/v1/render";
@@ -81,22 +83,34 @@ export interface HttpEdge {
  * Listen on `host:port`; with a front (sidecar mode), its OpenAI paths are
  * served too.
  */
-export async function startHttp(svc: Service, front: OpenAIFront | null, host: string, port: number): Promise<HttpEdge> {
+export async function startHttp(
+  svc: Service,
+  front: OpenAIFront | null,
+  host: string,
+  port: number,
+  policy: AccessPolicy = OPEN_ACCESS,
+): Promise<HttpEdge> {
+  const access = new Access(policy, host);
   const limits = svc.limits;
   const wss = new WebSocketServer({ noServer: true, maxPayload: limits.maxFrameBytes, perMessageDeflate: false });
   let accepting = true;
 
   const server = http.createServer((req, res) => {
     const url = new URL(req.url ?? "/", "http://localhost");
+    // probes stay open whatever sends them
+    if (url.pathname === "/healthz") return json(res, 200, { status: "ok" });
+    if (url.pathname === "/readyz") return svc.ready() ? json(res, 200, { status: "ready" }) : json(res, 503, { status: "not ready" });
+    const refusal = access.check(req);
+    if (refusal) return refuse(res, refusal.status, refusal.code, refusal.message);
     if (url.pathname === RENDER_PATH) return render(req, res);
+    if (inspectRoute(url.pathname)) return url.pathname === PARSE_PATH ? handleParse(svc, req, res) : handleInspect(req, res);
     if (OPENAI_PATHS.has(url.pathname)) return openai(url.pathname, req, res);
     if (req.method !== "GET" && req.method !== "HEAD") return json(res, 405, { error: "method not allowed" });
     switch (url.pathname) {
-      case "/healthz":
-        return json(res, 200, { status: "ok" });
-      case "/readyz":
-        return svc.ready() ? json(res, 200, { status: "ready" }) : json(res, 503, { status: "not ready" });
       case "/metrics":
+        if (!policy.publicMetrics && !svc.authorized(req.headers.authorization)) {
+          return refuse(res, 401, "unauthorized", "a valid bearer token is required (or start with --public-metrics true)");
+        }
         svc.metrics.registry
           .metrics()
           .then((text) => {
@@ -132,23 +146,19 @@ export async function startHttp(svc: Service, front: OpenAIFront | null, host: s
     if (req.method !== "POST") return json(res, 405, { error: { code: "method_not_allowed", message: "POST a chat request" } });
     if (!svc.authorized(req.headers.authorization))
       return json(res, 401, { error: { code: "unauthorized", message: "a valid bearer token is required" } });
-    const chunks: Buffer[] = [];
-    let size = 0;
-    let refused = false;
-    req.on("data", (c: Buffer) => {
-      size += c.length;
-      if (size > limits.maxFrameBytes && !refused) {
-        refused = true;
-        json(res, 413, { error: { code: "too_large", message: `the body is over ${limits.maxFrameBytes} bytes` } });
-        req.destroy();
-      } else if (!refused) chunks.push(c);
-    });
-    req.on("end", () => {
-      if (refused) return;
-      const r = svc.renderJson(Buffer.concat(chunks).toString("utf8"));
+    const tenant = svc.tenantOf(req.headers.authorization);
+    void readJson(req, limits.maxFrameBytes).then(async (read) => {
+      if (!read.ok) return json(res, read.status, { error: { code: read.code, message: read.message, path: "" } });
+      const r = await svc.render(read.value, tenant);
+      if (!r.ok && r.error.code === "render_timeout") return json(res, 503, { error: r.error });
       if (r.ok) json(res, 200, { ids: r.ids, text: r.text, restored: r.restored });
       else json(res, 400, { error: r.error });
     });
+  }
+
+  /** An error answer in the shape both the OpenAI front and /v1/render clients read (`error.code`, `error.message`). */
+  function refuse(res: http.ServerResponse, status: number, code: HttpErrorCode, message: string): void {
+    json(res, status, { error: { message, type: "invalid_request_error", param: null, code } });
   }
 
   server.on("upgrade", (req, socket, head) => {
@@ -158,11 +168,14 @@ export async function startHttp(svc: Service, front: OpenAIFront | null, host: s
     const url = new URL(req.url ?? "/", "http://localhost");
     if (url.pathname !== STREAM_PATH) return refuse(404, "Not Found");
     if (!accepting) return refuse(503, "Service Unavailable");
+    const refusal = access.check(req);
+    if (refusal) return refuse(refusal.status, refusal.status === 421 ? "Misdirected Request" : "Forbidden");
     if (!svc.authorized(req.headers.authorization)) return refuse(401, "Unauthorized");
-    wss.handleUpgrade(req, socket, head, (ws) => accept(ws, socket));
+    const tenant = svc.tenantOf(req.headers.authorization);
+    wss.handleUpgrade(req, socket, head, (ws) => accept(ws, socket, tenant));
   });
 
-  function accept(ws: WebSocket, socket: Duplex): void {
+  function accept(ws: WebSocket, socket: Duplex, tenant: string): void {
     const cork = new Cork(
       socket,
       () => performance.now(),
@@ -182,7 +195,7 @@ export async function startHttp(svc: Service, front: OpenAIFront | null, host: s
         ws.close(code, reason);
       },
     };
-    const conn = svc.newConnection(transport);
+    const conn = svc.newConnection(transport, tenant);
     let alive = true;
     const ping = setInterval(() => {
       if (!alive) {
@@ -225,6 +238,7 @@ export async function startHttp(svc: Service, front: OpenAIFront | null, host: s
       accepting = false;
       for (const ws of wss.clients) ws.terminate();
       await new Promise<void>((resolve) => wss.close(() => resolve()));
+      await closeInspect();
       server.closeAllConnections();
       await new Promise<void>((resolve) => server.close(() => resolve()));
     },

@@ -11,6 +11,7 @@ import type { HttpErrorCode, RenderErrorCode, RequestErrorCode } from "../core/e
 import { isObj, type JsonObject as Obj } from "../core/json.js";
 import { ChatCompletionAccumulator, type HarmonyChatCompletionChunk } from "../openai/chat.js";
 import { declaredToolNames } from "../openai/request.js";
+import { checkSampling } from "../openai/sampling.js";
 import { responsesToChat, responsesUsage } from "../openai/responses-input.js";
 import { generate, isClosing } from "../service/generate.js";
 import type { Service } from "../service/service.js";
@@ -26,6 +27,11 @@ function sendError(
   param: string | null = null,
 ): void {
   if (!res.headersSent) sendJson(res, status, { error: { message, type, param, code } });
+}
+
+/** A render refused for its content is the client's 400; one stopped at its deadline is a 503. */
+function renderStatus(code: string): number {
+  return code === "render_timeout" ? 503 : 400;
 }
 
 function setupSse(res: http.ServerResponse): void {
@@ -66,16 +72,26 @@ async function handleChat(
   res: http.ServerResponse,
 ): Promise<void> {
   const read = await readJson(req, svc.limits.maxFrameBytes);
-  if (!read.ok) return sendError(res, read.status, "invalid_request_error", "bad_json", read.message);
+  if (!read.ok) return sendError(res, read.status, "invalid_request_error", read.code, read.message);
   const request = read.value;
   if (!isObj(request)) return sendError(res, 400, "invalid_request_error", "bad_request", "the request must be a JSON object");
   const n = request.n === undefined || request.n === null ? 1 : request.n;
   if (typeof n !== "number" || !Number.isInteger(n) || n < 1 || n > 16) {
     return sendError(res, 400, "invalid_request_error", "bad_request", "n must be an integer from 1 to 16", "n");
   }
-  const rendered = svc.render(request);
+  const bad = checkSampling(request);
+  if (bad) return sendError(res, 400, "invalid_request_error", "bad_request", bad.message, bad.param);
+  const tenant = svc.tenantOf(req.headers.authorization);
+  const rendered = await svc.render(request, tenant);
   if (!rendered.ok)
-    return sendError(res, 400, "invalid_request_error", rendered.error.code, rendered.error.message, rendered.error.path || null);
+    return sendError(
+      res,
+      renderStatus(rendered.error.code),
+      "invalid_request_error",
+      rendered.error.code,
+      rendered.error.message,
+      rendered.error.path || null,
+    );
   const h = isObj(request.harmony) ? request.harmony : {};
   const reasoningField =
     h.reasoning_field === "reasoning_content" || h.reasoning_field === "reasoning" ? h.reasoning_field : cfg.reasoningField;
@@ -91,7 +107,7 @@ async function handleChat(
   const completion = { client: request, prompt: rendered.ids, n, maxTokens: request.max_completion_tokens ?? request.max_tokens };
   let started = false;
   const open = { format: "openai.chat", model, reasoning_field: reasoningField, tools: declaredToolNames(request) };
-  const gen = generate(svc, engine, completion, open, (choice, obj) => {
+  const gen = generate(svc, engine, completion, open, tenant, (choice, obj) => {
     if (obj.harmony_error) return;
     const chunk = obj as unknown as HarmonyChatCompletionChunk;
     // one completion id across choices; each choice its own index
@@ -144,21 +160,31 @@ async function handleChat(
 
 async function handleResponses(svc: Service, engine: Engine, req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
   const read = await readJson(req, svc.limits.maxFrameBytes);
-  if (!read.ok) return sendError(res, read.status, "invalid_request_error", "bad_json", read.message);
+  if (!read.ok) return sendError(res, read.status, "invalid_request_error", read.code, read.message);
   const request = read.value;
   if (!isObj(request)) return sendError(res, 400, "invalid_request_error", "bad_request", "the request must be a JSON object");
   const conv = responsesToChat(request);
   if (!conv.ok) return sendError(res, 400, "invalid_request_error", "bad_request", conv.message, conv.param);
-  const rendered = svc.render(conv.chat);
+  const bad = checkSampling(request);
+  if (bad) return sendError(res, 400, "invalid_request_error", "bad_request", bad.message, bad.param);
+  const tenant = svc.tenantOf(req.headers.authorization);
+  const rendered = await svc.render(conv.chat, tenant);
   if (!rendered.ok)
-    return sendError(res, 400, "invalid_request_error", rendered.error.code, rendered.error.message, rendered.error.path || null);
+    return sendError(
+      res,
+      renderStatus(rendered.error.code),
+      "invalid_request_error",
+      rendered.error.code,
+      rendered.error.message,
+      rendered.error.path || null,
+    );
   const model = typeof request.model === "string" ? request.model : "gpt-oss";
   const stream = request.stream === true;
   const completion = { client: request, prompt: rendered.ids, n: 1, maxTokens: request.max_output_tokens };
   let started = false;
   let final: Obj | null = null;
   const open = { format: "openai.responses", model, tools: declaredToolNames(conv.chat) };
-  const gen = generate(svc, engine, completion, open, (_choice, obj, usage) => {
+  const gen = generate(svc, engine, completion, open, tenant, (_choice, obj, usage) => {
     if (obj.harmony_error) return;
     if (isClosing(obj)) {
       final = obj;

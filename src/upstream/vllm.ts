@@ -3,6 +3,8 @@
  * endpoint, driven with token ids (`prompt` as ids, `return_token_ids:
  * true`), read as server-sent events.
  */
+import { request, type Dispatcher } from "undici";
+import { isObj, parseJson } from "../core/json.js";
 import {
   UpstreamError,
   type CompletionRequest,
@@ -86,9 +88,10 @@ export async function* streamCompletions(body: Record<string, unknown>, opts: Up
   };
   try {
     arm();
-    let res: Response;
+    let res: Dispatcher.ResponseData;
     try {
-      res = await fetch(endpoint(opts.baseUrl, "/v1/completions"), {
+      // undici's request, not fetch: fetch refuses the ports on its "bad port" list (6000 among them)
+      res = await request(endpoint(opts.baseUrl, "/v1/completions"), {
         method: "POST",
         headers: { "content-type": "application/json", accept: "text/event-stream" },
         body: JSON.stringify(body),
@@ -103,8 +106,8 @@ export async function* streamCompletions(body: Record<string, unknown>, opts: Up
       }
       throw new UpstreamError(502, "upstream_unreachable", `cannot reach the upstream: ${cause}`);
     }
-    if (!res.ok) {
-      const text = await res.text().catch(() => "");
+    if (res.statusCode < 200 || res.statusCode > 299) {
+      const text = await res.body.text().catch(() => "");
       let message = text.slice(0, 500);
       try {
         const j = JSON.parse(text) as { error?: { message?: string } | string; message?: string };
@@ -113,8 +116,9 @@ export async function* streamCompletions(body: Record<string, unknown>, opts: Up
         // not JSON: keep the text
       }
       // a client mistake the upstream refused stays a 4xx; its own failures are a 502
-      const status = res.status >= 400 && res.status < 500 ? res.status : 502;
-      throw new UpstreamError(status, "upstream_error", `upstream answered ${res.status}: ${message}`, res.status);
+      const code = res.statusCode;
+      const status = code >= 400 && code < 500 ? code : 502;
+      throw new UpstreamError(status, "upstream_error", `upstream answered ${code}: ${message}`, code);
     }
     if (!res.body) throw new UpstreamError(502, "upstream_bad_response", "the upstream answered without a body");
     const decoder = new TextDecoder();
@@ -140,7 +144,9 @@ export async function* streamCompletions(body: Record<string, unknown>, opts: Up
           }
           let chunk: Record<string, unknown>;
           try {
-            chunk = JSON.parse(data) as Record<string, unknown>;
+            const parsed = parseJson(data);
+            if (!parsed.ok || !isObj(parsed.value)) throw new Error("not a JSON object");
+            chunk = parsed.value as Record<string, unknown>;
           } catch {
             throw new UpstreamError(502, "upstream_bad_response", `the upstream sent an event that is not JSON: ${data.slice(0, 200)}`);
           }
@@ -182,8 +188,8 @@ export async function* streamCompletions(body: Record<string, unknown>, opts: Up
 /** GET /v1/models, passed through. */
 export async function listModels(baseUrl: string, timeoutMs: number): Promise<{ status: number; body: string }> {
   try {
-    const res = await fetch(endpoint(baseUrl, "/v1/models"), { signal: AbortSignal.timeout(timeoutMs) });
-    return { status: res.status, body: await res.text() };
+    const res = await request(endpoint(baseUrl, "/v1/models"), { signal: AbortSignal.timeout(timeoutMs) });
+    return { status: res.statusCode, body: await res.body.text() };
   } catch (e) {
     throw new UpstreamError(502, "upstream_unreachable", `cannot reach the upstream: ${(e as Error).message}`);
   }

@@ -9,14 +9,20 @@ import { Tiktoken } from "tiktoken/lite";
 import o200k from "tiktoken/encoders/o200k_base.json" with { type: "json" };
 import { HARMONY, specialText, type HarmonyPreset } from "../core/preset.js";
 import { buildVocabTable, type VocabTable } from "../core/vocab.js";
+import { createOrdinaryEncoder, type OrdinaryEncoder } from "./ordinary.js";
 
 export interface HarmonyEncoding {
   readonly preset: HarmonyPreset;
   readonly table: VocabTable;
   /** Text with special tokens written out → ids (`encode(text, "all")`). */
   encode(text: string): number[];
-  /** Ordinary text → ids (special-looking text stays text). */
+  /**
+   * Ordinary text → ids (special-looking text stays text): tiktoken's
+   * `encode_ordinary` ids, in O(n log n) for long pieces (see ordinary.ts).
+   */
   encodeOrdinary(text: string): number[];
+  /** The long-piece path's lookup and counters. */
+  ordinaryStats: OrdinaryEncoder["stats"];
   /** Milliseconds spent building the table. */
   readonly buildMs: number;
 }
@@ -44,11 +50,17 @@ export function loadHarmonyEncoding(opts: LoadOptions = {}): HarmonyEncoding {
     opts.shared ? (n) => new SharedArrayBuffer(n) : undefined,
   );
   const buildMs = performance.now() - t0;
+  const ordinary = createOrdinaryEncoder({
+    encodeShort: (text) => enc.encode_ordinary(text),
+    table,
+    ordinaryLimit: preset.firstSpecial,
+  });
   return {
     preset,
     table,
     buildMs,
     encode: (text) => Array.from(enc.encode(text, "all")),
-    encodeOrdinary: (text) => Array.from(enc.encode_ordinary(text)),
+    encodeOrdinary: ordinary.encode,
+    ordinaryStats: ordinary.stats,
   };
 }

@@ -15,6 +15,9 @@ import { DEFAULT_LIMITS } from "../../src/service/service.js";
 import { Server } from "../../src/server.js";
 import { harmony } from "../helpers.js";
 
+/** A JSON POST: the service refuses other content types (a page can send text/plain without asking). */
+const JSON_BODY = { "content-type": "application/json" };
+
 const { enc } = harmony();
 const services: Server[] = [];
 const clients: HarmonyClient[] = [];
@@ -93,8 +96,12 @@ describe("chain-of-thought restoration", () => {
     const client = await HarmonyClient.connect(s.ws);
     clients.push(client);
     const id = await callThroughService(client);
-    const kept = await (await fetch(`${s.http}/v1/render`, { method: "POST", body: JSON.stringify(history(id, true)) })).json();
-    const dropped = await (await fetch(`${s.http}/v1/render`, { method: "POST", body: JSON.stringify(history(id, false)) })).json();
+    const kept = await (
+      await fetch(`${s.http}/v1/render`, { method: "POST", headers: JSON_BODY, body: JSON.stringify(history(id, true)) })
+    ).json();
+    const dropped = await (
+      await fetch(`${s.http}/v1/render`, { method: "POST", headers: JSON_BODY, body: JSON.stringify(history(id, false)) })
+    ).json();
     expect(kept.text).toContain(`<|channel|>analysis<|message|>${COT}<|end|>`);
     expect(dropped.ids).toEqual(kept.ids);
     expect(dropped.text).toEqual(kept.text);
@@ -113,7 +120,7 @@ describe("chain-of-thought restoration", () => {
     clients.push(client);
     const id = await callThroughService(client);
     const req = { ...history(id, false), harmony: { current_date: "2026-11-30", restore_reasoning: false } };
-    const r = await (await fetch(`${s.http}/v1/render`, { method: "POST", body: JSON.stringify(req) })).json();
+    const r = await (await fetch(`${s.http}/v1/render`, { method: "POST", headers: JSON_BODY, body: JSON.stringify(req) })).json();
     expect(r.restored).toEqual([]);
     expect(r.text).not.toContain(COT);
 
@@ -121,7 +128,9 @@ describe("chain-of-thought restoration", () => {
     const c2 = await HarmonyClient.connect(off.ws);
     clients.push(c2);
     const id2 = await callThroughService(c2);
-    const r2 = await (await fetch(`${off.http}/v1/render`, { method: "POST", body: JSON.stringify(history(id2, false)) })).json();
+    const r2 = await (
+      await fetch(`${off.http}/v1/render`, { method: "POST", headers: JSON_BODY, body: JSON.stringify(history(id2, false)) })
+    ).json();
     expect(r2.restored).toEqual([]);
   });
 
@@ -131,7 +140,9 @@ describe("chain-of-thought restoration", () => {
     clients.push(ws);
     const id = await callThroughService(ws);
     const viaWs = await ws.render(history(id, false));
-    const viaHttp = await (await fetch(`${s.http}/v1/render`, { method: "POST", body: JSON.stringify(history(id, true)) })).json();
+    const viaHttp = await (
+      await fetch(`${s.http}/v1/render`, { method: "POST", headers: JSON_BODY, body: JSON.stringify(history(id, true)) })
+    ).json();
     expect(viaWs.ids).toEqual(viaHttp.ids);
     expect(viaWs.restored.map((r) => r.tool_call_id)).toEqual([id]);
 
@@ -158,7 +169,11 @@ describe("chain-of-thought restoration", () => {
 
   it("bad render requests get a code, on every edge", async () => {
     const s = await start();
-    const res = await fetch(`${s.http}/v1/render`, { method: "POST", body: JSON.stringify({ messages: [{ role: "wizard" }] }) });
+    const res = await fetch(`${s.http}/v1/render`, {
+      method: "POST",
+      headers: JSON_BODY,
+      body: JSON.stringify({ messages: [{ role: "wizard" }] }),
+    });
     expect(res.status).toBe(400);
     expect((await res.json()).error).toMatchObject({ code: "bad_message", path: "messages[0].role" });
     expect((await fetch(`${s.http}/v1/render`)).status).toBe(405);

@@ -12,6 +12,9 @@ import { Server } from "../../src/server.js";
 import { harmony } from "../helpers.js";
 import { startStandIn, type StandIn } from "./stand-in-vllm.js";
 
+/** A JSON POST: the service refuses other content types (a page can send text/plain without asking). */
+const JSON_BODY = { "content-type": "application/json" };
+
 const { enc, vocab } = harmony();
 // the same suite with streams on worker threads and on the main thread
 describe.each([2, 0])("sidecar mode, %i worker threads", (workers) => {
@@ -328,7 +331,7 @@ describe.each([2, 0])("sidecar mode, %i worker threads", (workers) => {
         logger: pino({ level: "silent" }),
       });
       const { port } = await plain.start();
-      const res = await fetch(`http://127.0.0.1:${port}/v1/chat/completions`, { method: "POST", body: "{}" });
+      const res = await fetch(`http://127.0.0.1:${port}/v1/chat/completions`, { method: "POST", headers: JSON_BODY, body: "{}" });
       expect(res.status).toBe(404);
       expect((await res.json()).error.code).toBe("no_upstream");
       await plain.stop();

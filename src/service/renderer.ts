@@ -1,0 +1,123 @@
+/**
+ * Rendering off the service's thread: one worker thread (./render-worker.ts)
+ * shared by the services of a process, started on the first render and
+ * stopped when the last service closes. Each render has a deadline: past
+ * it, the request gets `render_timeout` and the worker is replaced (what
+ * else it was rendering gets the same answer), so a request built to be
+ * slow costs a worker restart, never the process's responsiveness.
+ */
+import { existsSync } from "node:fs";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+import { Worker } from "node:worker_threads";
+import type { RenderOutcome, Restored } from "../openai/render.js";
+import type { RenderDone, RenderJob } from "./render-worker.js";
+
+/** How long one render may take before it is refused (ms). */
+export const RENDER_DEADLINE_MS = 10_000;
+
+const here = path.dirname(fileURLToPath(import.meta.url));
+
+/** The built worker: beside this module in dist/, or dist/ seen from src/ (tests). */
+function workerFile(): string {
+  const candidates = [path.join(here, "render-worker.js"), path.join(here, "../../dist/src/service/render-worker.js")];
+  const found = candidates.find((f) => existsSync(f));
+  if (!found) throw new Error("src/service/render-worker.ts is not built; run `make build`");
+  return found;
+}
+
+interface Pending {
+  resolve(o: RenderOutcome): void;
+  timer: NodeJS.Timeout;
+}
+
+const failed = (message: string): RenderOutcome => ({ ok: false, error: { code: "render_timeout", message, path: "" } });
+
+class RenderThread {
+  private worker: Worker | null = null;
+  private next = 1;
+  private readonly pending = new Map<number, Pending>();
+  users = 0;
+
+  render(request: unknown, restored: Restored[], deadlineMs: number): Promise<RenderOutcome> {
+    const w = this.thread();
+    const id = this.next++;
+    return new Promise((resolve) => {
+      const timer = setTimeout(() => {
+        this.restart(`the render took longer than ${deadlineMs} ms`);
+      }, deadlineMs);
+      this.pending.set(id, { resolve, timer });
+      w.ref();
+      const job: RenderJob = { id, request, restored };
+      w.postMessage(job);
+    });
+  }
+
+  private thread(): Worker {
+    if (this.worker) return this.worker;
+    const w = new Worker(workerFile());
+    w.unref();
+    w.on("message", (d: RenderDone) => {
+      const p = this.pending.get(d.id);
+      if (!p) return;
+      this.pending.delete(d.id);
+      clearTimeout(p.timer);
+      p.resolve(d.outcome);
+      if (this.pending.size === 0) w.unref();
+    });
+    const gone = (why: string) => {
+      if (this.worker !== w) return;
+      this.worker = null;
+      this.failAll(why);
+    };
+    w.on("error", (e) => gone(`the render worker failed: ${e.message}`));
+    w.on("exit", () => gone("the render worker stopped"));
+    this.worker = w;
+    return w;
+  }
+
+  /** A render ran past its deadline: every render in progress is refused and a fresh worker takes the next. */
+  private restart(why: string): void {
+    const w = this.worker;
+    this.worker = null;
+    this.failAll(why);
+    void w?.terminate();
+  }
+
+  private failAll(why: string): void {
+    for (const p of this.pending.values()) {
+      clearTimeout(p.timer);
+      p.resolve(failed(why));
+    }
+    this.pending.clear();
+  }
+
+  async close(): Promise<void> {
+    const w = this.worker;
+    this.worker = null;
+    this.failAll("the service is stopping");
+    if (w) await w.terminate();
+  }
+}
+
+const shared = new RenderThread();
+
+/** A service's handle on the process's render thread. */
+export class Renderer {
+  private open = true;
+
+  constructor(private readonly deadlineMs: number = RENDER_DEADLINE_MS) {
+    shared.users++;
+  }
+
+  render(request: unknown, restored: Restored[]): Promise<RenderOutcome> {
+    if (!this.open) return Promise.resolve(failed("the service is stopping"));
+    return shared.render(request, restored, this.deadlineMs);
+  }
+
+  async close(): Promise<void> {
+    if (!this.open) return;
+    this.open = false;
+    if (--shared.users === 0) await shared.close();
+  }
+}

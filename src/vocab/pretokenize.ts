@@ -1,0 +1,345 @@
+/**
+ * o200k_base's pre-tokenizer (`o200k.pat_str`) ported to a JS RegExp, plus a
+ * linear pre-scan that tells whether a text can hold a piece longer than a
+ * byte threshold, and a finder for places where a piece is sure to start.
+ *
+ * tiktoken runs the pattern with Rust's fancy-regex/regex, whose syntax
+ * differs from JS here:
+ * - `\s` is Unicode White_Space in Rust. JS `\s` adds U+FEFF and lacks U+0085
+ *   (NEL), so both `\s` and `\S` are spelled out as the Rust set.
+ * - `(?i:'s|'t|…)` has no JS form inside a pattern: expanded by hand. Rust
+ *   folds case with Unicode simple case folding, so `s` also matches U+017F
+ *   (LATIN SMALL LETTER LONG S); no other letter of the group has a non-ASCII
+ *   fold.
+ * - `\p{L}`, `\p{Lu}`, … are General_Category sets of the regex crate's
+ *   Unicode version (16.0, tables in unicode16.ts), while V8's follow Node's
+ *   ICU (17.0 in Node 20.20). Spelling the sets out as ranges makes V8 run the
+ *   pattern ~15× slower, so the pattern keeps `\p{…}` and runs on a copy of
+ *   the text where each code point that V8 classes differently (Unicode 17's
+ *   new letters and digits; U+0295, Ll in 16 and Lo in 17) is replaced by one
+ *   of the same UTF-16 length that both class as tiktoken does (`forV8`).
+ * - `(?!\S)` is a plain negative lookahead in both.
+ * Every code point is matched by some alternative and no alternative matches
+ * the empty string, so pieces tile the text: a search started at any piece
+ * start yields the same pieces as one started at 0.
+ */
+
+import { LETTER, LOWERISH as LOWERISH_RANGES, NUMBER, UPPERISH as UPPERISH_RANGES } from "./unicode16.js";
+
+/** Unicode White_Space, which is what Rust's `\s` means (inside a character class). */
+const WS = "\\t\\n\\v\\f\\r \\x85\\xa0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000";
+const UPPERISH = "\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}";
+const LOWERISH = "\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}";
+/** `(?i:'s|'t|'re|'ve|'m|'ll|'d)?` */
+const CONTRACTION = "(?:'(?:[sS\\u017f]|[tT]|[rR][eE]|[vV][eE]|[mM]|[lL][lL]|[dD]))?";
+
+/** The o200k_base pattern as JS source (`u` flag). */
+export const O200K_PATTERN_SOURCE = [
+  `[^\\r\\n\\p{L}\\p{N}]?[${UPPERISH}]*[${LOWERISH}]+${CONTRACTION}`,
+  `[^\\r\\n\\p{L}\\p{N}]?[${UPPERISH}]+[${LOWERISH}]*${CONTRACTION}`,
+  `\\p{N}{1,3}`,
+  ` ?[^${WS}\\p{L}\\p{N}]+[\\r\\n/]*`,
+  `[${WS}]*[\\r\\n]+`,
+  `[${WS}]+(?![^${WS}])`,
+  `[${WS}]+`,
+].join("|");
+
+/**
+ * A fresh global matcher (each caller owns its `lastIndex`). Run it on
+ * `forV8(text)`. Global rather than sticky: V8 runs it ~2× faster, and as
+ * every position matches, a match found from a piece start begins there.
+ */
+export function o200kRegExp(): RegExp {
+  return new RegExp(O200K_PATTERN_SOURCE, "gu");
+}
+
+/** Split text into pieces exactly as tiktoken's pre-tokenizer does (well-formed UTF-16 expected). */
+export function splitPieces(text: string): string[] {
+  const re = o200kRegExp();
+  const masked = forV8(text);
+  const out: string[] = [];
+  for (let at = 0; at < text.length;) {
+    re.lastIndex = at;
+    const m = re.exec(masked);
+    if (!m || m.index !== at) throw new Error(`o200k pattern: no piece at ${at}`);
+    out.push(text.slice(at, at + m[0].length));
+    at += m[0].length;
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------- V8 vs Unicode 16
+
+const SIG_L = 1; // \p{L}
+const SIG_N = 2; // \p{N}
+const SIG_UPPERISH = 4; // [\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]
+const SIG_LOWERISH = 8; // [\p{Ll}\p{Lm}\p{Lo}\p{M}]
+const V8_SETS: [number, RegExp][] = [
+  [SIG_L, /\p{L}/u],
+  [SIG_N, /\p{N}/u],
+  [SIG_UPPERISH, new RegExp(`[${UPPERISH}]`, "u")],
+  [SIG_LOWERISH, new RegExp(`[${LOWERISH}]`, "u")],
+];
+
+/** For each signature, a code point with it (in every Unicode version): [BMP, astral]. */
+const STAND_IN: Record<number, [string, string]> = {
+  0: ["\u0378", "\u{10ffff}"], // unassigned / noncharacter: "other"
+  [SIG_N]: ["\u0661", "\u{1d7ce}"], // Nd
+  [SIG_L | SIG_UPPERISH]: ["A", "\u{1d400}"], // Lu
+  [SIG_L | SIG_LOWERISH]: ["a", "\u{1d41a}"], // Ll
+  [SIG_L | SIG_UPPERISH | SIG_LOWERISH]: ["\u4e00", "\u{20000}"], // Lo
+  [SIG_UPPERISH | SIG_LOWERISH]: ["\u0301", "\u{1d165}"], // Mn, Mc
+};
+
+/**
+ * Code points whose signature in Node 20.20's ICU (Unicode 17.0) differs from
+ * Unicode 16's, with their Unicode 16 signature: `hex[-hex]:signature`.
+ * Computed by `computeV8Differences` (test/vocab checks it stays so).
+ */
+export const V8_DIFFERENCES_UNICODE = "17.0";
+export const V8_DIFFERENCES =
+  "295:9,88f:0,c5c:0,cdc:0,1acf-1add:0,1ae0-1aeb:0,a7ce-a7cf:0,a7d2:0,a7d4:0,a7f1:0,10940-10959:0,10ec5-10ec7:0,10efa-10efb:0," +
+  "11b60-11b67:0,11db0-11ddb:0,11de0-11de9:0,16ea0-16eb8:0,16ebb-16ed3:0,16ff2-16ff6:0,187f8-187ff:0,18d09-18d1e:0,18d80-18df2:0," +
+  "1e6c0-1e6de:0,1e6e0-1e6f5:0,1e6fe-1e6ff:0,2b73a-2b73f:0,2cea2-2cead:0,323b0-33479:0";
+
+function parseRanges(s: string): [number, number][] {
+  return s.split(",").map((r) => {
+    const [a, b] = r.split("-");
+    return [parseInt(a!, 16), parseInt(b ?? a!, 16)];
+  });
+}
+
+function inRanges(rs: [number, number][], c: number): boolean {
+  let lo = 0;
+  let hi = rs.length - 1;
+  while (lo <= hi) {
+    const m = (lo + hi) >> 1;
+    if (c < rs[m]![0]) hi = m - 1;
+    else if (c > rs[m]![1]) lo = m + 1;
+    else return true;
+  }
+  return false;
+}
+
+/** Every code point V8 classes differently from Unicode 16, in the V8_DIFFERENCES format (~2 s). */
+export function computeV8Differences(): string {
+  const u16: [number, [number, number][]][] = [
+    [SIG_L, parseRanges(LETTER)],
+    [SIG_N, parseRanges(NUMBER)],
+    [SIG_UPPERISH, parseRanges(UPPERISH_RANGES)],
+    [SIG_LOWERISH, parseRanges(LOWERISH_RANGES)],
+  ];
+  const out: [number, number, number][] = [];
+  for (let c = 0; c <= 0x10ffff; c++) {
+    if (c === 0xd800) c = 0xe000;
+    const ch = String.fromCodePoint(c);
+    let want = 0;
+    let v8 = 0;
+    for (const [bit, rs] of u16) if (inRanges(rs, c)) want |= bit;
+    for (const [bit, re] of V8_SETS) if (re.test(ch)) v8 |= bit;
+    if (want === v8) continue;
+    const last = out[out.length - 1];
+    if (last && last[1] === c - 1 && last[2] === want) last[1] = c;
+    else out.push([c, c, want]);
+  }
+  return out.map(([a, b, sig]) => `${a.toString(16)}${a === b ? "" : "-" + b.toString(16)}:${sig}`).join(",");
+}
+
+let differences: { re: RegExp; ranges: [number, number, number][] } | null | undefined;
+
+function v8Differences(): { re: RegExp; ranges: [number, number, number][] } | null {
+  if (differences === undefined) {
+    // another ICU than the one measured: measure again (once per thread)
+    const spec = process.versions.unicode === V8_DIFFERENCES_UNICODE ? V8_DIFFERENCES : computeV8Differences();
+    if (spec === "") differences = null;
+    else {
+      const ranges = spec.split(",").map((r): [number, number, number] => {
+        const [span, sig] = r.split(":");
+        const [[a, b]] = parseRanges(span!) as [[number, number]];
+        return [a, b, Number(sig)];
+      });
+      const cls = ranges.map(([a, b]) => (a === b ? `\\u{${a.toString(16)}}` : `\\u{${a.toString(16)}}-\\u{${b.toString(16)}}`)).join("");
+      differences = { re: new RegExp(`[${cls}]`, "gu"), ranges };
+    }
+  }
+  return differences;
+}
+
+/** Text of the same UTF-16 length that V8's `\p{…}` classes as Unicode 16 does. */
+export function forV8(text: string): string {
+  const d = v8Differences();
+  if (d === null) return text;
+  d.re.lastIndex = 0;
+  if (!d.re.test(text)) return text;
+  return text.replace(d.re, (ch) => {
+    const c = ch.codePointAt(0)!;
+    let sig = 0;
+    for (const [a, b, s] of d.ranges) if (c >= a && c <= b) sig = s;
+    const stand = STAND_IN[sig];
+    if (!stand) throw new Error(`no stand-in for signature ${sig}`);
+    return ch.length === 1 ? stand[0] : stand[1];
+  });
+}
+
+/** tiktoken receives text as UTF-8 (wasm-bindgen's TextEncoder): lone surrogates become U+FFFD. */
+export function wellFormed(text: string): string {
+  return /[\ud800-\udfff]/.test(text) ? text.replace(/\p{Cs}/gu, "\ufffd") : text;
+}
+
+/** Unicode White_Space (Rust's `\s`), for one UTF-16 code unit. */
+export function isWhiteSpace(c: number): boolean {
+  if (c < 0x80) return c === 0x20 || (c >= 0x09 && c <= 0x0d);
+  return (
+    c === 0x85 ||
+    c === 0xa0 ||
+    c === 0x1680 ||
+    (c >= 0x2000 && c <= 0x200a) ||
+    c === 0x2028 ||
+    c === 0x2029 ||
+    c === 0x202f ||
+    c === 0x205f ||
+    c === 0x3000
+  );
+}
+
+/** UTF-8 length of text[from, to) (well-formed: a surrogate pair counts 2 + 2). */
+export function utf8Length(text: string, from: number, to: number): number {
+  let n = 0;
+  for (let i = from; i < to; i++) {
+    const c = text.charCodeAt(i);
+    n += c < 0x80 ? 1 : c < 0x800 || (c >= 0xd800 && c <= 0xdfff) ? 2 : 3;
+  }
+  return n;
+}
+
+// Pre-scan classes. A piece of more than T bytes holds a run of at least T - 7
+// bytes whose code units all carry one of these bits:
+//   RUN_WORD  may sit inside a letter piece's body ([\p{L}\p{M}]); the piece
+//             adds at most a 1-code-point prefix and a 3-byte contraction;
+//   RUN_PUNCT may sit in ` ?[^\s\p{L}\p{N}]+[\r\n/]*` after its optional space;
+//   RUN_SPACE White_Space (all three whitespace alternatives).
+// Digits carry none: a piece with a \p{N} is a 1-3 digit piece. Non-ASCII code
+// units get RUN_WORD | RUN_PUNCT unless their class is certain in every
+// Unicode version (so the scan never misses a long piece).
+const RUN_WORD = 1;
+const RUN_PUNCT = 2;
+const RUN_SPACE = 4;
+
+const ASCII_RUN = new Uint8Array(128);
+for (let c = 0; c < 128; c++) {
+  const ch = String.fromCharCode(c);
+  if (/[A-Za-z]/.test(ch)) ASCII_RUN[c] = RUN_WORD;
+  else if (/[0-9]/.test(ch)) ASCII_RUN[c] = 0;
+  else if (c === 0x0a || c === 0x0d) ASCII_RUN[c] = RUN_PUNCT | RUN_SPACE;
+  else if (c === 0x09 || c === 0x0b || c === 0x0c || c === 0x20) ASCII_RUN[c] = RUN_SPACE;
+  else ASCII_RUN[c] = RUN_PUNCT;
+}
+
+function nonAsciiRun(c: number): number {
+  if (c === 0x85 || c === 0xa0 || c === 0x1680 || (c >= 0x2000 && c <= 0x200a)) return RUN_SPACE;
+  if (c === 0x2028 || c === 0x2029 || c === 0x202f || c === 0x205f || c === 0x3000) return RUN_SPACE;
+  // CJK ideographs of Unicode 1.1, hiragana, katakana, Hangul syllables: Lo
+  if ((c >= 0x4e00 && c <= 0x9fa5) || (c >= 0x3041 && c <= 0x3096) || (c >= 0x30a1 && c <= 0x30fa) || (c >= 0xac00 && c <= 0xd7a3)) {
+    return RUN_WORD;
+  }
+  // CJK and fullwidth punctuation (Po, Ps, Pe, Pd, So, Sm, Sc): never letters or digits
+  if ((c >= 0x3001 && c <= 0x3004) || (c >= 0x3008 && c <= 0x3020) || (c >= 0xff01 && c <= 0xff0f) || (c >= 0xff1a && c <= 0xff20)) {
+    return RUN_PUNCT;
+  }
+  if (c >= 0xff10 && c <= 0xff19) return 0; // fullwidth digits (Nd)
+  return RUN_WORD | RUN_PUNCT;
+}
+
+/**
+ * Ranges [start, end) of code units (pairs in a flat array, sorted, disjoint)
+ * that may hold a piece longer than `threshold` UTF-8 bytes; empty when no
+ * piece can be that long. A run of `need` bytes spans at least k = need / 3
+ * code units, so it covers one of every k-th unit: only the runs through
+ * those units are measured (in prose, a word or a space each), which makes
+ * the scan read ~1/10 of the text.
+ */
+export function longRunRanges(text: string, threshold: number): number[] {
+  const need = threshold - 8;
+  const k = Math.max(1, Math.ceil(need / 3));
+  const table = unitTable();
+  const n = text.length;
+  const found: [number, number][] = [];
+  const covered = [0, 0, 0, 0, 0]; // by class bit: end of the last run measured
+  for (let p = k - 1; p < n; p += k) {
+    const v = table[text.charCodeAt(p)]!;
+    for (let bit = RUN_WORD; bit <= RUN_SPACE; bit <<= 1) {
+      if ((v & bit) === 0 || p < covered[bit]!) continue;
+      let l = p;
+      while (l > 0 && table[text.charCodeAt(l - 1)]! & bit) l--;
+      let r = p + 1;
+      while (r < n && table[text.charCodeAt(r)]! & bit) r++;
+      covered[bit] = r;
+      if (r - l >= k) exactRuns(text, l, r, bit, need, found);
+    }
+  }
+  if (found.length === 0) return [];
+  found.sort((x, y) => x[0] - y[0]);
+  const out: number[] = [];
+  for (const [a, b] of found) {
+    if (out.length > 0 && a <= out[out.length - 1]!) out[out.length - 1] = Math.max(out[out.length - 1]!, b);
+    else out.push(a, b);
+  }
+  return out;
+}
+
+/** Runs of code units carrying `bit` in text[from, to) that reach `need` bytes: [first unit at need, run end). */
+function exactRuns(text: string, from: number, to: number, bit: number, need: number, out: [number, number][]): void {
+  const table = unitTable();
+  let run = 0;
+  let open = -1;
+  for (let i = from; i < to; i++) {
+    const v = table[text.charCodeAt(i)]!;
+    run = v & bit ? run + (v >> 3) : 0;
+    if (run >= need) {
+      // the long piece, if any, holds text[i]: a scan from a piece start at or
+      // before i through the end of the range visits it
+      if (open < 0) open = i;
+    } else if (open >= 0) {
+      out.push([open, i]);
+      open = -1;
+    }
+  }
+  if (open >= 0) out.push([open, to]);
+}
+
+let units: Uint8Array | undefined;
+
+/** Per UTF-16 code unit: run bits | UTF-8 bytes << 3 (a surrogate counts 2), 64 KiB. */
+function unitTable(): Uint8Array {
+  if (!units) {
+    units = new Uint8Array(0x10000);
+    for (let c = 0; c < 0x10000; c++) {
+      const bytes = c < 0x80 ? 1 : c < 0x800 || (c >= 0xd800 && c <= 0xdfff) ? 2 : 3;
+      units[c] = (c < 0x80 ? ASCII_RUN[c]! : nonAsciiRun(c)) | (bytes << 3);
+    }
+  }
+  return units;
+}
+
+/**
+ * The largest position p in (floor, at] where a piece surely starts, judged
+ * from text[p - 1] and text[p] alone; `floor` (a known piece start) if none.
+ *   letter | ASCII other than a letter or apostrophe   (a letter piece ends)
+ *   ASCII digit | ASCII non-digit, and the reverse     (digit pieces hold only digits)
+ *   \r or \n | ASCII other than whitespace or slash    (pieces holding \r\n go on only with \s, \r\n/)
+ */
+export function pieceStartAtOrBefore(text: string, at: number, floor: number): number {
+  for (let p = at; p > floor; p--) {
+    const b = text.charCodeAt(p);
+    const a = text.charCodeAt(p - 1);
+    if (a >= 0x80 || !(b < 0x80)) continue; // b is NaN at the end of text: p = length is always a start
+    const aLetter = (a | 0x20) >= 0x61 && (a | 0x20) <= 0x7a;
+    const bLetter = (b | 0x20) >= 0x61 && (b | 0x20) <= 0x7a;
+    const aDigit = a >= 0x30 && a <= 0x39;
+    const bDigit = b >= 0x30 && b <= 0x39;
+    if (aLetter && !bLetter && b !== 0x27) return p;
+    if (aDigit !== bDigit) return p;
+    if ((a === 0x0a || a === 0x0d) && !(ASCII_RUN[b]! & RUN_SPACE) && b !== 0x2f) return p;
+  }
+  return floor;
+}

@@ -1,0 +1,350 @@
+/**
+ * Every attack of issue #16, as an attacker on the same machine sends it, against a real
+ * server (smaller sizes where the full ones would make the test slow; the same shapes;
+ * bench/hostile-bench.ts runs the full sizes and measures /healthz meanwhile). Each must
+ * leave the process up and answering /healthz, and get a coded answer.
+ */
+import http from "node:http";
+import type { AddressInfo } from "node:net";
+import * as grpc from "@grpc/grpc-js";
+import OpenAI from "openai";
+import { pino } from "pino";
+import WebSocket from "ws";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { HarmonyClient } from "../../src/client/index.js";
+import { HARMONY_SERVICE } from "../../src/protocol/grpc-methods.js";
+import { schema } from "../../src/protocol/schema.js";
+import { Server, type ServerOptions } from "../../src/server.js";
+import { DEFAULT_LIMITS } from "../../src/service/service.js";
+import { harmony } from "../helpers.js";
+import { startStandIn, type StandIn } from "./stand-in-vllm.js";
+
+const JSON_BODY = { "content-type": "application/json" };
+const wire = schema();
+const { enc } = harmony();
+
+const servers: Server[] = [];
+afterEach(async () => {
+  await Promise.all(servers.splice(0).map((s) => s.stop()));
+});
+
+async function start(opts: Partial<ServerOptions> = {}) {
+  const server = new Server({
+    host: "127.0.0.1",
+    port: 0,
+    grpcPort: 0,
+    workers: 0,
+    drainTimeoutMs: 2000,
+    limits: DEFAULT_LIMITS,
+    logger: pino({ level: "silent" }),
+    ...opts,
+  });
+  servers.push(server);
+  const { port, grpcPort } = await server.start();
+  return { server, http: `http://127.0.0.1:${port}`, ws: `ws://127.0.0.1:${port}/v1/stream`, grpc: `127.0.0.1:${grpcPort}` };
+}
+
+/** JSON text nested `depth` arrays deep around `inner`. */
+const nested = (depth: number, inner = "1") => "[".repeat(depth) + inner + "]".repeat(depth);
+
+async function healthy(base: string): Promise<void> {
+  expect((await fetch(`${base}/healthz`)).status).toBe(200);
+}
+
+/** One WebSocket exchange: send `frames`, gather answers until `until` holds (or the socket closes). */
+function exchange(
+  url: string,
+  frames: (string | Uint8Array)[],
+  until: (answers: unknown[]) => boolean,
+  headers: Record<string, string> = {},
+) {
+  return new Promise<{ answers: unknown[]; bytes: number; closed: number | null }>((resolve, reject) => {
+    const ws = new WebSocket(url, { headers });
+    const answers: unknown[] = [];
+    let bytes = 0;
+    ws.on("open", () => frames.forEach((f) => ws.send(f)));
+    ws.on("message", (data: Buffer, isBinary) => {
+      bytes += data.length;
+      answers.push(isBinary ? wire.ServerFrame.toObject(wire.ServerFrame.decode(data)) : JSON.parse(data.toString("utf8")));
+      if (until(answers)) {
+        ws.close();
+        resolve({ answers, bytes, closed: null });
+      }
+    });
+    ws.on("close", (code) => resolve({ answers, bytes, closed: code }));
+    ws.on("error", reject);
+  });
+}
+
+const eventsOf = (answers: unknown[]) => answers.flatMap((a) => (a as { events: Record<string, unknown>[] }).events ?? []);
+const errorCodes = (answers: unknown[]) => eventsOf(answers).flatMap((e) => (e.error ? [(e.error as { code: string }).code] : []));
+
+describe("hostile input: nothing recurses, spreads or runs unbounded", () => {
+  it("a JSON frame whose ids hold 10,000 nested arrays: too_deep, and the server goes on", async () => {
+    const s = await start();
+    const frame = `{"ops":[{"open":{"stream":"a"}},{"tokens":{"stream":"a","ids":${nested(10_000)}}}]}`;
+    const r = await exchange(s.ws, [frame], (a) => errorCodes(a).length > 0);
+    expect(errorCodes(r.answers)).toEqual(["too_deep"]);
+    await healthy(s.http);
+  });
+
+  it("a render nested 10,000 deep, anywhere (HTTP, the render op, gRPC): a coded refusal", async () => {
+    const s = await start();
+    const bodies = [
+      `{"messages":[{"role":"user","content":"hi"}],"reasoning_effort":${nested(10_000, '"high"')}}`,
+      `{"messages":[{"role":${nested(10_000, '"user"')},"content":"hi"}]}`,
+      `{"messages":[{"role":"user","content":[{"type":${nested(10_000, '"text"')},"text":"hi"}]}]}`,
+      `{"messages":[{"role":"tool","tool_call_id":${nested(10_000, '"x"')},"content":"hi"}]}`,
+    ];
+    for (const body of bodies) {
+      const res = await fetch(`${s.http}/v1/render`, { method: "POST", headers: JSON_BODY, body });
+      expect(res.status).toBe(400);
+      expect(((await res.json()) as { error: { code: string } }).error.code).toBe("too_deep");
+    }
+    // the render op on a stream
+    const op = JSON.stringify({ ops: [{ render: { request_id: "r", request_json: bodies[0] } }] });
+    const r = await exchange(s.ws, [op], (a) => errorCodes(a).length > 0);
+    const ev = eventsOf(r.answers).find((e) => e.error) as { error: { code: string; message: string } };
+    expect(ev.error.code).toBe("bad_request");
+    expect(ev.error.message).toMatch(/^too_deep/);
+    // the Render RPC
+    const Stub = grpc.makeGenericClientConstructor(HARMONY_SERVICE, "Harmony");
+    const client = new Stub(s.grpc, grpc.credentials.createInsecure()) as unknown as {
+      Render(b: Uint8Array, cb: (e: grpc.ServiceError | null, r?: Buffer) => void): void;
+      close(): void;
+    };
+    const bytes = wire.Render.encode({ request_id: "r", request_json: bodies[1] }).finish();
+    const err = await new Promise<grpc.ServiceError | null>((resolve) => client.Render(bytes, (e) => resolve(e)));
+    client.close();
+    expect(err?.code).toBe(grpc.status.INVALID_ARGUMENT);
+    expect(err?.details).toMatch(/^too_deep/);
+    await healthy(s.http);
+  });
+
+  it("one JSON frame of 130,000 <|end|> ids on a stream: answered, and the server goes on", async () => {
+    const s = await start();
+    const ids = new Array<number>(130_000).fill(200007);
+    const frame = JSON.stringify({ ops: [{ open: { stream: "a" } }, { tokens: { stream: "a", ids } }, { close: { stream: "a" } }] });
+    const r = await exchange(s.ws, [frame], (a) => eventsOf(a).some((e) => e.done));
+    expect(eventsOf(r.answers).some((e) => e.done)).toBe(true);
+    await healthy(s.http);
+  });
+
+  it("a binary frame of 200,000 empty ops: refused whole (too_many_ops) with a small answer", async () => {
+    const s = await start();
+    const frame = new Uint8Array(2 * 200_000);
+    for (let i = 0; i < frame.length; i += 2) frame[i] = 0x0a; // ops = 1, length 0
+    const r = await exchange(s.ws, [frame], (a) => errorCodes(a).length > 0);
+    expect(errorCodes(r.answers)).toEqual(["too_many_ops"]);
+    expect(r.bytes).toBeLessThan(1024);
+    await healthy(s.http);
+  });
+
+  it("repeated bad ops: the first 16 of a code are answered, the rest counted in one", async () => {
+    const s = await start();
+    const ops = Array.from({ length: 5000 }, () => ({ tokens: { stream: "nope", ids: [1] } }));
+    const r = await exchange(s.ws, [JSON.stringify({ ops })], (a) => errorCodes(a).length > 0);
+    const errors = eventsOf(r.answers).filter((e) => e.error) as { error: { code: string; message: string } }[];
+    expect(errors).toHaveLength(17);
+    expect(errors.at(-1)!.error.message).toMatch(/4984 more/);
+  });
+
+  it("opens with huge stream names are refused; the connection's streams stay within their budget", async () => {
+    const s = await start({ limits: { ...DEFAULT_LIMITS, maxConnectionBytes: 1024 * 1024 } });
+    const long = "x".repeat(100_000);
+    const ops = Array.from({ length: 20 }, (_, i) => ({ open: { stream: `${long}${i}` } }));
+    const r = await exchange(s.ws, [JSON.stringify({ ops })], (a) => errorCodes(a).length >= 17);
+    expect(new Set(errorCodes(r.answers))).toEqual(new Set(["bad_option"]));
+    // names within the limit: the budget (1 MiB, 16 KiB a stream) refuses the 64th
+    const many = Array.from({ length: 70 }, (_, i) => ({ open: { stream: `s${i}` } }));
+    const b = await exchange(s.ws, [JSON.stringify({ ops: many })], (a) => errorCodes(a).length > 0);
+    expect(errorCodes(b.answers)[0]).toBe("over_budget");
+    await healthy(s.http);
+  });
+
+  it("a long word renders (on the render thread) while /healthz answers", async () => {
+    const s = await start();
+    const body = JSON.stringify({ messages: [{ role: "user", content: "a".repeat(20_000) }] });
+    const rendering = fetch(`${s.http}/v1/render`, { method: "POST", headers: JSON_BODY, body });
+    await healthy(s.http);
+    const res = await rendering;
+    expect(res.status).toBe(200);
+    expect(((await res.json()) as { ids: number[] }).ids.length).toBeGreaterThan(10);
+  });
+});
+
+describe("browsers and tenants can't reach in", () => {
+  it("a WebSocket upgrade from a web page is refused unless its origin is allowed", async () => {
+    const s = await start();
+    const refused = await new Promise<number>((resolve) => {
+      const ws = new WebSocket(s.ws, { headers: { origin: "https://evil.example" } });
+      ws.on("unexpected-response", (_req, res) => resolve(res.statusCode ?? 0));
+      ws.on("open", () => resolve(101));
+    });
+    expect(refused).toBe(403);
+    const allowed = await start({ access: { allowOrigins: ["https://app.example"], allowHosts: [], publicMetrics: false } });
+    const opened = await new Promise<number>((resolve) => {
+      const ws = new WebSocket(allowed.ws, { headers: { origin: "https://app.example" } });
+      ws.on("unexpected-response", (_req, res) => resolve(res.statusCode ?? 0));
+      ws.on("open", () => {
+        ws.close();
+        resolve(101);
+      });
+    });
+    expect(opened).toBe(101);
+  });
+
+  it("browser requests: a text/plain POST, a cross-site fetch, a foreign Origin, a rebound Host", async () => {
+    const s = await start();
+    const post = (headers: Record<string, string>) =>
+      fetch(`${s.http}/v1/render`, { method: "POST", headers, body: JSON.stringify({ messages: [{ role: "user", content: "hi" }] }) });
+    expect((await post({ "content-type": "text/plain" })).status).toBe(415);
+    expect((await post({ ...JSON_BODY, "sec-fetch-site": "cross-site" })).status).toBe(403);
+    expect((await post({ ...JSON_BODY, origin: "https://evil.example" })).status).toBe(403);
+    // the service's own page (the inspector) may call it
+    const port = new URL(s.http).port;
+    expect((await post({ ...JSON_BODY, origin: `http://127.0.0.1:${port}` })).status).toBe(200);
+    // DNS rebinding: a page on evil.example resolved to 127.0.0.1
+    const rebound = await new Promise<number>((resolve, reject) => {
+      const req = http.request(
+        `${s.http}/v1/render`,
+        { method: "POST", headers: { ...JSON_BODY, host: `evil.example:${port}` } },
+        (res) => {
+          res.resume();
+          resolve(res.statusCode ?? 0);
+        },
+      );
+      req.on("error", reject);
+      req.end("{}");
+    });
+    expect(rebound).toBe(421);
+    await healthy(s.http);
+  });
+
+  it("with --token, /metrics needs it too (unless --public-metrics); the probes stay open", async () => {
+    const s = await start({ token: "secret" });
+    expect((await fetch(`${s.http}/metrics`)).status).toBe(401);
+    expect((await fetch(`${s.http}/metrics`, { headers: { authorization: "Bearer secret" } })).status).toBe(200);
+    expect((await fetch(`${s.http}/healthz`)).status).toBe(200);
+    expect((await fetch(`${s.http}/readyz`)).status).toBe(200);
+    const open = await start({ token: "secret", access: { allowOrigins: [], allowHosts: [], publicMetrics: true } });
+    expect((await fetch(`${open.http}/metrics`)).status).toBe(200);
+  });
+
+  it("another tenant's tool-call id restores nothing; call ids carry 96 random bits", async () => {
+    const s = await start();
+    const client = await HarmonyClient.connect(s.ws);
+    const stream = client.open("a");
+    stream.write(
+      enc.encode(
+        "<|channel|>analysis<|message|>Secret plan.<|end|><|start|>assistant<|channel|>commentary to=functions.f <|constrain|>json<|message|>{}<|call|>",
+      ),
+    );
+    stream.close();
+    const events = await stream.collect();
+    await client.close();
+    const call = events.find((e) => e.type === "tool_call_start") as { id: string };
+    expect(call.id).toMatch(/^call_[0-9a-f]{24}/);
+    const history = {
+      messages: [
+        { role: "user", content: "go" },
+        { role: "assistant", content: null, tool_calls: [{ id: call.id, type: "function", function: { name: "f", arguments: "{}" } }] },
+        { role: "tool", tool_call_id: call.id, content: "{}" },
+      ],
+    };
+    const svc = s.server.service;
+    expect((await svc.render(history, svc.tenantOf(undefined))).ok && (await svc.render(history, "local"))).toMatchObject({
+      restored: [{ tool_call_id: call.id }],
+    });
+    const other = await svc.render(history, "someone-else");
+    expect(other).toMatchObject({ ok: true, restored: [] });
+  });
+});
+
+describe("honest statuses from the OpenAI front", () => {
+  let upstream: StandIn;
+  beforeAll(async () => {
+    upstream = await startStandIn();
+  });
+  afterAll(async () => {
+    await upstream.close();
+  });
+
+  it("a streaming request whose upstream fails before the first byte gets the upstream's status, not a 200", async () => {
+    const s = await start({ upstream: { url: upstream.url, idleTimeoutMs: 500, reasoningField: "reasoning" } });
+    const client = new OpenAI({ baseURL: `${s.http}/v1`, apiKey: "sk-local", maxRetries: 0 });
+    const ask = () => client.chat.completions.create({ model: "gpt-oss", messages: [{ role: "user", content: "hi" }], stream: true });
+    for (const [script, status] of [
+      [{ tokens: [], status: 400, errorBody: JSON.stringify({ object: "error", message: "bad" }) }, 400],
+      [{ tokens: [], status: 500 }, 502],
+      [{ tokens: [], hang: true }, 504],
+    ] as const) {
+      upstream.script(script);
+      const err = (await ask().then(
+        () => null,
+        (e: unknown) => e,
+      )) as { status?: number; error?: { type?: string; code?: string } } | null;
+      expect(err?.status).toBe(status);
+      expect(err?.error?.code).toMatch(/^upstream_/);
+    }
+  });
+
+  it("bad input is a coded 400; a body over the limit is a 413 too_large; sampling fields are checked first", async () => {
+    const s = await start({
+      upstream: { url: upstream.url, idleTimeoutMs: 500, reasoningField: "reasoning" },
+      limits: { ...DEFAULT_LIMITS, maxFrameBytes: 64 * 1024 },
+    });
+    const post = (path: string, body: string) => fetch(`${s.http}${path}`, { method: "POST", headers: JSON_BODY, body });
+    const code = async (r: Response) => ((await r.json()) as { error: { code: string } }).error.code;
+    const deep = `{"model":"m","messages":[{"role":"user","content":"hi"}],"x":${nested(1000)}}`;
+    for (const path of ["/v1/chat/completions", "/v1/responses"]) {
+      const r = await post(path, deep);
+      expect(r.status).toBe(400);
+      expect(await code(r)).toBe("too_deep");
+    }
+    const big = await post("/v1/chat/completions", JSON.stringify({ messages: [{ role: "user", content: "x".repeat(70_000) }] }));
+    expect(big.status).toBe(413);
+    expect(await code(big)).toBe("too_large");
+    const received = upstream.received.length;
+    for (const bad of [{ temperature: "hot" }, { top_p: 2 }, { max_tokens: -1 }, { stop: [1, 2] }, { logit_bias: { x: 1 } }]) {
+      const r = await post("/v1/chat/completions", JSON.stringify({ model: "m", messages: [{ role: "user", content: "hi" }], ...bad }));
+      expect(r.status).toBe(400);
+      expect(await code(r)).toBe("bad_request");
+    }
+    expect(upstream.received.length).toBe(received); // none of them reached the engine
+  });
+
+  it("an upstream on a port fetch refuses (6000) is reached", async () => {
+    const text = "<|channel|>final<|message|>hi<|return|>";
+    const ids = enc.encode(text);
+    const engine = http.createServer((req, res) => {
+      req.resume();
+      req.on("end", () => {
+        res.writeHead(200, { "content-type": "text/event-stream" });
+        res.write(`data: ${JSON.stringify({ choices: [{ index: 0, token_ids: ids, finish_reason: "stop" }], usage: null })}\n\n`);
+        res.end("data: [DONE]\n\n");
+      });
+    });
+    // 6000 is on fetch's "bad port" list, as are 6665-6669 and 6697: the first free one
+    let port = 0;
+    for (const p of [6000, 6665, 6666, 6667, 6668, 6669, 6697]) {
+      const ok = await new Promise<boolean>((resolve) => {
+        engine.once("error", () => resolve(false));
+        engine.listen(p, "127.0.0.1", () => resolve(true));
+      });
+      if (ok) {
+        port = (engine.address() as AddressInfo).port;
+        break;
+      }
+    }
+    expect(port, "no port of fetch's blocked list is free on this machine").toBeGreaterThan(0);
+    try {
+      const s = await start({ upstream: { url: `http://127.0.0.1:${port}`, idleTimeoutMs: 2000, reasoningField: "reasoning" } });
+      const client = new OpenAI({ baseURL: `${s.http}/v1`, apiKey: "sk-local", maxRetries: 0 });
+      const r = await client.chat.completions.create({ model: "gpt-oss", messages: [{ role: "user", content: "hi" }] });
+      expect(r.choices[0]!.message.content).toBe("hi");
+    } finally {
+      await new Promise<void>((resolve) => engine.close(() => resolve()));
+    }
+  });
+});
