@@ -113,6 +113,7 @@ export const HTTP_ERROR_CODES = {
   too_large: "The body is over --max-frame-bytes (413).",
   no_upstream: "An OpenAI path was asked of a server started without --upstream (404).",
   internal: "A bug: the request failed in a way that is not the client's or the upstream's (500).",
+  context_length_exceeded: "The prompt, with the tokens asked for (max_tokens), does not fit the model's context (400).",
   upstream_unreachable: "The upstream could not be reached (502).",
   upstream_error: "The upstream answered with an error, before or during the stream (its 4xx kept, else 502).",
   upstream_timeout: "The upstream sent nothing for --upstream-timeout-ms (504).",
@@ -123,7 +124,7 @@ export const HTTP_ERROR_CODES = {
 export type HttpErrorCode = keyof typeof HTTP_ERROR_CODES;
 
 /** The upstream's failures, as the OpenAI front reports them. */
-export type UpstreamErrorCode = Extract<HttpErrorCode, `upstream_${string}`>;
+export type UpstreamErrorCode = Extract<HttpErrorCode, `upstream_${string}` | "context_length_exceeded">;
 
 /** WebSocket close codes the service ends a connection with (1007 and 1009 are sent by `ws` itself). */
 export const CLOSE_CODES = {

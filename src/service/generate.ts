@@ -65,7 +65,7 @@ export function generate(
           const name = names[c.index];
           if (!name || finished.has(c.index)) continue;
           if (c.token_ids.length > 0) ops.push({ tokens: { stream: name, ids: c.token_ids } });
-          if (c.finish_reason !== null) finished.set(c.index, c.finish_reason === "length" ? "length" : "eos");
+          if (c.finish_reason !== null) finished.set(c.index, endReason(c.finish_reason));
         }
         if (ops.length > 0) local.send(ops);
       }
@@ -82,6 +82,18 @@ export function generate(
     return { usage, error };
   })();
   return { done, abort: () => ctrl.abort() };
+}
+
+/**
+ * How a choice ends by the engine's finish reason (vLLM's: stop, length,
+ * abort, error, repetition). Only a stop is a clean end: a length or
+ * repetition cut is "length", an abort or an engine error "abort"; neither
+ * completes a tool call (no tool_call_end, no finish_reason "tool_calls").
+ */
+export function endReason(finish: string): "eos" | "length" | "abort" {
+  if (finish === "stop") return "eos";
+  if (finish === "length" || finish === "repetition") return "length";
+  return "abort";
 }
 
 /** Whether an OpenAI object is a choice's or a response's last. */

@@ -29,6 +29,11 @@ function sendError(
   if (!res.headersSent) sendJson(res, status, { error: { message, type, param, code } });
 }
 
+/** OpenAI's error type for an upstream failure: the client's mistake (4xx) or the server's. */
+function errorType(status: number): string {
+  return status < 500 ? "invalid_request_error" : "upstream_error";
+}
+
 /** A render refused for its content is the client's 400; one stopped at its deadline is a 503. */
 function renderStatus(code: string): number {
   return code === "render_timeout" ? 503 : 400;
@@ -140,13 +145,13 @@ async function handleChat(
   if (error) svc.logger.warn({ code: error.code, status: error.upstreamStatus }, error.message);
   if (res.destroyed) return;
   if (!stream) {
-    if (error) return sendError(res, error.status, "upstream_error", error.code, error.message);
+    if (error) return sendError(res, error.status, errorType(error.status), error.code, error.message);
     const results = accumulators.map((a) => a.result());
     sendJson(res, 200, { ...results[0]!, choices: results.flatMap((r) => r.choices), ...(usageObj ? { usage: usageObj } : {}) });
     return;
   }
   if (!started) {
-    if (error) return sendError(res, error.status, "upstream_error", error.code, error.message);
+    if (error) return sendError(res, error.status, errorType(error.status), error.code, error.message);
     setupSse(res);
   }
   if (error)
@@ -208,12 +213,12 @@ async function handleResponses(svc: Service, engine: Engine, req: http.IncomingM
   const response = finished && isObj(finished.response) ? finished.response : null;
   if (!stream) {
     if (error && (!response || response.status !== "completed"))
-      return sendError(res, error.status, "upstream_error", error.code, error.message);
+      return sendError(res, error.status, errorType(error.status), error.code, error.message);
     sendJson(res, 200, response);
     return;
   }
   if (!started) {
-    if (error) return sendError(res, error.status, "upstream_error", error.code, error.message);
+    if (error) return sendError(res, error.status, errorType(error.status), error.code, error.message);
     setupSse(res);
   }
   if (error)

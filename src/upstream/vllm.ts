@@ -14,8 +14,13 @@ import {
   type UpstreamUsage,
 } from "./engine.js";
 
-/** Harmony's sampling stop tokens: <|return|> and <|call|>. */
-const STOP_TOKEN_IDS = [200002, 200012];
+/**
+ * Harmony's sampling stop tokens: <|return|>, <|call|>, and <|endoftext|>.
+ * vLLM adds gpt-oss's generation-config EOS ids (200002, 199999, 200012)
+ * itself, except when started with `--generation-config vllm`; asking for
+ * all three makes the stop independent of that flag.
+ */
+const STOP_TOKEN_IDS = [200002, 200012, 199999];
 
 /** Request fields passed through to the upstream completion as they are. */
 const PASSTHROUGH = [
@@ -32,10 +37,38 @@ const PASSTHROUGH = [
   "user",
 ];
 
-/** The `/v1/completions` body for one generation. */
-export function completionBody(r: CompletionRequest): Record<string, unknown> {
+/** What the engine serves, from `GET /v1/models` (vLLM gives each model its `max_model_len`). */
+export interface ServedModels {
+  ids: string[];
+  maxModelLen: number | null;
+}
+
+/** Read vLLM's model list: the served names and the context length. */
+export function servedModels(body: string): ServedModels {
+  const parsed = parseJson(body);
+  const data = parsed.ok && isObj(parsed.value) && Array.isArray(parsed.value.data) ? parsed.value.data : [];
+  const ids: string[] = [];
+  let maxModelLen: number | null = null;
+  for (const m of data as unknown[]) {
+    if (!isObj(m)) continue;
+    if (typeof m.id === "string") ids.push(m.id);
+    if (maxModelLen === null && typeof m.max_model_len === "number" && Number.isInteger(m.max_model_len)) maxModelLen = m.max_model_len;
+  }
+  return { ids, maxModelLen };
+}
+
+/**
+ * The `/v1/completions` body for one generation. `max_tokens` is always
+ * sent: vLLM's completions endpoint takes 16 when it is absent (its chat
+ * endpoint fills the context); so the client's, else what the context has
+ * left after the prompt. The model is the client's when the engine serves
+ * it, else the first one it serves (vLLM answers 404 for any other name).
+ */
+export function completionBody(r: CompletionRequest, served: ServedModels | null): Record<string, unknown> {
+  const asked = r.client.model;
+  const model = served && served.ids.length > 0 && !(typeof asked === "string" && served.ids.includes(asked)) ? served.ids[0] : asked;
   const body: Record<string, unknown> = {
-    model: r.client.model,
+    model,
     prompt: r.prompt,
     stream: true,
     stream_options: { include_usage: true },
@@ -44,16 +77,50 @@ export function completionBody(r: CompletionRequest): Record<string, unknown> {
     stop_token_ids: STOP_TOKEN_IDS,
     n: r.n,
   };
-  if (typeof r.maxTokens === "number") body.max_tokens = r.maxTokens;
+  const room = served?.maxModelLen == null ? null : served.maxModelLen - r.prompt.length;
+  if (typeof r.maxTokens === "number") {
+    if (room !== null && r.maxTokens > room) {
+      throw new UpstreamError(
+        400,
+        "context_length_exceeded",
+        `the prompt has ${r.prompt.length} tokens and ${r.maxTokens} more were asked for; the model's context is ${served!.maxModelLen} tokens`,
+      );
+    }
+    body.max_tokens = r.maxTokens;
+  } else if (room !== null) {
+    if (room < 1) {
+      throw new UpstreamError(
+        400,
+        "context_length_exceeded",
+        `the prompt has ${r.prompt.length} tokens; the model's context is ${served!.maxModelLen}`,
+      );
+    }
+    body.max_tokens = room;
+  }
   for (const k of PASSTHROUGH) if (r.client[k] !== undefined) body[k] = r.client[k];
   return body;
 }
 
 export class VllmEngine implements Engine {
+  /** The served models, read once (again after a failed read). */
+  private served: Promise<ServedModels | null> | null = null;
+
   constructor(private readonly cfg: UpstreamConfig) {}
 
-  complete(request: CompletionRequest, signal: AbortSignal): AsyncGenerator<UpstreamChunk> {
-    return streamCompletions(completionBody(request), { baseUrl: this.cfg.url, idleTimeoutMs: this.cfg.idleTimeoutMs, signal });
+  private servedModels(): Promise<ServedModels | null> {
+    this.served ??= listModels(this.cfg.url, this.cfg.idleTimeoutMs).then(
+      (r) => (r.status === 200 ? servedModels(r.body) : null),
+      () => null,
+    );
+    return this.served.then((m) => {
+      if (m === null || m.maxModelLen === null) this.served = null; // ask again next time
+      return m;
+    });
+  }
+
+  async *complete(request: CompletionRequest, signal: AbortSignal): AsyncGenerator<UpstreamChunk> {
+    const body = completionBody(request, await this.servedModels());
+    yield* streamCompletions(body, { baseUrl: this.cfg.url, idleTimeoutMs: this.cfg.idleTimeoutMs, signal });
   }
 
   models(): Promise<{ status: number; body: string }> {
@@ -159,6 +226,14 @@ export async function* streamCompletions(body: Record<string, unknown>, opts: Up
             );
           }
           const choices = Array.isArray(chunk.choices) ? (chunk.choices as Record<string, unknown>[]) : [];
+          if (choices.some((c) => !isObj(c) || !Array.isArray(c.token_ids))) {
+            // an older vLLM ignores return_token_ids (an unknown field to it) and streams text only
+            throw new UpstreamError(
+              502,
+              "upstream_bad_response",
+              "upstream does not return token ids; vLLM ≥ 0.10.2 needed (return_token_ids)",
+            );
+          }
           yield {
             choices: choices.map((c) => ({
               index: typeof c.index === "number" ? c.index : 0,

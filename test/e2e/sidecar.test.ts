@@ -87,7 +87,7 @@ describe.each([2, 0])("sidecar mode, %i worker threads", (workers) => {
         stream: true,
         return_token_ids: true,
         skip_special_tokens: false,
-        stop_token_ids: [200002, 200012],
+        stop_token_ids: [200002, 200012, 199999], // <|endoftext|> too, whatever --generation-config says (#18)
         temperature: 0.7,
         max_tokens: 500,
       });

@@ -1,0 +1,106 @@
+/**
+ * The OpenAI front against vLLM's real contract (issue #18), through the
+ * official `openai` client and the faithful stand-in (test/e2e/stand-ins/vllm.ts,
+ * written from vLLM's source; docs/vllm-contract.md says which file each
+ * behaviour comes from).
+ */
+import OpenAI from "openai";
+import { pino } from "pino";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { Server } from "../../src/server.js";
+import { DEFAULT_LIMITS } from "../../src/service/service.js";
+import { harmony } from "../helpers.js";
+import { startVllm, type VllmStandIn } from "./stand-ins/vllm.js";
+
+const { enc } = harmony();
+const ids = (text: string) => enc.encode(text);
+const TOOLS = [{ type: "function" as const, function: { name: "get_weather", parameters: { type: "object", properties: {} } } }];
+const ASK = { model: "gpt-oss", messages: [{ role: "user" as const, content: "Weather in Oslo?" }] };
+
+describe("the OpenAI front against vLLM's contract", () => {
+  let vllm: VllmStandIn;
+  let server: Server;
+  let client: OpenAI;
+
+  beforeAll(async () => {
+    vllm = await startVllm({ maxModelLen: 4096 });
+    server = new Server({
+      host: "127.0.0.1",
+      port: 0,
+      grpcPort: -1,
+      workers: 0,
+      drainTimeoutMs: 2000,
+      limits: DEFAULT_LIMITS,
+      logger: pino({ level: "silent" }),
+      upstream: { url: vllm.url, idleTimeoutMs: 2000, reasoningField: "reasoning" },
+    });
+    const { port } = await server.start();
+    client = new OpenAI({ baseURL: `http://127.0.0.1:${port}/v1`, apiKey: "sk-local", maxRetries: 0 });
+  });
+
+  afterAll(async () => {
+    await server.stop();
+    await vllm.close();
+  });
+
+  it("a request without max_tokens gets the whole answer, not vLLM's 16 tokens (max_tokens = context - prompt)", async () => {
+    const answer = "<|channel|>final<|message|>" + "The weather in Oslo is mild and clear today, ".repeat(4) + "<|return|>";
+    vllm.script({ tokens: ids(answer) });
+    const r = await client.chat.completions.create(ASK);
+    expect(r.choices[0]!.message.content).toBe("The weather in Oslo is mild and clear today, ".repeat(4));
+    expect(r.choices[0]!.finish_reason).toBe("stop");
+    const sent = vllm.completions().at(-1)!.body!;
+    expect(sent.max_tokens).toBe(4096 - (sent.prompt as number[]).length);
+    expect(sent.model).toBe("openai/gpt-oss-20b"); // the served name, whatever the client called it
+  });
+
+  it("a max_tokens beyond the context is a 400 in OpenAI's shape, before the engine sees it", async () => {
+    const before = vllm.completions().length;
+    const err = (await client.chat.completions.create({ ...ASK, max_tokens: 5000 }).then(
+      () => null,
+      (e: unknown) => e,
+    )) as { status?: number; error?: { code?: string; type?: string } } | null;
+    expect(err?.status).toBe(400);
+    expect(err?.error).toMatchObject({ code: "context_length_exceeded", type: "invalid_request_error" });
+    expect(vllm.completions().length).toBe(before);
+  });
+
+  it("an aborted call is never tool_calls, whether streamed or not", async () => {
+    const call = "<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>" + '{"city":"Oslo","days":3}' + "<|call|>";
+    const cut = ids(call).length - 6;
+    vllm.script({ tokens: ids(call), abortAfter: cut });
+    const r = await client.chat.completions.create({ ...ASK, tools: TOOLS });
+    expect(r.choices[0]!.finish_reason).not.toBe("tool_calls");
+    vllm.script({ tokens: ids(call), abortAfter: cut });
+    const stream = await client.chat.completions.create({ ...ASK, tools: TOOLS, stream: true });
+    const finishes: (string | null)[] = [];
+    for await (const chunk of stream) for (const c of chunk.choices) if (c.finish_reason) finishes.push(c.finish_reason);
+    expect(finishes).toEqual(["length"]); // Chat has no finish for an abort: "length" says the output is cut short
+  });
+
+  it("a call cut by max_tokens is not tool_calls either", async () => {
+    const call = "<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>" + '{"city":"Oslo","days":3}' + "<|call|>";
+    vllm.script({ tokens: ids(call) });
+    const r = await client.chat.completions.create({ ...ASK, tools: TOOLS, max_tokens: ids(call).length - 4 });
+    expect(r.choices[0]!.finish_reason).toBe("length");
+  });
+
+  it("a vLLM older than return_token_ids (v0.10.0) gets a 502 that says why", async () => {
+    vllm.script({ tokens: ids("<|channel|>final<|message|>Hi<|return|>"), config: { profile: "v0.10.0" } });
+    const err = (await client.chat.completions.create(ASK).then(
+      () => null,
+      (e: unknown) => e,
+    )) as { status?: number; error?: { message?: string } } | null;
+    expect(err?.status).toBe(502);
+    expect(err?.error?.message).toMatch(/does not return token ids; vLLM ≥ 0\.10\.2 needed/);
+  });
+
+  it("<|endoftext|> is a stop id, whatever vLLM's --generation-config, and never reaches the answer", async () => {
+    // --generation-config vllm: the model's EOS list is not loaded, so only the request's stop ids stop it
+    const text = "<|channel|>final<|message|>Sunny.<|endoftext|>Later text the model went on with.";
+    vllm.script({ tokens: ids(text), config: { generationConfigEosTokenIds: [] } });
+    const r = await client.chat.completions.create(ASK);
+    expect(r.choices[0]!.message.content).toBe("Sunny.");
+    expect(vllm.completions().at(-1)!.body!.stop_token_ids).toContain(199999);
+  });
+});
