@@ -18,9 +18,16 @@ import type { HttpErrorCode } from "../core/errors.js";
 import { OPENAI_PATHS, type OpenAIFront } from "./openai-front.js";
 import { Access, OPEN_ACCESS, type AccessPolicy } from "./access.js";
 import { closeInspect, handleInspect, handleParse, inspectRoute, PARSE_PATH } from "./inspect.js";
+import { proxy, upstreamMetrics } from "./proxy.js";
 import { readJson, sendJson as json } from "./respond.js";
 
 export const STREAM_PATH = "/v1/stream";
+/** The paths the sidecar answers itself (in sidecar mode every other one goes to the upstream). */
+const OWN_PATHS: ReadonlySet<string> = new Set(["/metrics", "/v1/stream", "/healthz", "/readyz"]);
+/** Upstream paths that need no token: its health probes. */
+const OPEN_UPSTREAM_PATHS: ReadonlySet<string> = new Set(["/health", "/ping", "/version"]);
+/** How long /metrics waits for the upstream's. */
+const METRICS_TIMEOUT_MS = 2000;
 export const RENDER_PATH = "/v1/render";
 /** How long a corked WebSocket answer may wait for later answers of the same tick to share its write (checked between frames: a frame being handled finishes first). */
 export const MAX_CORK_MS = 0.5;
@@ -105,17 +112,19 @@ export async function startHttp(
     if (url.pathname === RENDER_PATH) return render(req, res);
     if (inspectRoute(url.pathname)) return url.pathname === PARSE_PATH ? handleParse(svc, req, res) : handleInspect(req, res);
     if (OPENAI_PATHS.has(url.pathname)) return openai(url.pathname, req, res);
+    // in a vLLM pod, the paths the sidecar does not serve reach vLLM unchanged
+    if (front && !OWN_PATHS.has(url.pathname)) return passOn(req, res, url.pathname);
     if (req.method !== "GET" && req.method !== "HEAD") return json(res, 405, { error: "method not allowed" });
     switch (url.pathname) {
       case "/metrics":
         if (!policy.publicMetrics && !svc.authorized(req.headers.authorization)) {
           return refuse(res, 401, "unauthorized", "a valid bearer token is required (or start with --public-metrics true)");
         }
-        svc.metrics.registry
-          .metrics()
-          .then((text) => {
+        // in sidecar mode the upstream's series (vllm:*) come first, then the sidecar's own
+        Promise.all([front ? upstreamMetrics(front.url, METRICS_TIMEOUT_MS) : "", svc.metrics.registry.metrics()])
+          .then(([theirs, ours]) => {
             res.writeHead(200, { "content-type": svc.metrics.registry.contentType });
-            res.end(text);
+            res.end(theirs + ours);
           })
           .catch((e: Error) => json(res, 500, { error: e.message }));
         return;
@@ -125,6 +134,17 @@ export async function startHttp(
         return json(res, 404, { error: "not found" });
     }
   });
+
+  /**
+   * A path of the upstream's: passed on, with the token required as for the
+   * front (when one is set) except for its health probes.
+   */
+  function passOn(req: http.IncomingMessage, res: http.ServerResponse, path: string): void {
+    if (!OPEN_UPSTREAM_PATHS.has(path) && !svc.authorized(req.headers.authorization)) {
+      return refuse(res, 401, "unauthorized", "a valid bearer token is required");
+    }
+    void proxy(req, res, front!.url, front!.timeoutMs);
+  }
 
   /** The OpenAI-compatible front (sidecar mode, with --upstream). */
   function openai(path: string, req: http.IncomingMessage, res: http.ServerResponse): void {

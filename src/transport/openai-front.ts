@@ -56,9 +56,14 @@ export class OpenAIFront {
     private readonly cfg: UpstreamConfig,
   ) {}
 
-  /** The configured upstream URL (for the serving log line). */
+  /** The configured upstream URL. */
   get url(): string {
     return this.cfg.url;
+  }
+
+  /** How long the upstream may stay silent. */
+  get timeoutMs(): number {
+    return this.cfg.idleTimeoutMs;
   }
 
   /** Answer a request for one of {@link OPENAI_PATHS} (method checked by the caller). */

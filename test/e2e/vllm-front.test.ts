@@ -21,6 +21,7 @@ describe("the OpenAI front against vLLM's contract", () => {
   let vllm: VllmStandIn;
   let server: Server;
   let client: OpenAI;
+  let base: string;
 
   beforeAll(async () => {
     vllm = await startVllm({ maxModelLen: 4096 });
@@ -35,6 +36,7 @@ describe("the OpenAI front against vLLM's contract", () => {
       upstream: { url: vllm.url, idleTimeoutMs: 2000, reasoningField: "reasoning" },
     });
     const { port } = await server.start();
+    base = `http://127.0.0.1:${port}`;
     client = new OpenAI({ baseURL: `http://127.0.0.1:${port}/v1`, apiKey: "sk-local", maxRetries: 0 });
   });
 
@@ -102,5 +104,29 @@ describe("the OpenAI front against vLLM's contract", () => {
     const r = await client.chat.completions.create(ASK);
     expect(r.choices[0]!.message.content).toBe("Sunny.");
     expect(vllm.completions().at(-1)!.body!.stop_token_ids).toContain(199999);
+  });
+
+  it("in a vLLM pod: paths the front does not serve reach vLLM, streaming included; /metrics holds both sets", async () => {
+    const health = await fetch(`${base}/health`);
+    expect(health.status).toBe(200);
+    expect(vllm.received.at(-1)!.path).toBe("/health");
+    // a streamed /v1/completions, passed through as vLLM sent it
+    vllm.script({ tokens: ids("<|channel|>final<|message|>Hi there<|return|>") });
+    const res = await fetch(`${base}/v1/completions`, {
+      method: "POST",
+      headers: { "content-type": "application/json", "x-request-id": "abc" },
+      body: JSON.stringify({ model: "openai/gpt-oss-20b", prompt: [1, 2, 3], stream: true, max_tokens: 50, return_token_ids: true }),
+    });
+    expect(res.status).toBe(200);
+    expect(res.headers.get("content-type")).toMatch(/text\/event-stream/);
+    const sse = await res.text();
+    expect(sse).toMatch(/"token_ids":\[/);
+    expect(sse.trimEnd().endsWith("data: [DONE]")).toBe(true);
+    const sent = vllm.completions().at(-1)!;
+    expect(sent.headers["x-request-id"]).toBe("abc");
+    expect(sent.body).toMatchObject({ prompt: [1, 2, 3], max_tokens: 50 });
+    const metrics = await (await fetch(`${base}/metrics`)).text();
+    expect(metrics).toMatch(/^vllm:num_requests_running/m);
+    expect(metrics).toMatch(/^harmony_tokens_total/m);
   });
 });

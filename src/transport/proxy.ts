@@ -1,0 +1,82 @@
+/**
+ * In a vLLM pod (the sidecar on the pod's public port, vLLM on localhost, as
+ * llm-d and KServe lay it out) every path the sidecar does not serve itself
+ * goes to the upstream unchanged: `/health`, `/tokenize`, `/v1/completions`,
+ * `/v1/embeddings`, … streaming included, with the client's headers less
+ * the hop-by-hop ones (RFC 9110 §7.6.1). And `/metrics` serves the
+ * upstream's metrics (the `vllm:*` series routers and endpoint pickers
+ * scrape) followed by the sidecar's own.
+ */
+import type http from "node:http";
+import { pipeline } from "node:stream/promises";
+import { request } from "undici";
+
+/** Headers that belong to one connection, never forwarded (RFC 9110 §7.6.1), and the Host, which is the upstream's. */
+const HOP_BY_HOP = new Set([
+  "connection",
+  "keep-alive",
+  "proxy-authenticate",
+  "proxy-authorization",
+  "proxy-connection",
+  "te",
+  "trailer",
+  "transfer-encoding",
+  "upgrade",
+  "host",
+]);
+
+function forwardable(headers: http.IncomingHttpHeaders | Record<string, string | string[] | undefined>): Record<string, string | string[]> {
+  const named = new Set<string>();
+  const conn = headers.connection;
+  for (const c of (Array.isArray(conn) ? conn.join(",") : (conn ?? "")).split(",")) named.add(c.trim().toLowerCase());
+  const out: Record<string, string | string[]> = {};
+  for (const [k, v] of Object.entries(headers)) {
+    const key = k.toLowerCase();
+    if (v === undefined || HOP_BY_HOP.has(key) || named.has(key)) continue;
+    out[key] = v;
+  }
+  return out;
+}
+
+/** Send a request on to the upstream at `base` and stream its answer back; a failure is a 502 (or ends a started answer). */
+export async function proxy(req: http.IncomingMessage, res: http.ServerResponse, base: string, timeoutMs: number): Promise<void> {
+  const target = base.replace(/\/+$/, "") + (req.url ?? "/");
+  const ctrl = new AbortController();
+  res.on("close", () => {
+    if (!res.writableFinished) ctrl.abort(); // the client went away
+  });
+  try {
+    const hasBody = req.method !== "GET" && req.method !== "HEAD";
+    const up = await request(target, {
+      method: (req.method ?? "GET") as "GET",
+      headers: forwardable(req.headers),
+      body: hasBody ? req : null,
+      signal: ctrl.signal,
+      headersTimeout: timeoutMs,
+      bodyTimeout: timeoutMs,
+    });
+    res.writeHead(up.statusCode, forwardable(up.headers as Record<string, string | string[] | undefined>));
+    await pipeline(up.body, res);
+  } catch (e) {
+    if (res.headersSent) {
+      res.destroy();
+      return;
+    }
+    const message = `cannot reach the upstream: ${(e as Error).message}`.slice(0, 300);
+    const body = JSON.stringify({ error: { message, type: "upstream_error", param: null, code: "upstream_unreachable" } });
+    res.writeHead(502, { "content-type": "application/json", "content-length": Buffer.byteLength(body) });
+    res.end(body);
+  }
+}
+
+/** The upstream's `/metrics` text, or a comment saying why there is none (within `timeoutMs`). */
+export async function upstreamMetrics(base: string, timeoutMs: number): Promise<string> {
+  try {
+    const up = await request(base.replace(/\/+$/, "") + "/metrics", { signal: AbortSignal.timeout(timeoutMs) });
+    const text = await up.body.text();
+    if (up.statusCode !== 200) return `# the upstream's /metrics answered ${up.statusCode}\n`;
+    return text.endsWith("\n") ? text : text + "\n";
+  } catch (e) {
+    return `# the upstream's /metrics could not be read: ${(e as Error).message.replace(/\s+/g, " ").slice(0, 200)}\n`;
+  }
+}
