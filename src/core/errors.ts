@@ -71,6 +71,7 @@ export const RECOVERY_KINDS = [
   "after_stop",
   "unknown_tool",
   "arguments_repaired",
+  "call_not_allowed",
 ] as const;
 
 export type RecoveryKind = (typeof RECOVERY_KINDS)[number];

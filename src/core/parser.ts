@@ -70,6 +70,14 @@ export interface ParserOptions {
    */
   tools?: Iterable<string> | DeclaredTools | null;
   /**
+   * Resilient mode: which tool calls the stream may make. `any` (default);
+   * `none` (OpenAI's `tool_choice: "none"`): a message to a tool is read as
+   * text on its channel, with a `call_not_allowed` recovery; `one`
+   * (`parallel_tool_calls: false`): the first complete call ends the
+   * completion, as a closing `<|call|>` does (rule 8).
+   */
+  calls?: "any" | "none" | "one";
+  /**
    * Header readings shared by the parsers of one thread (see HeaderMemo):
    * the same events, with less work and garbage per message. Used only
    * when its preset is this parser's.
@@ -168,6 +176,7 @@ export class HarmonyParser {
   private primed!: boolean;
   private dropAfterStop!: boolean;
   private tools!: DeclaredTools | null;
+  private calls0!: "any" | "none" | "one";
 
   /** The last `windowSize` ids, 3 bytes each (ids < 2^24; others are stored as NOT_A_TOKEN). */
   private window: Uint8Array = NO_BYTES;
@@ -264,6 +273,7 @@ export class HarmonyParser {
     this.tCall = t.call;
     this.tEndOfText = preset.specials["<|endoftext|>"] ?? -1;
     this.dropAfterStop = options.afterStop !== "parse";
+    this.calls0 = options.calls ?? "any";
     const tools = options.tools;
     this.tools = tools === undefined || tools === null ? null : tools instanceof DeclaredTools ? tools : new DeclaredTools(tools);
     let size = 1;
@@ -636,6 +646,8 @@ export class HarmonyParser {
     if (!this.strict && this.primed && this.dropAfterStop) {
       if ((stop === "call" && this.lastWasCall) || (stop === "return" && this.isFinalAnswer(h))) this.endCompletion();
     }
+    // one call at most: the first complete one ends the completion, however it was closed
+    if (!this.strict && this.calls0 === "one" && this.lastWasCall && stop !== "eos" && this.state !== S_AFTER) this.endCompletion();
   }
 
   private isFinalAnswer(h: ParsedHeader): boolean {
@@ -1154,9 +1166,13 @@ export class HarmonyParser {
     return h;
   }
 
-  /** Rule 11 on a header about to begin a message: only tools are called. */
+  /** Rule 11 on a header about to begin a message: only tools are called (and none, when calls are not allowed). */
   private toolPolicy(h: ParsedHeader, at: number, text: string): ParsedHeader {
     if (h.recipient === null) return h;
+    if (this.calls0 === "none" && h.role === this.preset.implicitRole) {
+      this.recover("call_not_allowed", at, `a call to ${h.recipient} where calls are not allowed; read as text`, text);
+      return { ...h, recipient: null };
+    }
     const v = judgeRecipient(h, this.tools, this.preset);
     if (v.repaired !== null) this.recover("header_repaired", at, `recipient ${v.repaired}`, text);
     if (v.unknown) this.recover("unknown_tool", at, `${v.header.recipient} is not a tool the stream declared`);

@@ -11,6 +11,24 @@ export interface CompletionUsage {
   prompt_tokens: number;
   completion_tokens: number;
   total_tokens?: number;
+  /** Prompt tokens served from the engine's prefix cache (vLLM with --enable-prompt-tokens-details). */
+  prompt_tokens_details?: { cached_tokens?: unknown } | null;
+}
+
+/** The engine's cached prompt tokens, when it reported a count. */
+export function cachedTokens(usage: CompletionUsage): number {
+  const n = usage.prompt_tokens_details?.cached_tokens;
+  return typeof n === "number" && Number.isInteger(n) && n >= 0 ? n : 0;
+}
+
+/** A Chat Completions `usage` object from an engine's token counts (cached prompt tokens passed through). */
+export function chatUsage(usage: CompletionUsage): Obj {
+  return {
+    prompt_tokens: usage.prompt_tokens,
+    completion_tokens: usage.completion_tokens,
+    total_tokens: usage.total_tokens ?? usage.prompt_tokens + usage.completion_tokens,
+    prompt_tokens_details: { cached_tokens: cachedTokens(usage) },
+  };
 }
 
 /** Responses `input` (and `instructions`, `tools`) → a chat request for the renderer. */
@@ -91,7 +109,7 @@ export function responsesToChat(request: Obj): { ok: true; chat: Obj } | { ok: f
 export function responsesUsage(usage: CompletionUsage): Obj {
   return {
     input_tokens: usage.prompt_tokens,
-    input_tokens_details: { cached_tokens: 0 },
+    input_tokens_details: { cached_tokens: cachedTokens(usage) },
     output_tokens: usage.completion_tokens,
     output_tokens_details: { reasoning_tokens: 0 },
     total_tokens: usage.total_tokens ?? usage.prompt_tokens + usage.completion_tokens,

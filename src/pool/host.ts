@@ -164,6 +164,7 @@ export class SessionHost {
     options.callIdPrefix = spec.callIdPrefix;
     options.afterStop = spec.afterStop;
     options.tools = spec.tools;
+    options.calls = spec.calls ?? "any";
     // a spare session (its reasoning buffer was cleared when it was put
     // aside), or a new one; either way the stream's own fields are set below
     let session = this.spare.pop();

@@ -21,6 +21,8 @@ export interface OpenSpec {
   afterStop: "drop" | "parse";
   /** Declared tools (rule 11); null: none declared. */
   tools: string[] | null;
+  /** Which calls the stream may make: any, none (tool_choice none), one (parallel_tool_calls false). */
+  calls: "any" | "none" | "one";
 }
 
 export type OutputFormat =

@@ -44,6 +44,7 @@ const OPEN_MODEL = Open.model.no;
 const OPEN_HANDLE = Open.handle.no;
 const OPEN_AFTER_STOP = Open.after_stop.no;
 const OPEN_TOOLS = Open.tools.no;
+const OPEN_CALLS = Open.calls.no;
 const CLOSE_STREAM = Close.stream.no;
 const CLOSE_REASON = Close.reason.no;
 const CLOSE_HANDLE = Close.handle.no;
@@ -87,6 +88,7 @@ function readOpen(r: Reader, buf: Uint8Array, names: Map<number, string> | null)
   let nonStrict = false;
   let handle = 0;
   let afterStop = "";
+  let calls = "";
   const tools: string[] = [];
   let bad = false;
   while (r.pos < r.end) {
@@ -102,7 +104,8 @@ function readOpen(r: Reader, buf: Uint8Array, names: Map<number, string> | null)
         f === OPEN_REASONING_FIELD ||
         f === OPEN_MODEL ||
         f === OPEN_AFTER_STOP ||
-        f === OPEN_TOOLS)
+        f === OPEN_TOOLS ||
+        f === OPEN_CALLS)
     ) {
       const v = readStr(r, buf, names);
       if (v === null) bad = true;
@@ -113,6 +116,7 @@ function readOpen(r: Reader, buf: Uint8Array, names: Map<number, string> | null)
       else if (f === OPEN_REASONING_FIELD) reasoningField = v;
       else if (f === OPEN_AFTER_STOP) afterStop = v;
       else if (f === OPEN_TOOLS) tools.push(v);
+      else if (f === OPEN_CALLS) calls = v;
       else model = v;
     } else if (w === VARINT && (f === OPEN_WHOLE_MESSAGES || f === OPEN_NON_STRICT || f === OPEN_HANDLE)) {
       const v = r.varint();
@@ -135,6 +139,7 @@ function readOpen(r: Reader, buf: Uint8Array, names: Map<number, string> | null)
     model,
     after_stop: afterStop,
     tools,
+    calls,
   };
 }
 

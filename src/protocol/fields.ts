@@ -42,6 +42,7 @@ export const FIELDS = {
     handle: { no: 9, type: "uint32" },
     after_stop: { no: 10, type: "string" },
     tools: { no: 11, type: "string", repeated: true },
+    calls: { no: 12, type: "string" },
   },
   Tokens: {
     stream: { no: 1, type: "string" },

@@ -120,7 +120,8 @@ export function readJsonFrame(text: string, maxIds: number, maxOps: number = MAX
       const model = stringField(body, "model");
       const afterStop = stringField(body, "after_stop");
       const tools = stringsField(body, "tools");
-      const err = [role, mode, whole, nonStrict, format, reasoningField, model, afterStop, tools].find((v) => v instanceof Error) as
+      const calls = stringField(body, "calls");
+      const err = [role, mode, whole, nonStrict, format, reasoningField, model, afterStop, tools, calls].find((v) => v instanceof Error) as
         Error | undefined;
       if (err) {
         bad("bad_frame", err.message);
@@ -139,6 +140,7 @@ export function readJsonFrame(text: string, maxIds: number, maxOps: number = MAX
         model: model as string,
         after_stop: afterStop as string,
         tools: tools as string[],
+        calls: calls as string,
       });
     } else if (key === "close") {
       const reason = stringField(body, "reason");

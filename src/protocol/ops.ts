@@ -28,6 +28,8 @@ export interface OpenOp {
   after_stop: string;
   /** Declared tool names (none: empty). */
   tools: string[];
+  /** "", "any", "none" or "one" (checked by the connection). */
+  calls: string;
 }
 export interface TokensOp {
   kind: typeof OP_TOKENS;

@@ -418,6 +418,8 @@ export class Connection {
     const afterStop = op.after_stop === "" ? "drop" : op.after_stop;
     if (afterStop !== "drop" && afterStop !== "parse") return `after_stop must be drop or parse, not ${describeValue(op.after_stop)}`;
     if (op.tools.length > MAX_TOOLS) return `at most ${MAX_TOOLS} tools per stream, not ${op.tools.length}`;
+    const calls = op.calls === "" ? "any" : op.calls;
+    if (calls !== "any" && calls !== "none" && calls !== "one") return `calls must be any, none or one, not ${describeValue(op.calls)}`;
     for (const t of op.tools) if (t.length > MAX_TOOL_NAME) return `a tool name is at most ${MAX_TOOL_NAME} characters`;
     const created = Math.floor(Date.now() / 1000);
     const model = op.model || "gpt-oss";
@@ -443,6 +445,7 @@ export class Connection {
       format,
       afterStop,
       tools: op.tools.length > 0 ? op.tools : null,
+      calls,
       name,
       handle,
     };

@@ -12,7 +12,7 @@ import { isObj, type JsonObject as Obj } from "../core/json.js";
 import { ChatCompletionAccumulator, type HarmonyChatCompletionChunk } from "../openai/chat.js";
 import { declaredToolNames } from "../openai/request.js";
 import { checkSampling } from "../openai/sampling.js";
-import { responsesToChat, responsesUsage } from "../openai/responses-input.js";
+import { chatUsage, responsesToChat, responsesUsage } from "../openai/responses-input.js";
 import { generate, isClosing } from "../service/generate.js";
 import type { Service } from "../service/service.js";
 import type { Engine, UpstreamConfig, UpstreamError } from "../upstream/engine.js";
@@ -27,6 +27,47 @@ function sendError(
   param: string | null = null,
 ): void {
   if (!res.headersSent) sendJson(res, status, { error: { message, type, param, code } });
+}
+
+/**
+ * Which calls the parser lets through: tool_choice "none" allows none (a
+ * call the model writes anyway is read as text, with a call_not_allowed
+ * recovery); parallel_tool_calls false allows one (the first complete call
+ * ends the answer).
+ */
+function callsOf(request: Obj): "any" | "none" | "one" {
+  if (request.tool_choice === "none") return "none";
+  if (request.parallel_tool_calls === false) return "one";
+  return "any";
+}
+
+/**
+ * Request fields the sidecar cannot honour yet, refused by name rather than
+ * dropped without a word: tool_choice "required" or a named function,
+ * response_format other than text, logprobs.
+ */
+function unsupported(request: Obj): { param: string; message: string } | null {
+  const choice = request.tool_choice;
+  if (choice !== undefined && choice !== null && choice !== "auto" && choice !== "none") {
+    return {
+      param: "tool_choice",
+      message: 'tool_choice "required" or a named function is not supported by the sidecar yet ("auto" and "none" are)',
+    };
+  }
+  const format = request.response_format;
+  if (isObj(format) && format.type !== undefined && format.type !== "text") {
+    return { param: "response_format", message: "response_format json_schema or json_object is not supported by the sidecar yet" };
+  }
+  if (isObj(request.text) && isObj(request.text.format) && request.text.format.type !== undefined && request.text.format.type !== "text") {
+    return { param: "text.format", message: "structured output (text.format) is not supported by the sidecar yet" };
+  }
+  if (
+    (request.logprobs !== undefined && request.logprobs !== null && request.logprobs !== false) ||
+    typeof request.top_logprobs === "number"
+  ) {
+    return { param: "logprobs", message: "logprobs are not supported by the sidecar yet" };
+  }
+  return null;
 }
 
 /** OpenAI's error type for an upstream failure: the client's mistake (4xx) or the server's. */
@@ -89,7 +130,7 @@ async function handleChat(
   if (typeof n !== "number" || !Number.isInteger(n) || n < 1 || n > 16) {
     return sendError(res, 400, "invalid_request_error", "bad_request", "n must be an integer from 1 to 16", "n");
   }
-  const bad = checkSampling(request);
+  const bad = checkSampling(request) ?? unsupported(request);
   if (bad) return sendError(res, 400, "invalid_request_error", "bad_request", bad.message, bad.param);
   const tenant = svc.tenantOf(req.headers.authorization);
   const rendered = await svc.render(request, tenant);
@@ -108,6 +149,7 @@ async function handleChat(
   const model = typeof request.model === "string" ? request.model : "gpt-oss";
   const stream = request.stream === true;
   const includeUsage = isObj(request.stream_options) && request.stream_options.include_usage === true;
+  const includeReasoning = request.include_reasoning !== false;
   const id = `chatcmpl-${Math.random().toString(36).slice(2, 14)}`;
   const created = Math.floor(Date.now() / 1000);
   const accumulators = Array.from(
@@ -116,14 +158,34 @@ async function handleChat(
   );
   const completion = { client: request, prompt: rendered.ids, n, maxTokens: request.max_completion_tokens ?? request.max_tokens };
   let started = false;
-  const open = { format: "openai.chat", model, reasoning_field: reasoningField, tools: declaredToolNames(request) };
+  const open = {
+    format: "openai.chat",
+    model,
+    reasoning_field: reasoningField,
+    tools: declaredToolNames(request),
+    calls: callsOf(request),
+  };
   const gen = generate(svc, engine, completion, open, tenant, (choice, obj) => {
     if (obj.harmony_error) return;
     const chunk = obj as unknown as HarmonyChatCompletionChunk;
     // one completion id across choices; each choice its own index
     chunk.id = id;
     chunk.created = created;
-    for (const c of chunk.choices) c.index = choice;
+    for (const c of chunk.choices) {
+      c.index = choice;
+      if (!includeReasoning) {
+        // include_reasoning: false (vLLM's field): the chain of thought stays with the sidecar
+        delete c.delta.reasoning;
+        delete c.delta.reasoning_content;
+      }
+    }
+    if (
+      !includeReasoning &&
+      chunk.choices.length > 0 &&
+      chunk.choices.every((c) => Object.keys(c.delta).length === 0 && !c.finish_reason)
+    ) {
+      return; // a chunk that only carried reasoning
+    }
     if (chunk.harmony) {
       // a call's whole (maybe repaired) arguments: for the non-streaming answer only
       chunk.harmony.tool_call_end.choice = choice;
@@ -142,11 +204,7 @@ async function handleChat(
     if (!res.writableFinished) gen.abort(); // the client went away: stop the upstream, free the sessions
   });
   const { usage, error } = await gen.done;
-  const usageObj = usage && {
-    prompt_tokens: usage.prompt_tokens,
-    completion_tokens: usage.completion_tokens,
-    total_tokens: usage.total_tokens ?? usage.prompt_tokens + usage.completion_tokens,
-  };
+  const usageObj = usage && chatUsage(usage);
   if (error) svc.logger.warn({ code: error.code, status: error.upstreamStatus }, error.message);
   if (res.destroyed) return;
   if (!stream) {
@@ -175,7 +233,7 @@ async function handleResponses(svc: Service, engine: Engine, req: http.IncomingM
   if (!isObj(request)) return sendError(res, 400, "invalid_request_error", "bad_request", "the request must be a JSON object");
   const conv = responsesToChat(request);
   if (!conv.ok) return sendError(res, 400, "invalid_request_error", "bad_request", conv.message, conv.param);
-  const bad = checkSampling(request);
+  const bad = checkSampling(request) ?? unsupported(request);
   if (bad) return sendError(res, 400, "invalid_request_error", "bad_request", bad.message, bad.param);
   const tenant = svc.tenantOf(req.headers.authorization);
   const rendered = await svc.render(conv.chat, tenant);
@@ -193,7 +251,7 @@ async function handleResponses(svc: Service, engine: Engine, req: http.IncomingM
   const completion = { client: request, prompt: rendered.ids, n: 1, maxTokens: request.max_output_tokens };
   let started = false;
   let final: Obj | null = null;
-  const open = { format: "openai.responses", model, tools: declaredToolNames(conv.chat) };
+  const open = { format: "openai.responses", model, tools: declaredToolNames(conv.chat), calls: callsOf(request) };
   const gen = generate(svc, engine, completion, open, tenant, (_choice, obj, usage) => {
     if (obj.harmony_error) return;
     if (isClosing(obj)) {

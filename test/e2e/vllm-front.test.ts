@@ -129,4 +129,79 @@ describe("the OpenAI front against vLLM's contract", () => {
     expect(metrics).toMatch(/^vllm:num_requests_running/m);
     expect(metrics).toMatch(/^harmony_tokens_total/m);
   });
+
+  it("include_reasoning: false keeps the chain of thought out of the answer, streamed or not", async () => {
+    const text = "<|channel|>analysis<|message|>Secret thoughts.<|end|><|start|>assistant<|channel|>final<|message|>Mild.<|return|>";
+    vllm.script({ tokens: ids(text) });
+    const r = await client.chat.completions.create({ ...ASK, include_reasoning: false } as typeof ASK);
+    const message = r.choices[0]!.message as { content: string | null; reasoning?: string | null };
+    expect(message.content).toBe("Mild.");
+    expect(message.reasoning ?? null).toBeNull();
+    vllm.script({ tokens: ids(text) });
+    const stream = await client.chat.completions.create({ ...ASK, include_reasoning: false, stream: true } as typeof ASK & {
+      stream: true;
+    });
+    let seen = "";
+    for await (const chunk of stream) seen += JSON.stringify(chunk);
+    expect(seen).not.toMatch(/Secret thoughts/);
+    vllm.script({ tokens: ids(text) });
+    const kept = await client.chat.completions.create(ASK);
+    expect((kept.choices[0]!.message as { reasoning?: string }).reasoning).toBe("Secret thoughts.");
+  });
+
+  it("cached prompt tokens pass through to usage (chat and Responses)", async () => {
+    vllm.set({ enablePromptTokensDetails: true, cachedTokens: 7 });
+    try {
+      vllm.script({ tokens: ids("<|channel|>final<|message|>Hi<|return|>") });
+      const r = await client.chat.completions.create(ASK);
+      expect(r.usage?.prompt_tokens_details?.cached_tokens).toBe(7);
+      vllm.script({ tokens: ids("<|channel|>final<|message|>Hi<|return|>") });
+      const resp = await client.responses.create({ model: "gpt-oss", input: "hi" });
+      expect(resp.usage?.input_tokens_details.cached_tokens).toBe(7);
+    } finally {
+      vllm.set({ enablePromptTokensDetails: false, cachedTokens: 0 });
+    }
+  });
+
+  const PARALLEL =
+    "<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>" +
+    '{"city":"Oslo"}<|end|><|start|>assistant<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>' +
+    '{"city":"Bergen"}<|call|>';
+
+  it('tool_choice "none": a call the model writes anyway is no call', async () => {
+    vllm.script({ tokens: ids(PARALLEL) });
+    const r = await client.chat.completions.create({ ...ASK, tools: TOOLS, tool_choice: "none" });
+    expect(r.choices[0]!.message.tool_calls ?? []).toEqual([]);
+    expect(r.choices[0]!.finish_reason).toBe("stop");
+    vllm.script({ tokens: ids(PARALLEL) });
+    const any = await client.chat.completions.create({ ...ASK, tools: TOOLS });
+    expect(any.choices[0]!.message.tool_calls).toHaveLength(2);
+  });
+
+  it("parallel_tool_calls: false: the first call ends the answer", async () => {
+    vllm.script({ tokens: ids(PARALLEL) });
+    const r = await client.chat.completions.create({ ...ASK, tools: TOOLS, parallel_tool_calls: false });
+    const calls = r.choices[0]!.message.tool_calls!;
+    expect(calls).toHaveLength(1);
+    expect(calls[0]!.type === "function" && calls[0]!.function.arguments).toBe('{"city":"Oslo"}');
+    expect(r.choices[0]!.finish_reason).toBe("tool_calls");
+  });
+
+  it("fields the sidecar cannot honour yet are refused by name, not dropped", async () => {
+    const before = vllm.completions().length;
+    for (const [extra, param] of [
+      [{ tool_choice: "required" }, "tool_choice"],
+      [{ tool_choice: { type: "function", function: { name: "get_weather" } } }, "tool_choice"],
+      [{ response_format: { type: "json_object" } }, "response_format"],
+      [{ logprobs: true, top_logprobs: 2 }, "logprobs"],
+    ] as const) {
+      const err = (await client.chat.completions.create({ ...ASK, tools: TOOLS, ...(extra as object) }).then(
+        () => null,
+        (e: unknown) => e,
+      )) as { status?: number; error?: { param?: string } } | null;
+      expect(err?.status).toBe(400);
+      expect(err?.error?.param).toBe(param);
+    }
+    expect(vllm.completions().length).toBe(before);
+  });
 });

@@ -134,6 +134,7 @@ describe("BinaryFrameReader", () => {
             model: "m",
             after_stop: "",
             tools: [],
+            calls: "",
           },
           { kind: 3, stream: "b", handle: 4, reason: "A" },
         ],
