@@ -13,6 +13,7 @@
  * Pure and bounded: one linear scan per shape, no recursion over the
  * input (JSON.parse is V8's iterative parser), nothing thrown.
  */
+import { isJson } from "./json.js";
 
 /** Arguments longer than this are checked but not repaired (a repair re-parses the text a few times). */
 export const MAX_REPAIR_CHARS = 1 << 20;
@@ -24,15 +25,6 @@ export interface CheckedArguments {
   validJson: boolean;
   /** The shape repaired, when a repair was made. */
   repair: "over_escaped" | "code_fence" | "json_prefix" | "trailing_text" | "missing_closers" | null;
-}
-
-function isJson(text: string): boolean {
-  try {
-    JSON.parse(text);
-    return true;
-  } catch {
-    return false;
-  }
 }
 
 /** Whether a parsed value is an object or an array (what tools take). */

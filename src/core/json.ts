@@ -65,3 +65,13 @@ export function describeValue(v: unknown): string {
       return typeof v;
   }
 }
+
+/** Whether text is JSON (V8's parser is iterative: no recursion over the text). */
+export function isJson(text: string): boolean {
+  try {
+    JSON.parse(text);
+    return true;
+  } catch {
+    return false;
+  }
+}

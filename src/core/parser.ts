@@ -19,7 +19,7 @@
  * messages were requested.
  */
 import { checkArguments } from "./arguments.js";
-import { describeValue } from "./json.js";
+import { describeValue, isJson } from "./json.js";
 import type { DeltaKind, EndReason, FinishReason, HarmonyEvent, RecoveryKind, ReferenceMessage, StopKind } from "./events.js";
 import type { ParseErrorCode } from "./errors.js";
 import {
@@ -660,14 +660,8 @@ export class HarmonyParser {
     this.atext = "";
     let args = raw;
     let valid: boolean;
-    if (this.strict) {
-      try {
-        JSON.parse(raw);
-        valid = true;
-      } catch {
-        valid = false;
-      }
-    } else {
+    if (this.strict) valid = isJson(raw);
+    else {
       const checked = checkArguments(raw, h.contentType, stop === "eos");
       args = checked.arguments;
       valid = checked.validJson;

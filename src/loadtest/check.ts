@@ -5,6 +5,7 @@
  * error and a `done` at the end.
  */
 import type { HarmonyEvent, ReferenceMessage } from "../core/events.js";
+import { isJson } from "../core/json.js";
 
 export const FAILURE_KINDS = [
   "missing_done",
@@ -90,15 +91,6 @@ export interface Failure {
 }
 
 const same = (a: ReferenceMessage, b: ReferenceMessage) => JSON.stringify(a) === JSON.stringify(b);
-
-function isJson(text: string): boolean {
-  try {
-    JSON.parse(text);
-    return true;
-  } catch {
-    return false;
-  }
-}
 
 export interface CheckResult {
   failures: Failure[];

@@ -70,6 +70,33 @@ function unsupported(request: Obj): { param: string; message: string } | null {
   return null;
 }
 
+/**
+ * What both endpoints do before the engine: check the sampling fields and
+ * refuse what is not supported, then render `chat` (the request as a chat
+ * request) for the client's tenant. Null when an error was answered.
+ */
+async function prepare(
+  svc: Service,
+  req: http.IncomingMessage,
+  res: http.ServerResponse,
+  request: Obj,
+  chat: unknown,
+): Promise<{ tenant: string; rendered: { ids: number[] } } | null> {
+  const bad = checkSampling(request) ?? unsupported(request);
+  if (bad) {
+    sendError(res, 400, "invalid_request_error", "bad_request", bad.message, bad.param);
+    return null;
+  }
+  const tenant = svc.tenantOf(req.headers.authorization);
+  const rendered = await svc.render(chat, tenant);
+  if (!rendered.ok) {
+    const e = rendered.error;
+    sendError(res, renderStatus(e.code), "invalid_request_error", e.code, e.message, e.path || null);
+    return null;
+  }
+  return { tenant, rendered };
+}
+
 /** OpenAI's error type for an upstream failure: the client's mistake (4xx) or the server's. */
 function errorType(status: number): string {
   return status < 500 ? "invalid_request_error" : "upstream_error";
@@ -130,19 +157,9 @@ async function handleChat(
   if (typeof n !== "number" || !Number.isInteger(n) || n < 1 || n > 16) {
     return sendError(res, 400, "invalid_request_error", "bad_request", "n must be an integer from 1 to 16", "n");
   }
-  const bad = checkSampling(request) ?? unsupported(request);
-  if (bad) return sendError(res, 400, "invalid_request_error", "bad_request", bad.message, bad.param);
-  const tenant = svc.tenantOf(req.headers.authorization);
-  const rendered = await svc.render(request, tenant);
-  if (!rendered.ok)
-    return sendError(
-      res,
-      renderStatus(rendered.error.code),
-      "invalid_request_error",
-      rendered.error.code,
-      rendered.error.message,
-      rendered.error.path || null,
-    );
+  const prepared = await prepare(svc, req, res, request, request);
+  if (!prepared) return;
+  const { tenant, rendered } = prepared;
   const h = isObj(request.harmony) ? request.harmony : {};
   const reasoningField =
     h.reasoning_field === "reasoning_content" || h.reasoning_field === "reasoning" ? h.reasoning_field : cfg.reasoningField;
@@ -233,19 +250,9 @@ async function handleResponses(svc: Service, engine: Engine, req: http.IncomingM
   if (!isObj(request)) return sendError(res, 400, "invalid_request_error", "bad_request", "the request must be a JSON object");
   const conv = responsesToChat(request);
   if (!conv.ok) return sendError(res, 400, "invalid_request_error", "bad_request", conv.message, conv.param);
-  const bad = checkSampling(request) ?? unsupported(request);
-  if (bad) return sendError(res, 400, "invalid_request_error", "bad_request", bad.message, bad.param);
-  const tenant = svc.tenantOf(req.headers.authorization);
-  const rendered = await svc.render(conv.chat, tenant);
-  if (!rendered.ok)
-    return sendError(
-      res,
-      renderStatus(rendered.error.code),
-      "invalid_request_error",
-      rendered.error.code,
-      rendered.error.message,
-      rendered.error.path || null,
-    );
+  const prepared = await prepare(svc, req, res, request, conv.chat);
+  if (!prepared) return;
+  const { tenant, rendered } = prepared;
   const model = typeof request.model === "string" ? request.model : "gpt-oss";
   const stream = request.stream === true;
   const completion = { client: request, prompt: rendered.ids, n: 1, maxTokens: request.max_output_tokens };
