@@ -3,7 +3,6 @@
  * endpoint, driven with token ids (`prompt` as ids, `return_token_ids:
  * true`), read as server-sent events.
  */
-import { request, type Dispatcher } from "undici";
 import { isObj, parseJson } from "../core/json.js";
 import {
   UpstreamError,
@@ -13,6 +12,7 @@ import {
   type UpstreamConfig,
   type UpstreamUsage,
 } from "./engine.js";
+import { getText, postSse } from "./sse.js";
 
 /**
  * Harmony's sampling stop tokens: <|return|>, <|call|>, and <|endoftext|>.
@@ -135,137 +135,26 @@ export interface UpstreamOptions {
   signal: AbortSignal;
 }
 
-function endpoint(base: string, path: string): string {
-  return base.replace(/\/+$/, "").replace(/\/v1$/, "") + path;
-}
-
 /** Stream completions from the upstream; yields each SSE data chunk. */
 export async function* streamCompletions(body: Record<string, unknown>, opts: UpstreamOptions): AsyncGenerator<UpstreamChunk> {
-  const ctrl = new AbortController();
-  const abort = () => ctrl.abort();
-  opts.signal.addEventListener("abort", abort);
-  let idle: NodeJS.Timeout | undefined;
-  let timedOut = false;
-  const arm = () => {
-    clearTimeout(idle);
-    idle = setTimeout(() => {
-      timedOut = true;
-      ctrl.abort();
-    }, opts.idleTimeoutMs);
-  };
-  try {
-    arm();
-    let res: Dispatcher.ResponseData;
-    try {
-      // undici's request, not fetch: fetch refuses the ports on its "bad port" list (6000 among them)
-      res = await request(endpoint(opts.baseUrl, "/v1/completions"), {
-        method: "POST",
-        headers: { "content-type": "application/json", accept: "text/event-stream" },
-        body: JSON.stringify(body),
-        signal: ctrl.signal,
-      });
-    } catch (e) {
-      if (timedOut) throw new UpstreamError(504, "upstream_timeout", `the upstream did not answer within ${opts.idleTimeoutMs} ms`);
-      if (opts.signal.aborted) return;
-      const cause = String((e as Error).cause ?? (e as Error).message);
-      if (/other side closed|socket|terminated/i.test(cause) && !/ECONNREFUSED|ENOTFOUND|EHOSTUNREACH/.test(cause)) {
-        throw new UpstreamError(502, "upstream_broken_stream", `the upstream closed the connection before answering: ${cause}`);
-      }
-      throw new UpstreamError(502, "upstream_unreachable", `cannot reach the upstream: ${cause}`);
+  for await (const chunk of postSse("/v1/completions", body, opts)) {
+    const choices = Array.isArray(chunk.choices) ? (chunk.choices as Record<string, unknown>[]) : [];
+    if (choices.some((c) => !isObj(c) || !Array.isArray(c.token_ids))) {
+      // an older vLLM ignores return_token_ids (an unknown field to it) and streams text only
+      throw new UpstreamError(502, "upstream_bad_response", "upstream does not return token ids; vLLM ≥ 0.10.2 needed (return_token_ids)");
     }
-    if (res.statusCode < 200 || res.statusCode > 299) {
-      const text = await res.body.text().catch(() => "");
-      let message = text.slice(0, 500);
-      try {
-        const j = JSON.parse(text) as { error?: { message?: string } | string; message?: string };
-        message = (typeof j.error === "object" ? j.error?.message : j.error) ?? j.message ?? message;
-      } catch {
-        // not JSON: keep the text
-      }
-      // a client mistake the upstream refused stays a 4xx; its own failures are a 502
-      const code = res.statusCode;
-      const status = code >= 400 && code < 500 ? code : 502;
-      throw new UpstreamError(status, "upstream_error", `upstream answered ${code}: ${message}`, code);
-    }
-    if (!res.body) throw new UpstreamError(502, "upstream_bad_response", "the upstream answered without a body");
-    const decoder = new TextDecoder();
-    let buf = "";
-    let done = false;
-    try {
-      for await (const piece of res.body as unknown as AsyncIterable<Uint8Array>) {
-        arm();
-        buf += decoder.decode(piece, { stream: true });
-        let cut: number;
-        while ((cut = buf.search(/\r?\n\r?\n/)) >= 0) {
-          const block = buf.slice(0, cut);
-          buf = buf.slice(cut).replace(/^\r?\n\r?\n/, "");
-          const data = block
-            .split(/\r?\n/)
-            .filter((l) => l.startsWith("data:"))
-            .map((l) => l.slice(5).replace(/^ /, ""))
-            .join("\n");
-          if (data === "") continue;
-          if (data === "[DONE]") {
-            done = true;
-            return;
-          }
-          let chunk: Record<string, unknown>;
-          try {
-            const parsed = parseJson(data);
-            if (!parsed.ok || !isObj(parsed.value)) throw new Error("not a JSON object");
-            chunk = parsed.value as Record<string, unknown>;
-          } catch {
-            throw new UpstreamError(502, "upstream_bad_response", `the upstream sent an event that is not JSON: ${data.slice(0, 200)}`);
-          }
-          if (chunk.error) {
-            const err = chunk.error as { message?: string } | string;
-            throw new UpstreamError(
-              502,
-              "upstream_error",
-              `the upstream reported an error mid-stream: ${typeof err === "string" ? err : err.message}`,
-            );
-          }
-          const choices = Array.isArray(chunk.choices) ? (chunk.choices as Record<string, unknown>[]) : [];
-          if (choices.some((c) => !isObj(c) || !Array.isArray(c.token_ids))) {
-            // an older vLLM ignores return_token_ids (an unknown field to it) and streams text only
-            throw new UpstreamError(
-              502,
-              "upstream_bad_response",
-              "upstream does not return token ids; vLLM ≥ 0.10.2 needed (return_token_ids)",
-            );
-          }
-          yield {
-            choices: choices.map((c) => ({
-              index: typeof c.index === "number" ? c.index : 0,
-              token_ids: Array.isArray(c.token_ids) ? (c.token_ids as number[]) : [],
-              finish_reason: typeof c.finish_reason === "string" ? c.finish_reason : null,
-            })),
-            usage: (chunk.usage as UpstreamUsage | null | undefined) ?? null,
-          };
-        }
-      }
-    } catch (e) {
-      if (e instanceof UpstreamError) throw e;
-      if (opts.signal.aborted) return;
-      if (timedOut) throw new UpstreamError(504, "upstream_timeout", `the upstream went silent for ${opts.idleTimeoutMs} ms`);
-      throw new UpstreamError(502, "upstream_broken_stream", `the upstream stream broke: ${(e as Error).message}`);
-    }
-    if (!done && !opts.signal.aborted) {
-      throw new UpstreamError(502, "upstream_broken_stream", "the upstream stream ended without [DONE]");
-    }
-  } finally {
-    clearTimeout(idle);
-    opts.signal.removeEventListener("abort", abort);
-    ctrl.abort();
+    yield {
+      choices: choices.map((c) => ({
+        index: typeof c.index === "number" ? c.index : 0,
+        token_ids: Array.isArray(c.token_ids) ? (c.token_ids as number[]) : [],
+        finish_reason: typeof c.finish_reason === "string" ? c.finish_reason : null,
+      })),
+      usage: (chunk.usage as UpstreamUsage | null | undefined) ?? null,
+    };
   }
 }
 
 /** GET /v1/models, passed through. */
-export async function listModels(baseUrl: string, timeoutMs: number): Promise<{ status: number; body: string }> {
-  try {
-    const res = await request(endpoint(baseUrl, "/v1/models"), { signal: AbortSignal.timeout(timeoutMs) });
-    return { status: res.statusCode, body: await res.body.text() };
-  } catch (e) {
-    throw new UpstreamError(502, "upstream_unreachable", `cannot reach the upstream: ${(e as Error).message}`);
-  }
+export function listModels(baseUrl: string, timeoutMs: number): Promise<{ status: number; body: string }> {
+  return getText(baseUrl, "/v1/models", timeoutMs);
 }

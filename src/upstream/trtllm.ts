@@ -1,0 +1,146 @@
+/**
+ * The TensorRT-LLM engine (`trtllm-serve`): its OpenAI-style
+ * `POST /v1/completions`, driven with token ids (`prompt` as ids,
+ * `detokenize: false`: chunks carry `token_ids` and an empty `text`), read as
+ * server-sent events.
+ *
+ * Read in TensorRT-LLM's source (repository NVIDIA/TensorRT-LLM; the commit is
+ * the version the code index held):
+ * - tensorrt_llm/serve/openai_protocol.py @ 0076e9390e1ed11515f149eec356f5a03f4a00d8
+ *   `OpenAIBaseModel` (`extra="forbid"`: an unknown request field is refused), so only
+ *   fields of `CompletionRequest` are sent: `model` (required), `prompt` (ids),
+ *   `max_tokens: Optional[int] = None`, `n`, `stream_options` (`include_usage` defaults
+ *   to true), `stop_token_ids`, `include_stop_str_in_output`, `skip_special_tokens`,
+ *   `detokenize: bool = True`, `top_k`, `min_p`, `repetition_penalty`, `seed`, `stop`,
+ *   `logit_bias`, `user`; `ModelCard` has no context length (`owned_by: "tensorrt_llm"`);
+ *   `CompletionResponseStreamChoice` (`token_ids`, `finish_reason`, `stop_reason`).
+ * - tensorrt_llm/serve/postprocess_handlers.py @ 01bf19231d29d8f0766e31c117d1cf39ed00d3d5
+ *   `completion_stream_post_processor`: `text = ""` and `token_ids = token_ids_diff` when
+ *   `detokenize` is false (`token_ids: null` otherwise), index = prompt_idx * n + output
+ *   index, chunks dumped with `exclude_unset=False` (`"usage": null`), the usage chunk
+ *   (`prompt_tokens_details.cached_tokens`) once the request is done.
+ * - tensorrt_llm/serve/openai_server.py @ 00057725d9a6591f033e44f31c219e2426827bb7
+ *   `openai_completion` (the model name is not checked; an exception before streaming →
+ *   400 `{"object":"error","message",…,"code":400}`; one raised mid-stream breaks the
+ *   connection, no error event, no `[DONE]`), `generator_wrapper` (`data: [DONE]`),
+ *   `RequestValidationError` → 400 `{"error": "<pydantic message>"}`, `/v1/models`,
+ *   `/health`, `/version`.
+ * - tensorrt_llm/executor/result.py (index excerpt, `_handle_sequence`): finish reasons
+ *   "stop" (END_ID or STOP_WORDS), "length", "timeout", "cancelled"; a stop id is cut off
+ *   `token_ids` unless `include_stop_str_in_output`.
+ * - tensorrt_llm/executor/base_worker.py `_deduce_max_tokens` (index excerpt):
+ *   `max_tokens` None → `max_seq_len - prompt`; a larger `max_tokens` is lowered to it.
+ *
+ * So `max_tokens` is sent only when the client gave one: TensorRT-LLM fills the
+ * context by itself. A `trtllm-serve` without `detokenize` refuses the request
+ * (unknown field): token ids cannot be had from it, a 502 that says so.
+ */
+import { isObj } from "../core/json.js";
+import {
+  UpstreamError,
+  type CompletionRequest,
+  type Engine,
+  type UpstreamChunk,
+  type UpstreamConfig,
+  type UpstreamUsage,
+} from "./engine.js";
+import { getText, postSse } from "./sse.js";
+import { servedModels, type ServedModels } from "./vllm.js";
+
+/** Harmony's sampling stop tokens: <|return|>, <|call|>, <|endoftext|>. */
+const STOP_TOKEN_IDS = [200002, 200012, 199999];
+
+/** Request fields TensorRT-LLM's CompletionRequest takes (anything else is a 400 there). */
+const PASSTHROUGH = [
+  "temperature",
+  "top_p",
+  "top_k",
+  "min_p",
+  "seed",
+  "stop",
+  "presence_penalty",
+  "frequency_penalty",
+  "repetition_penalty",
+  "logit_bias",
+  "user",
+];
+
+export function trtllmBody(r: CompletionRequest, served: ServedModels | null): Record<string, unknown> {
+  const asked = r.client.model;
+  const model = served && served.ids.length > 0 ? served.ids[0] : typeof asked === "string" ? asked : "gpt-oss";
+  const body: Record<string, unknown> = {
+    model,
+    prompt: r.prompt,
+    stream: true,
+    stream_options: { include_usage: true },
+    detokenize: false,
+    skip_special_tokens: false,
+    // keep the stop id in token_ids, as the other engines do: the parser sees <|call|> / <|return|>
+    include_stop_str_in_output: true,
+    stop_token_ids: STOP_TOKEN_IDS,
+    n: r.n,
+  };
+  if (typeof r.maxTokens === "number") body.max_tokens = r.maxTokens;
+  for (const k of PASSTHROUGH) if (r.client[k] !== undefined) body[k] = r.client[k];
+  return body;
+}
+
+/** TensorRT-LLM's finish reasons onto the ones generate.ts knows: timeout and cancelled end cut short. */
+export function trtllmFinish(f: unknown): string | null {
+  if (typeof f !== "string") return null;
+  if (f === "stop" || f === "length") return f;
+  return "abort";
+}
+
+const NO_IDS = "upstream does not return token ids; a trtllm-serve whose /v1/completions takes detokenize: false is needed";
+
+export class TrtllmEngine implements Engine {
+  private served: Promise<ServedModels | null> | null = null;
+
+  constructor(private readonly cfg: UpstreamConfig) {}
+
+  private servedModels(): Promise<ServedModels | null> {
+    this.served ??= this.models().then(
+      (r) => (r.status === 200 ? servedModels(r.body) : null),
+      () => null,
+    );
+    return this.served.then((m) => {
+      if (m === null) this.served = null;
+      return m;
+    });
+  }
+
+  async *complete(request: CompletionRequest, signal: AbortSignal): AsyncGenerator<UpstreamChunk> {
+    const body = trtllmBody(request, await this.servedModels());
+    const chunks = postSse("/v1/completions", body, { baseUrl: this.cfg.url, idleTimeoutMs: this.cfg.idleTimeoutMs, signal });
+    try {
+      for await (const chunk of chunks) {
+        const choices = Array.isArray(chunk.choices) ? (chunk.choices as unknown[]) : [];
+        if (choices.some((c) => !isObj(c) || !Array.isArray(c.token_ids))) throw new UpstreamError(502, "upstream_bad_response", NO_IDS);
+        yield {
+          choices: (choices as Record<string, unknown>[]).map((c) => ({
+            index: typeof c.index === "number" ? c.index : 0,
+            token_ids: c.token_ids as number[],
+            finish_reason: trtllmFinish(c.finish_reason),
+          })),
+          usage: isObj(chunk.usage) ? (chunk.usage as unknown as UpstreamUsage) : null,
+        };
+      }
+    } catch (e) {
+      // extra="forbid": a trtllm-serve that predates `detokenize` refuses it by name
+      if (
+        e instanceof UpstreamError &&
+        e.upstreamStatus === 400 &&
+        /detokenize/.test(e.message) &&
+        /extra|permitted|forbidden/i.test(e.message)
+      ) {
+        throw new UpstreamError(502, "upstream_bad_response", `${NO_IDS} (${e.message})`, 400);
+      }
+      throw e;
+    }
+  }
+
+  models(): Promise<{ status: number; body: string }> {
+    return getText(this.cfg.url, "/v1/models", this.cfg.idleTimeoutMs);
+  }
+}
