@@ -7,17 +7,16 @@
  */
 import * as grpc from "@grpc/grpc-js";
 import fc from "fast-check";
-import { pino } from "pino";
 import WebSocket from "ws";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { readBinaryFrame } from "../../src/protocol/binary-frame.js";
 import { HARMONY_SERVICE } from "../../src/protocol/grpc-methods.js";
 import { readJsonFrame } from "../../src/protocol/json-frame.js";
 import { schema } from "../../src/protocol/schema.js";
-import { Server } from "../../src/server.js";
-import { DEFAULT_LIMITS } from "../../src/service/service.js";
+import type { Server } from "../../src/server.js";
 import { fcParams } from "../helpers.js";
 import { startStandIn, type StandIn } from "./stand-in-vllm.js";
+import { startTestServer } from "./test-server.js";
 
 const wire = schema();
 const CODES = /^[a-z_]+$/;
@@ -103,19 +102,10 @@ describe("the server never fails on a hostile body or message", () => {
   beforeAll(async () => {
     upstream = await startStandIn();
     upstream.script({ tokens: [] });
-    server = new Server({
-      host: "127.0.0.1",
-      port: 0,
-      grpcPort: 0,
-      workers: 0,
-      drainTimeoutMs: 2000,
-      limits: DEFAULT_LIMITS,
-      logger: pino({ level: "silent" }),
-      upstream: { url: upstream.url, idleTimeoutMs: 1000, reasoningField: "reasoning" },
-    });
-    const ports = await server.start();
-    base = `http://127.0.0.1:${ports.port}`;
-    grpcAddress = `127.0.0.1:${ports.grpcPort}`;
+    const s = await startTestServer({ upstream: { url: upstream.url, idleTimeoutMs: 1000, reasoningField: "reasoning" } });
+    server = s.server;
+    base = s.http;
+    grpcAddress = s.grpc;
   });
 
   afterAll(async () => {

@@ -8,16 +8,16 @@ import http from "node:http";
 import type { AddressInfo } from "node:net";
 import * as grpc from "@grpc/grpc-js";
 import OpenAI from "openai";
-import { pino } from "pino";
 import WebSocket from "ws";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { HarmonyClient } from "../../src/client/index.js";
 import { HARMONY_SERVICE } from "../../src/protocol/grpc-methods.js";
 import { schema } from "../../src/protocol/schema.js";
-import { Server, type ServerOptions } from "../../src/server.js";
+import type { Server, ServerOptions } from "../../src/server.js";
 import { DEFAULT_LIMITS } from "../../src/service/service.js";
 import { harmony } from "../helpers.js";
 import { startStandIn, type StandIn } from "./stand-in-vllm.js";
+import { startTestServer } from "./test-server.js";
 
 const JSON_BODY = { "content-type": "application/json" };
 const wire = schema();
@@ -29,19 +29,9 @@ afterEach(async () => {
 });
 
 async function start(opts: Partial<ServerOptions> = {}) {
-  const server = new Server({
-    host: "127.0.0.1",
-    port: 0,
-    grpcPort: 0,
-    workers: 0,
-    drainTimeoutMs: 2000,
-    limits: DEFAULT_LIMITS,
-    logger: pino({ level: "silent" }),
-    ...opts,
-  });
-  servers.push(server);
-  const { port, grpcPort } = await server.start();
-  return { server, http: `http://127.0.0.1:${port}`, ws: `ws://127.0.0.1:${port}/v1/stream`, grpc: `127.0.0.1:${grpcPort}` };
+  const s = await startTestServer(opts);
+  servers.push(s.server);
+  return s;
 }
 
 /** JSON text nested `depth` arrays deep around `inner`. */

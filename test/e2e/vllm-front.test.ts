@@ -5,12 +5,11 @@
  * behaviour comes from).
  */
 import OpenAI from "openai";
-import { pino } from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { Server } from "../../src/server.js";
-import { DEFAULT_LIMITS } from "../../src/service/service.js";
+import type { Server } from "../../src/server.js";
 import { harmony } from "../helpers.js";
 import { startVllm, type VllmStandIn } from "./stand-ins/vllm.js";
+import { startTestServer } from "./test-server.js";
 
 const { enc } = harmony();
 const ids = (text: string) => enc.encode(text);
@@ -25,19 +24,10 @@ describe("the OpenAI front against vLLM's contract", () => {
 
   beforeAll(async () => {
     vllm = await startVllm({ maxModelLen: 4096 });
-    server = new Server({
-      host: "127.0.0.1",
-      port: 0,
-      grpcPort: -1,
-      workers: 0,
-      drainTimeoutMs: 2000,
-      limits: DEFAULT_LIMITS,
-      logger: pino({ level: "silent" }),
-      upstream: { url: vllm.url, idleTimeoutMs: 2000, reasoningField: "reasoning" },
-    });
-    const { port } = await server.start();
-    base = `http://127.0.0.1:${port}`;
-    client = new OpenAI({ baseURL: `http://127.0.0.1:${port}/v1`, apiKey: "sk-local", maxRetries: 0 });
+    const s = await startTestServer({ grpcPort: -1, upstream: { url: vllm.url, idleTimeoutMs: 2000, reasoningField: "reasoning" } });
+    server = s.server;
+    base = s.http;
+    client = new OpenAI({ baseURL: `${base}/v1`, apiKey: "sk-local", maxRetries: 0 });
   });
 
   afterAll(async () => {
