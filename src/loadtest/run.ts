@@ -66,7 +66,20 @@ export interface PassReport {
   failed_streams: number;
   failures: Record<string, number>;
   examples: FailureExample[];
+  /** Frame latency buckets (4 per doubling, the non-empty ones, ascending): the HTML report's histogram. */
+  latency_histogram: { lower_ms: number; upper_ms: number; count: number }[];
+  /** Frame latency at percentiles 50 … 99.99: the percentile curve. */
+  latency_percentiles: { p: number; ms: number }[];
+  /** Tokens per second, sampled about every 250 ms (`t`: seconds from the start). */
+  throughput: { t: number; tokens_per_second: number }[];
+  /** Failed streams by injected fault (`none`: unfaulted). */
+  faults_failed: Record<string, number>;
 }
+
+/** Latency buckets: 4 per doubling of the microseconds (log2 quarter steps). */
+const BUCKETS_PER_DOUBLING = 4;
+const bucketOf = (us: number) => Math.floor(Math.log2(Math.max(1, us)) * BUCKETS_PER_DOUBLING);
+const bucketEdgeMs = (b: number) => 2 ** (b / BUCKETS_PER_DOUBLING) / 1000;
 
 export interface Report {
   target: string;
@@ -98,6 +111,9 @@ async function pass(
   const histogram = hdr.build({ lowestDiscernibleValue: 1, highestTrackableValue: 60_000_000, numberOfSignificantValueDigits: 3 });
   const live = new Map<string, Live>();
   const faults: Record<string, number> = {};
+  const faultsFailed: Record<string, number> = {};
+  const buckets = new Map<number, number>();
+  const throughput: { t: number; tokens_per_second: number }[] = [];
   const recoveries: Record<string, number> = {};
   const failures: Record<string, number> = {};
   const examples: FailureExample[] = [];
@@ -146,6 +162,8 @@ async function pass(
     toolCallsRecovered += r.toolCallsRecovered;
     if (r.failures.length > 0) {
       failed++;
+      const fault = l.gen.fault ?? "none";
+      faultsFailed[fault] = (faultsFailed[fault] ?? 0) + 1;
       for (const f of r.failures) {
         failures[f.kind] = (failures[f.kind] ?? 0) + 1;
         if (examples.filter((e) => e.kind === f.kind).length < 3) {
@@ -185,7 +203,12 @@ async function pass(
     if (stream.startsWith(`${prefix}sync`)) {
       if (ev.type === "done") {
         const t = syncSent.get(stream);
-        if (t !== undefined) histogram.recordValue(Math.max(1, Math.round((performance.now() - t) * 1000)));
+        if (t !== undefined) {
+          const us = Math.max(1, Math.round((performance.now() - t) * 1000));
+          histogram.recordValue(us);
+          const b = bucketOf(us);
+          buckets.set(b, (buckets.get(b) ?? 0) + 1);
+        }
         syncSent.delete(stream);
         unanswered--;
         wake?.();
@@ -253,8 +276,10 @@ async function pass(
       wake = null;
     }
     const now = performance.now();
-    if (bar && now - lastTick > 250) {
-      bar.update(finished, { rate: Math.round(((tokens - lastTokens) / (now - lastTick)) * 1000), failures: failed });
+    if (now - lastTick > 250) {
+      const rate = ((tokens - lastTokens) / (now - lastTick)) * 1000;
+      throughput.push({ t: (now - started) / 1000, tokens_per_second: rate });
+      bar?.update(finished, { rate: Math.round(rate), failures: failed });
       lastTick = now;
       lastTokens = tokens;
     }
@@ -284,6 +309,12 @@ async function pass(
     failed_streams: failed,
     failures,
     examples,
+    latency_histogram: [...buckets.entries()]
+      .sort((a, b) => a[0] - b[0])
+      .map(([b, count]) => ({ lower_ms: bucketEdgeMs(b), upper_ms: bucketEdgeMs(b + 1), count })),
+    latency_percentiles: [50, 75, 90, 99, 99.9, 99.99].map((p) => ({ p, ms: q(p) })),
+    throughput,
+    faults_failed: faultsFailed,
   };
 }
 
