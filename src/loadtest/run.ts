@@ -70,7 +70,7 @@ export interface PassReport {
   latency_histogram: { lower_ms: number; upper_ms: number; count: number }[];
   /** Frame latency at percentiles 50 … 99.99: the percentile curve. */
   latency_percentiles: { p: number; ms: number }[];
-  /** Tokens per second, sampled about every 250 ms (`t`: seconds from the start). */
+  /** Tokens per second, sampled about every 100 ms and at the end (`t`: seconds from the start). */
   throughput: { t: number; tokens_per_second: number }[];
   /** Failed streams by injected fault (`none`: unfaulted). */
   faults_failed: Record<string, number>;
@@ -276,7 +276,7 @@ async function pass(
       wake = null;
     }
     const now = performance.now();
-    if (now - lastTick > 250) {
+    if (now - lastTick > 100) {
       const rate = ((tokens - lastTokens) / (now - lastTick)) * 1000;
       throughput.push({ t: (now - started) / 1000, tokens_per_second: rate });
       bar?.update(finished, { rate: Math.round(rate), failures: failed });
@@ -292,6 +292,9 @@ async function pass(
     l.events.push({ type: "error", code: "no_answer", message: "no done before the end of the run", at: 0, token: null });
     finish(name, l);
   }
+  const end = performance.now();
+  if (tokens > lastTokens && end > lastTick)
+    throughput.push({ t: (end - started) / 1000, tokens_per_second: ((tokens - lastTokens) / (end - lastTick)) * 1000 });
   bar?.update(finished, { rate: 0, failures: failed });
   bar?.stop();
   const seconds = (performance.now() - started) / 1000;

@@ -307,7 +307,8 @@ describe("the load test's HTML report", () => {
       expect(p.latency_histogram.length).toBeGreaterThan(0);
       expect(await page.locator("#resilient-histogram rect.bar").count()).toBe(p.latency_histogram.length);
       expect(await page.locator("#resilient-throughput polyline.line").count()).toBe(p.throughput.length > 1 ? 1 : 0);
-      expect(await page.locator("#pass-resilient .missing").count()).toBe(p.throughput.length > 1 ? 0 : 1);
+      // (a run too short for two throughput samples says so, and gives its average: two notes)
+      expect(await page.locator("#pass-resilient .missing").count()).toBe(p.throughput.length > 1 ? 0 : 2);
       expect(problems).toEqual([]);
       await page.screenshot({ path: path.join(SHOTS, `loadtest-report-${scheme}.png`), fullPage: true });
       await page.screenshot({
