@@ -2,7 +2,7 @@
 NODE_MODULES := node_modules/.package-lock.json
 BUILD := dist/.built
 
-.PHONY: install build test run bench typecheck format format-check clean
+.PHONY: install build test run bench bench-store typecheck format format-check clean
 
 $(NODE_MODULES): package.json package-lock.json
 	npm ci --no-audit --no-fund
@@ -21,6 +21,12 @@ $(CHROMIUM):
 	@if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; \
 	else echo "make test needs Debian's chromium package: sudo apt-get install -y chromium" >&2; exit 1; fi
 
+# the shared reasoning store's tests start Debian's redis-server (never a mock, never a download)
+REDIS_SERVER := /usr/bin/redis-server
+$(REDIS_SERVER):
+	@if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server; \
+	else echo "make test needs Debian's redis-server package: sudo apt-get install -y redis-server" >&2; exit 1; fi
+
 build: $(BUILD)
 
 typecheck: $(NODE_MODULES)
@@ -34,7 +40,7 @@ format: $(NODE_MODULES)
 format-check: $(NODE_MODULES)
 	npx prettier --check .
 
-test: $(BUILD) $(CHROMIUM) format-check
+test: $(BUILD) $(CHROMIUM) $(REDIS_SERVER) format-check
 	npx vitest run --reporter=default --reporter=json --outputFile.json=dist/test-report.json; \
 	  status=$$?; node scripts/test-summary.mjs dist/test-report.json || status=1; exit $$status
 
@@ -43,6 +49,9 @@ run: $(BUILD)
 
 bench: $(BUILD)
 	node dist/bench/parser-bench.js
+
+bench-store: $(BUILD) $(REDIS_SERVER)
+	node dist/bench/store-bench.js
 
 clean:
 	rm -rf dist

@@ -4,13 +4,15 @@
  * upstream engine). Everything below this file is wired here; nothing in
  * src/service/ knows a transport.
  */
-import { Service, type ServiceOptions } from "./service/service.js";
+import { getHeapStatistics } from "node:v8";
+import { cgroupCpuLimit, cgroupMemoryLimit, Service, type ServiceOptions } from "./service/service.js";
+import { redactUrl } from "./store/redis.js";
 import { startGrpc, type GrpcEdge } from "./transport/grpc.js";
 import type { AccessPolicy } from "./transport/access.js";
 import { startHttp, wsMasking, type HttpEdge } from "./transport/http.js";
 import { OpenAIFront } from "./transport/openai-front.js";
 import type { UpstreamConfig } from "./upstream/engine.js";
-import { VllmEngine } from "./upstream/vllm.js";
+import { createEngine, type EngineKind } from "./upstream/index.js";
 
 export interface ServerOptions extends ServiceOptions {
   host: string;
@@ -20,9 +22,16 @@ export interface ServerOptions extends ServiceOptions {
   grpcPort: number;
   /** Sidecar mode: the inference server to drive by token ids. */
   upstream?: UpstreamConfig | undefined;
+  /** Which engine it is (default vllm; auto probes it). */
+  upstreamKind?: EngineKind;
   /** Which browsers and host names may reach the HTTP edge (default: none but the bound address, no page). */
   access?: AccessPolicy;
+  /** On stop: how long readiness says no while everything is still served, before the drain (default 0). */
+  shutdownDelayMs?: number;
 }
+
+/** How long start waits for the shared reasoning store before serving without it (it keeps reconnecting). */
+const STORE_CONNECT_WAIT_MS = 2000;
 
 export const SERVER_DEFAULTS = { host: "127.0.0.1", port: 8765, grpcPort: 8766 } as const;
 
@@ -42,9 +51,17 @@ export class Server {
     const svc = this.service;
     svc.start();
     const up = this.options.upstream;
-    const front = up ? new OpenAIFront(svc, new VllmEngine(up), up) : null;
+    const kind = this.options.upstreamKind ?? "vllm";
+    const front = up ? new OpenAIFront(svc, createEngine(kind, up), up) : null;
     this.http = await startHttp(svc, front, this.options.host, this.options.port, this.options.access);
     if (this.options.grpcPort >= 0) this.grpc = await startGrpc(svc, this.options.host, this.options.grpcPort);
+    const shared = svc.reasoning.shared;
+    if (shared !== null && !(await shared.waitReady(STORE_CONNECT_WAIT_MS)))
+      svc.logger.warn(
+        { cot_store: redactUrl(shared.options.url) },
+        "the shared reasoning store is not reachable yet: serving without it, and reconnecting",
+      );
+    this.warnContainer();
     const ports = { port: this.http.port, grpcPort: this.grpc?.port ?? null };
     // where it listens is always worth saying, even when info lines are off
     svc.logger[svc.logger.isLevelEnabled("info") ? "info" : "warn"](
@@ -56,6 +73,9 @@ export class Server {
         startup_ms: Math.round(performance.now() - t0),
         auth: !!svc.token,
         upstream: up?.url ?? null,
+        upstream_kind: up ? kind : null,
+        cot_store: shared === null ? "memory" : redactUrl(shared.options.url),
+        cpu_limit: cgroupCpuLimit(),
         ws_masking: wsMasking(),
       },
       "harmony-sidecar serving",
@@ -64,13 +84,36 @@ export class Server {
   }
 
   /**
-   * Graceful stop: stop accepting, let frames in flight finish, end every
+   * A V8 heap allowed to grow past the container's memory limit ends in the
+   * kernel's OOM kill rather than in V8's own heap limit (and the memory
+   * budget, 75% of the heap limit, never refuses a stream in time).
+   */
+  private warnContainer(): void {
+    const memory = cgroupMemoryLimit();
+    const heap = getHeapStatistics().heap_size_limit;
+    if (memory !== null && heap > memory)
+      this.service.logger.warn(
+        { heap_limit_bytes: heap, memory_limit_bytes: memory },
+        "V8's heap limit exceeds the container's memory limit: set NODE_OPTIONS=--max-old-space-size to about 60% of the limit (MiB)",
+      );
+  }
+
+  /**
+   * Graceful stop: readiness goes first (/readyz 503, gRPC health
+   * NOT_SERVING) and everything is still served for `shutdownDelayMs`, so
+   * that load balancers take the replica out before it stops accepting; then stop accepting, let frames in flight finish, end every
    * open stream (`error` shutting_down, then `done`), close connections, stop
    * the workers. Connections still open after `drainTimeoutMs` are cut.
    */
   stop(): Promise<void> {
     this.stopping ??= (async () => {
       const svc = this.service;
+      svc.withdrawReadiness();
+      const delay = this.options.shutdownDelayMs ?? 0;
+      if (delay > 0) {
+        svc.logger.info({ shutdown_delay_ms: delay }, "not ready; serving until the drain");
+        await new Promise((resolve) => setTimeout(resolve, delay));
+      }
       svc.logger.info({ connections: svc.connectionCount }, "draining");
       this.http?.stopAccepting();
       this.grpc?.stopAccepting();

@@ -6,6 +6,7 @@
 import { setFlagsFromString } from "node:v8";
 import { Server, type ServerOptions } from "../server.js";
 import { DEFAULT_COT_STORE, DEFAULT_LIMITS, type Limits } from "../service/service.js";
+import type { EngineKind } from "../upstream/index.js";
 import { SettingsReader, type ServeFlags } from "./settings.js";
 
 export { DEFAULT_HEAP_GROWTH, type ServeFlags } from "./settings.js";
@@ -63,6 +64,7 @@ export function resolveOptions(flags: ServeFlags, env: NodeJS.ProcessEnv): Serve
   const reasoningField = r.text("reasoningField") as "reasoning" | "reasoning_content";
   return {
     upstream: upstreamUrl === "" ? undefined : { url: upstreamUrl, idleTimeoutMs: r.int("upstreamTimeoutMs"), reasoningField },
+    upstreamKind: r.text("upstreamKind") as EngineKind,
     host: r.text("host"),
     port: r.int("port"),
     grpcPort: r.int("grpcPort"),
@@ -71,7 +73,13 @@ export function resolveOptions(flags: ServeFlags, env: NodeJS.ProcessEnv): Serve
     token: r.text("token") || undefined,
     logLevel: r.text("logLevel"),
     drainTimeoutMs: r.int("drainTimeoutMs"),
-    cotStore: { ...DEFAULT_COT_STORE, maxBytes: r.int("cotStoreBytes"), ttlMs: r.int("cotStoreTtlMs") },
+    cotStore: {
+      ...DEFAULT_COT_STORE,
+      maxBytes: r.int("cotStoreBytes"),
+      ttlMs: r.int("cotStoreTtlMs"),
+      shared: r.text("cotStore") === "memory" ? undefined : { url: r.text("cotStore"), timeoutMs: r.int("cotStoreTimeoutMs") },
+    },
+    shutdownDelayMs: r.int("shutdownDelayMs"),
     access: {
       allowOrigins: list(r.text("allowOrigin")),
       allowHosts: list(r.text("allowHost")),

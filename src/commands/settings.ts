@@ -5,8 +5,10 @@
  * from here; a setting is added by adding a row.
  */
 import { MAX_STORE_BYTES } from "../store/memory.js";
+import { connectionOptions, isStoreUrl } from "../store/redis.js";
 import { DEFAULT_COT_STORE, DEFAULT_LIMITS, DEFAULTS } from "../service/service.js";
 import { SERVER_DEFAULTS } from "../server.js";
+import { ENGINE_KINDS } from "../upstream/index.js";
 
 /**
  * How far V8 lets the old generation grow past what a full GC left alive
@@ -31,8 +33,12 @@ export interface Setting {
   help: string;
   /** The default; "" means none. */
   default: string | number;
-  /** An integer within [min, max], a string (one of `choices` when given), or an http(s) URL ("" allowed: off). */
-  type: "int" | "string" | "url";
+  /**
+   * An integer within [min, max], a string (one of `choices` when given), an
+   * http(s) URL ("" allowed: off), or a reasoning store (`memory`, or a
+   * redis://, rediss:// or unix:// URL).
+   */
+  type: "int" | "string" | "url" | "store";
   min?: number;
   max?: number;
   choices?: readonly string[];
@@ -212,7 +218,7 @@ export const SETTINGS = [
     key: "upstream",
     flag: "--upstream <url>",
     env: "HARMONY_UPSTREAM",
-    help: "sidecar mode: the vLLM (OpenAI-compatible) server to drive by token ids",
+    help: "sidecar mode: the inference server (vLLM, SGLang, trtllm-serve, llama-server) to drive by token ids",
     default: "",
     type: "url",
   },
@@ -224,6 +230,15 @@ export const SETTINGS = [
     default: 120_000,
     type: "int",
     min: 100,
+  },
+  {
+    key: "upstreamKind",
+    flag: "--upstream-kind <kind>",
+    env: "HARMONY_UPSTREAM_KIND",
+    help: "sidecar mode: the engine behind --upstream (auto: probe it)",
+    default: "vllm",
+    type: "string",
+    choices: ENGINE_KINDS,
   },
   {
     key: "reasoningField",
@@ -252,6 +267,34 @@ export const SETTINGS = [
     default: DEFAULT_COT_STORE.ttlMs,
     type: "int",
     min: 1000,
+  },
+  {
+    key: "cotStore",
+    flag: "--cot-store <memory|url>",
+    env: "HARMONY_COT_STORE",
+    help: "where reasoning is remembered: memory (this process), or a Redis ≥ 7 / Valkey URL (redis://, rediss:// or unix:///path.sock) shared by every replica, with this process's store as a local cache in front",
+    default: "memory",
+    type: "store",
+  },
+  {
+    key: "cotStoreTimeoutMs",
+    flag: "--cot-store-timeout-ms <n>",
+    env: "HARMONY_COT_STORE_TIMEOUT_MS",
+    help: "with a shared store: how long a render waits for it (one fetch of every missing tool call); past it the render goes on without restoring",
+    default: 5,
+    type: "int",
+    min: 1,
+    max: 10_000,
+  },
+  {
+    key: "shutdownDelayMs",
+    flag: "--shutdown-delay-ms <n>",
+    env: "HARMONY_SHUTDOWN_DELAY_MS",
+    help: "on SIGTERM, how long to keep serving while /readyz and gRPC health already say not ready, before the drain (e.g. 5000 behind a Kubernetes Service)",
+    default: 0,
+    type: "int",
+    min: 0,
+    max: 600_000,
   },
   {
     key: "heapGrowth",
@@ -306,6 +349,15 @@ export class SettingsReader {
     if (s.choices && !s.choices.includes(raw)) throw new Error(`${key} (${s.env}) must be ${s.choices.join(" or ")}`);
     if (s.type === "url" && raw !== "" && !/^https?:\/\//.test(raw))
       throw new Error(`${key} (${s.env}) must be an http(s) URL, got ${JSON.stringify(raw)}`);
+    if (s.type === "store" && raw !== "memory") {
+      // the URL may hold a password: never quoted back
+      if (!isStoreUrl(raw)) throw new Error(`${key} (${s.env}) must be memory or a redis://, rediss:// or unix:// URL`);
+      try {
+        connectionOptions(raw);
+      } catch {
+        throw new Error(`${key} (${s.env}) is not a usable redis://, rediss:// or unix:// URL`);
+      }
+    }
     return raw;
   }
 

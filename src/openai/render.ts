@@ -42,7 +42,40 @@ function optionsOf(request: Obj): FromOpenAIOptions & { restore: boolean } {
   return opts;
 }
 
-/** A request with dropped reasoning put back from the store, and what was put back; or the request as it was. */
+/** The assistant messages whose reasoning restoration would look up: tool calls, no reasoning of their own. */
+function lacksReasoning(m: unknown): m is Obj & { tool_calls: unknown[] } {
+  return isObj(m) && m.role === "assistant" && Array.isArray(m.tool_calls) && m.tool_calls.length > 0 && !hasReasoning(m);
+}
+
+function callIdOf(call: unknown): string | undefined {
+  return isObj(call) && typeof call.id === "string" ? call.id : undefined;
+}
+
+/**
+ * The tool call ids {@link restoreReasoning} would look up in `request`
+ * (those of assistant messages that call tools and carry no reasoning), in
+ * order; none when the request does not ask for restoration. A store that
+ * answers asynchronously fetches these first, in one batch, then hands
+ * restoreReasoning what it found.
+ */
+export function missingReasoning(request: unknown): string[] {
+  const ids: string[] = [];
+  if (!isObj(request) || !Array.isArray(request.messages) || !optionsOf(request).restore) return ids;
+  for (const m of request.messages as unknown[]) {
+    if (!lacksReasoning(m)) continue;
+    for (const call of m.tool_calls) {
+      const id = callIdOf(call);
+      if (id !== undefined) ids.push(id);
+    }
+  }
+  return ids;
+}
+
+/**
+ * A request with dropped reasoning put back from the store, and what was put
+ * back; or the request as it was. `recall` is synchronous: the in-process
+ * store, or a map a shared store's batch fetch filled (see missingReasoning).
+ */
 export function restoreReasoning(
   request: unknown,
   recall: ((toolCallId: string) => string | undefined) | undefined,
@@ -51,9 +84,9 @@ export function restoreReasoning(
   if (!isObj(request) || !recall || !Array.isArray(request.messages)) return { request, restored };
   if (!optionsOf(request).restore) return { request, restored };
   const messages = (request.messages as unknown[]).map((m, i) => {
-    if (!isObj(m) || m.role !== "assistant" || !Array.isArray(m.tool_calls) || m.tool_calls.length === 0 || hasReasoning(m)) return m;
-    for (const call of m.tool_calls as unknown[]) {
-      const id = isObj(call) && typeof call.id === "string" ? call.id : undefined;
+    if (!lacksReasoning(m)) return m;
+    for (const call of m.tool_calls) {
+      const id = callIdOf(call);
       const text = id === undefined ? undefined : recall(id);
       if (id !== undefined && text !== undefined) {
         restored.push({ tool_call_id: id, message_index: i, chars: text.length });

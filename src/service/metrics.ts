@@ -15,6 +15,8 @@ export interface Metrics {
   workerRestarts: Counter;
   renders: Counter<"outcome">;
   cotRestored: Counter;
+  /** Shared reasoning store operations that failed or ran out of time (op: read, write). */
+  cotStoreFailures: Counter<"op">;
   /**
    * Hot-path counts (per frame, per batch): plain additions, folded into the
    * prom-client counters when they are read (a scrape), so a frame does not
@@ -98,6 +100,12 @@ export function createMetrics(): Metrics {
     cotRestored: new Counter({
       name: "harmony_cot_restored_total",
       help: "Dropped reasoning put back into rendered prompts",
+      registers: [registry],
+    }),
+    cotStoreFailures: new Counter({
+      name: "harmony_cot_store_failures_total",
+      help: "Shared reasoning store operations that failed or ran out of time (op: read, a render's fetch; write, a remembered reasoning)",
+      labelNames: ["op"],
       registers: [registry],
     }),
     countFrame(transport) {

@@ -4,8 +4,10 @@
  * OpenAI front) are started around it by the composition root,
  * src/server.ts; nothing here knows a transport.
  */
+import { readFileSync } from "node:fs";
 import os from "node:os";
 import { getHeapStatistics } from "node:v8";
+
 import { createHash, timingSafeEqual } from "node:crypto";
 import { parseJson } from "../core/json.js";
 import { LOCAL_TENANT, memoScope } from "../store/store.js";
@@ -14,9 +16,11 @@ import { ParserPool } from "../pool/pool.js";
 import type { OpsResult } from "../pool/task.js";
 import { schema, type Schema } from "../protocol/schema.js";
 import { loadHarmonyEncoding, type HarmonyEncoding } from "../vocab/index.js";
-import { restoreReasoning, type RenderOutcome } from "../openai/render.js";
+import { missingReasoning, restoreReasoning, type RenderOutcome } from "../openai/render.js";
 import { Renderer } from "./renderer.js";
 import { CotStore } from "../store/memory.js";
+import { SharedStore, type StoreOp } from "../store/redis.js";
+import { TieredStore } from "../store/tiered.js";
 import { Connection, type ConnectionHost, type Transport } from "./connection.js";
 import type { Limits } from "./limits.js";
 import { createMetrics, type Metrics } from "./metrics.js";
@@ -34,16 +38,117 @@ export interface ServiceOptions {
   /** How long a graceful stop may take before connections are cut. */
   drainTimeoutMs: number;
   /** Reasoning remembered per tool call id, for restoration (0 bytes: off). */
-  cotStore?: { maxBytes: number; maxEntries: number; ttlMs: number };
+  cotStore?: CotStoreSettings;
   logger?: Logger;
   logLevel?: string;
 }
 
-export const DEFAULT_COT_STORE = { maxBytes: 64 * 1024 * 1024, maxEntries: 100_000, ttlMs: 30 * 60_000 };
+export interface CotStoreSettings {
+  /** The in-process store's budget (with a shared store: its local cache's). */
+  maxBytes: number;
+  maxEntries: number;
+  /** How long reasoning is remembered (both tiers). */
+  ttlMs: number;
+  /** A shared store (Redis/Valkey) behind the in-process one: its URL and a render's fetch budget. */
+  shared?: { url: string; timeoutMs: number; warnIntervalMs?: number } | undefined;
+}
+
+export const DEFAULT_COT_STORE: CotStoreSettings = { maxBytes: 64 * 1024 * 1024, maxEntries: 100_000, ttlMs: 30 * 60_000 };
 
 /** Worker threads for a machine with `cores` cores (see DEFAULTS). */
 export function defaultWorkers(cores: number): number {
   return cores <= 2 ? 0 : Math.min(cores - 1, 8);
+}
+
+/** A file's text, or null when it cannot be read. */
+function readText(file: string): string | null {
+  try {
+    return readFileSync(file, "utf8");
+  } catch {
+    return null;
+  }
+}
+
+/** Where the cgroup files are: the mount and this process's /proc/self/cgroup (tests point them elsewhere). */
+export interface CgroupPaths {
+  root?: string;
+  self?: string;
+}
+
+/**
+ * The directories of this process's cgroup for a controller, innermost
+ * first up to the hierarchy's root: cgroup v2's unified hierarchy, or v1's
+ * hierarchy of `controller`. A limit anywhere on the way applies.
+ */
+function cgroupDirs(v1controller: string, { root = "/sys/fs/cgroup", self = "/proc/self/cgroup" }: CgroupPaths): string[] {
+  const dirs: string[] = [];
+  const up = (base: string, p: string) => {
+    const parts = p.split("/").filter((x) => x !== "" && x !== "..");
+    for (let n = parts.length; n >= 0; n--) dirs.push([base, ...parts.slice(0, n)].join("/"));
+  };
+  for (const line of (readText(self) ?? "").split("\n")) {
+    const m = /^(\d+):([^:]*):(.*)$/.exec(line.trim());
+    if (!m) continue;
+    if (m[1] === "0" && m[2] === "") up(root, m[3]!);
+    else if (m[2]!.split(",").includes(v1controller)) {
+      up(`${root}/${v1controller}`, m[3]!);
+      up(`${root}/${m[2]}`, m[3]!);
+    }
+  }
+  if (dirs.length === 0) dirs.push(root, `${root}/${v1controller}`);
+  return [...new Set(dirs)];
+}
+
+/**
+ * The container's CPU limit in CPUs (may be fractional), or null without
+ * one: cgroup v2's cpu.max (`quota period`, or `max`), else v1's
+ * cpu.cfs_quota_us / cpu.cfs_period_us (-1: none). The smallest on the way
+ * to the root.
+ */
+export function cgroupCpuLimit(paths: CgroupPaths = {}): number | null {
+  let limit: number | null = null;
+  const take = (quota: number, period: number) => {
+    if (quota > 0 && period > 0) limit = Math.min(limit ?? Infinity, quota / period);
+  };
+  for (const dir of cgroupDirs("cpu", paths)) {
+    const max = readText(`${dir}/cpu.max`);
+    if (max !== null) {
+      const [q, p] = max.trim().split(/\s+/);
+      if (q !== "max") take(Number(q), Number(p ?? 100000));
+      continue;
+    }
+    const quota = readText(`${dir}/cpu.cfs_quota_us`);
+    const period = readText(`${dir}/cpu.cfs_period_us`);
+    if (quota !== null && period !== null) take(Number(quota.trim()), Number(period.trim()));
+  }
+  return limit;
+}
+
+/** Past this a v1 memory limit means none (the kernel's "unlimited" is the page-rounded 2^63 − 1). */
+const NO_MEMORY_LIMIT = 2 ** 60;
+
+/** The container's memory limit in bytes, or null: cgroup v2's memory.max, else v1's memory.limit_in_bytes. */
+export function cgroupMemoryLimit(paths: CgroupPaths = {}): number | null {
+  let limit: number | null = null;
+  for (const dir of cgroupDirs("memory", paths)) {
+    const text = readText(`${dir}/memory.max`) ?? readText(`${dir}/memory.limit_in_bytes`);
+    if (text === null || text.trim() === "max") continue;
+    const n = Number(text.trim());
+    if (Number.isFinite(n) && n > 0 && n < NO_MEMORY_LIMIT) limit = Math.min(limit ?? Infinity, n);
+  }
+  return limit;
+}
+
+/**
+ * The cores this process may use: the CPUs it is allowed to run on
+ * (availableParallelism: the affinity mask), capped by the cgroup CPU limit,
+ * which Node 20 does not read. A fractional limit rounds up (2.5 CPUs: 3
+ * cores), as Go's runtime does for GOMAXPROCS: the part of a core is still
+ * worth a thread.
+ */
+export function usableCores(cpuLimit: number | null = cgroupCpuLimit(), parallelism: number = os.availableParallelism()): number {
+  if (cpuLimit === null) return parallelism;
+  return Math.max(1, Math.min(parallelism, Math.ceil(cpuLimit)));
 }
 
 export const DEFAULTS: Omit<ServiceOptions, "limits"> = {
@@ -53,7 +158,7 @@ export const DEFAULTS: Omit<ServiceOptions, "limits"> = {
   // 256-stream frame took 0.43-0.48 ms of service CPU all on the main thread
   // against 0.53-0.82 ms with one worker, with a p99 about 4x lower
   // (bench/service-bench.ts; bench/RESULTS.md has the runs).
-  workers: defaultWorkers(os.availableParallelism()),
+  workers: defaultWorkers(usableCores()),
   inline: 16,
   drainTimeoutMs: 10_000,
   logLevel: "info",
@@ -67,12 +172,17 @@ export class Service implements ConnectionHost {
   readonly limits: Limits;
   readonly token: string | undefined;
   pool!: ParserPool;
+  /** The in-process store (with a shared store: the local cache in front of it). */
   readonly cot: CotStore;
+  /** Where reasoning is remembered and recalled: the in-process store, and the shared one when configured (set by start). */
+  reasoning!: TieredStore;
   private readonly connections = new Set<Connection>();
   private renderer?: Renderer;
   private budgetAt = -Infinity;
   private overBudgetNow = false;
   private stopping = false;
+  /** Readiness withdrawn (a SIGTERM): /readyz and gRPC health say not ready while connections are still served. */
+  private unready = false;
   private idleTimer?: NodeJS.Timeout;
 
   constructor(readonly options: ServiceOptions) {
@@ -86,13 +196,29 @@ export class Service implements ConnectionHost {
   start(): void {
     const enc = loadHarmonyEncoding({ shared: true });
     this.metrics.watchCotStore(this.cot);
+    const failures = this.metrics.cotStoreFailures;
+    const shared = this.options.cotStore?.shared;
+    let store: SharedStore | null = null;
+    if (shared && this.cot.enabled) {
+      for (const op of ["read", "write"] as const) failures.inc({ op }, 0);
+      store = new SharedStore({
+        url: shared.url,
+        ttlMs: this.cot.options.ttlMs,
+        timeoutMs: shared.timeoutMs,
+        ...(shared.warnIntervalMs !== undefined ? { warnIntervalMs: shared.warnIntervalMs } : {}),
+        onFailure: (op: StoreOp, n: number) => failures.inc({ op }, n),
+        logger: this.logger,
+      });
+    }
+    this.reasoning = new TieredStore(this.cot, store);
+    const reasoning = this.reasoning;
     this.pool = new ParserPool({
       workers: this.options.workers,
       inline: this.options.inline ?? 0,
       table: enc.table,
       schema: this.schema,
       // main-thread streams remember straight into the store (workers' memos come back in their results)
-      remember: this.cot.enabled ? (id, bytes, start, end) => this.cot.rememberRange(id, bytes, start, end) : undefined,
+      remember: this.cot.enabled ? (id, bytes, start, end) => reasoning.rememberRange(id, bytes, start, end) : undefined,
     });
     this.pool.on("crash", (slot, generation) => {
       this.metrics.workerRestarts.inc();
@@ -104,7 +230,16 @@ export class Service implements ConnectionHost {
   }
 
   ready(): boolean {
-    return !this.stopping && this.pool?.ready() === true;
+    return !this.stopping && !this.unready && this.pool?.ready() === true;
+  }
+
+  /**
+   * Say not ready (/readyz 503, gRPC health NOT_SERVING) while still serving
+   * everything: the first step of a graceful stop, so that load balancers
+   * stop sending new work before the drain begins.
+   */
+  withdrawReadiness(): void {
+    this.unready = true;
   }
 
   /** Bearer-token check shared by both edges. */
@@ -168,7 +303,7 @@ export class Service implements ConnectionHost {
     for (const kind in c.recoveries) m.recoveries.inc({ kind }, c.recoveries[kind]);
     for (const code in c.errors) m.errors.inc({ code }, c.errors[code]);
     for (const note of r.notes) this.logger.warn({ conn, ...note }, "recovered malformed model output");
-    for (const memo of r.memos) this.cot.remember(memo.id, memo.bytes);
+    for (const memo of r.memos) this.reasoning.remember(memo.id, memo.bytes);
   }
 
   /** Render a chat request (JSON text) into a Harmony prompt, restoring dropped reasoning. */
@@ -186,7 +321,16 @@ export class Service implements ConnectionHost {
    */
   async render(request: unknown, tenant: string): Promise<RenderOutcome> {
     const scope = memoScope(tenant);
-    const { request: restoredRequest, restored } = restoreReasoning(request, (id) => this.cot.recall(scope + id));
+    let recall = (id: string): string | undefined => this.cot.recall(scope + id);
+    if (this.reasoning.shared !== null) {
+      // every id this render would look up, from the local cache, the misses in one fetch from the shared store
+      const ids = missingReasoning(request);
+      if (ids.length > 0) {
+        const found = await this.reasoning.recallMany(ids.map((id) => scope + id));
+        recall = (id) => found.get(scope + id);
+      }
+    }
+    const { request: restoredRequest, restored } = restoreReasoning(request, recall);
     const r = await this.renderer!.render(restoredRequest, restored);
     this.metrics.renders.inc({ outcome: r.ok ? "ok" : "error" });
     if (r.ok && r.restored.length > 0) this.metrics.cotRestored.inc(r.restored.length);
@@ -228,5 +372,6 @@ export class Service implements ConnectionHost {
     clearInterval(this.idleTimer);
     await this.pool?.close();
     await this.renderer?.close();
+    await this.reasoning?.close();
   }
 }

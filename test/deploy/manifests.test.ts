@@ -31,13 +31,9 @@ const SERVICE_MONITOR = "monitoring/service-monitor";
 const KUSTOMIZATIONS = ["base", IN_POD, TIER, POOL, "monitoring/rules", POD_MONITOR, SERVICE_MONITOR];
 
 /** Metrics the rules may name before the service exports them, and why. */
-const PENDING_METRICS: Record<string, string> = {
-  harmony_cot_store_failures_total: "added with the Redis/Valkey reasoning store (issue #19, item 1)",
-};
+const PENDING_METRICS: Record<string, string> = {};
 /** Settings the manifests may set before settings.ts has their row, and why. */
-const PENDING_ENV: Record<string, string> = {
-  HARMONY_COT_STORE: "--cot-store, added with the Redis/Valkey reasoning store (issue #19, item 1)",
-};
+const PENDING_ENV: Record<string, string> = {};
 
 const rendered = new Map(KUSTOMIZATIONS.map((k) => [k, renderKustomization(path.join(KUSTOMIZE, k))]));
 const examples = readdirSync(path.join(KUSTOMIZE, "examples"))

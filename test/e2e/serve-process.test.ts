@@ -5,9 +5,8 @@ import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
 import { HarmonyClient } from "../../src/client/index.js";
-import os from "node:os";
 import { applyHeapGrowth, DEFAULT_HEAP_GROWTH, resolveHeapGrowth, resolveOptions } from "../../src/commands/serve.js";
-import { defaultWorkers } from "../../src/service/service.js";
+import { defaultWorkers, usableCores } from "../../src/service/service.js";
 import { wsMasking } from "../../src/transport/http.js";
 import { harmony } from "../helpers.js";
 
@@ -26,7 +25,7 @@ describe("harmony-sidecar serve", () => {
     // an empty variable is unset (it used to read as 0: a random port); other non-decimal values are errors
     expect(resolveOptions({}, { HARMONY_PORT: "", HARMONY_WORKERS: "" })).toMatchObject({
       port: 8765,
-      workers: defaultWorkers(os.availableParallelism()),
+      workers: defaultWorkers(usableCores()),
     });
     expect(() => resolveOptions({ port: "" }, {})).toThrow(/port \(HARMONY_PORT\)/);
     expect(() => resolveOptions({ workers: "0x2" }, {})).toThrow(/workers/);
@@ -72,7 +71,7 @@ describe("harmony-sidecar serve", () => {
 
   it("defaults to no worker threads on 1 or 2 cores, CPU count − 1 (at most 8) beyond", () => {
     expect([1, 2, 3, 4, 8, 16].map(defaultWorkers)).toEqual([0, 0, 2, 3, 7, 8]);
-    expect(resolveOptions({}, {})).toMatchObject({ workers: defaultWorkers(os.availableParallelism()), inline: 16 });
+    expect(resolveOptions({}, {})).toMatchObject({ workers: defaultWorkers(usableCores()), inline: 16 });
   });
 
   it("drains open streams on SIGTERM and exits 0", async () => {

@@ -1,0 +1,315 @@
+/**
+ * The shared tier of the reasoning store: Redis (≥ 7) or Valkey, spoken to
+ * in plain RESP2 through ioredis, so that every replica of the service can
+ * put back the reasoning another replica remembered.
+ *
+ * Nothing here may slow a stream down or fail a request:
+ * - writes are queued and sent as one pipeline per turn of the event loop
+ *   (`SET key value PX ttl`), never awaited; while the store is unreachable
+ *   they are dropped (and counted) instead of queued without bound;
+ * - a render's misses are fetched in one `MGET` within a time budget; past
+ *   it, or while the store is unreachable, the render goes on without them;
+ * - every failure is counted by operation (the service's
+ *   `harmony_cot_store_failures_total{op}`), and a warning is logged at most
+ *   once per interval, with the failures since the last one.
+ *
+ * Keys: `hs:v1:` (a layout version, so a later layout can share a store with
+ * this one) + the tenant's scope (src/store/store.ts, `memoScope`) + the tool
+ * call id. Values: the reasoning's UTF-8 bytes.
+ */
+import { Redis, type RedisOptions } from "ioredis";
+
+/** The prefix of every key: the service, and the version of the key layout and value format. */
+export const KEY_PREFIX = "hs:v1:";
+
+/** What a failure was doing: a render's fetch, or a remembered reasoning's write. */
+export type StoreOp = "read" | "write";
+
+/** Where the warnings go (a pino logger fits). */
+export interface StoreLogger {
+  warn(obj: object, msg: string): void;
+  info(obj: object, msg: string): void;
+}
+
+export interface SharedStoreOptions {
+  /** `redis://[user:password@]host[:port][/db]`, `rediss://…` (TLS) or `unix:///path/to.sock[?db=N&password=…]`. */
+  url: string;
+  /** How long a written reasoning is kept (PX). */
+  ttlMs: number;
+  /** The budget of a render's fetch, in ms. */
+  timeoutMs: number;
+  /** Bytes of writes queued or in flight past which new writes are dropped (default 16 MiB). */
+  maxPendingBytes?: number;
+  /** At most one warning per this many ms (default 30 s). */
+  warnIntervalMs?: number;
+  /** Called for every failure (n operations: keys for a write, 1 for a fetch). */
+  onFailure?: (op: StoreOp, n: number) => void;
+  logger?: StoreLogger;
+  now?: () => number;
+}
+
+export interface SharedStoreStats {
+  /** Keys written (acknowledged by the store). */
+  written: number;
+  /** Fetches answered within the budget, and the keys they found. */
+  fetches: number;
+  found: number;
+  /** Failures by operation. */
+  readFailures: number;
+  writeFailures: number;
+}
+
+const STORE_URL = /^(rediss?|unix):\/\//;
+
+/** Whether `url` names a shared store this module can reach (redis://, rediss://, unix://). */
+export function isStoreUrl(url: string): boolean {
+  return STORE_URL.test(url);
+}
+
+/** The URL with its password replaced by `***`, for logs. */
+export function redactUrl(url: string): string {
+  return url.replace(/^([a-z]+:\/\/)([^@/]*)@/i, (_m, scheme: string, auth: string) =>
+    auth.includes(":") ? `${scheme}${auth.slice(0, auth.indexOf(":"))}:***@` : `${scheme}***@`,
+  );
+}
+
+/** ioredis's connection options for a store URL. */
+export function connectionOptions(url: string): RedisOptions {
+  if (url.startsWith("unix://")) {
+    const rest = url.slice("unix://".length);
+    const q = rest.indexOf("?");
+    const path = decodeURIComponent(q === -1 ? rest : rest.slice(0, q));
+    if (!path.startsWith("/"))
+      throw new Error(`a unix:// store URL names an absolute socket path (unix:///run/redis.sock), got ${redactUrl(url)}`);
+    const params = new URLSearchParams(q === -1 ? "" : rest.slice(q + 1));
+    const o: RedisOptions = { path };
+    const db = params.get("db");
+    if (db !== null) o.db = Number(db);
+    const username = params.get("username") ?? params.get("user");
+    const password = params.get("password");
+    if (username !== null) o.username = username;
+    if (password !== null) o.password = password;
+    return o;
+  }
+  if (!/^rediss?:\/\//.test(url))
+    throw new Error(`the reasoning store is memory or a redis://, rediss:// or unix:// URL, got ${redactUrl(url)}`);
+  const u = new URL(url);
+  const o: RedisOptions = { host: u.hostname.replace(/^\[|\]$/g, "") || "127.0.0.1", port: u.port === "" ? 6379 : Number(u.port) };
+  if (u.username !== "") o.username = decodeURIComponent(u.username);
+  if (u.password !== "") o.password = decodeURIComponent(u.password);
+  if (u.pathname.length > 1) o.db = Number(u.pathname.slice(1));
+  if (url.startsWith("rediss://")) o.tls = { servername: o.host as string };
+  return o;
+}
+
+interface Pending {
+  key: string;
+  value: Buffer;
+}
+
+/** A store's reply to a render's fetch: the values by position (null: not there), or null when it failed. */
+export type FetchResult = (Buffer | null)[] | null;
+
+/** The shared tier: queued pipelined writes, budgeted batch reads. */
+export class SharedStore {
+  readonly stats: SharedStoreStats = { written: 0, fetches: 0, found: 0, readFailures: 0, writeFailures: 0 };
+  private readonly client: Redis;
+  private queue: Pending[] = [];
+  /** Bytes queued or in flight (values only). */
+  private pendingBytes = 0;
+  private flushScheduled = false;
+  private readonly maxPending: number;
+  private readonly warnInterval: number;
+  private readonly now: () => number;
+  private lastWarn = -Infinity;
+  /** Failures since the last warning, and the last error seen. */
+  private unreported = 0;
+  private lastError = "";
+  /** A failure was seen since the store was last ready (an info line says when it is back). */
+  private failing = false;
+  private closed = false;
+
+  constructor(readonly options: SharedStoreOptions) {
+    this.maxPending = options.maxPendingBytes ?? 16 * 1024 * 1024;
+    this.warnInterval = options.warnIntervalMs ?? 30_000;
+    this.now = options.now ?? Date.now;
+    this.client = new Redis({
+      ...connectionOptions(options.url),
+      // RESP2: what every Redis and Valkey speaks, with no HELLO handshake
+      protocol: 2,
+      lazyConnect: false,
+      // while disconnected, commands fail at once rather than wait in a queue
+      enableOfflineQueue: false,
+      maxRetriesPerRequest: 0,
+      autoResendUnfulfilledCommands: false,
+      connectTimeout: 2000,
+      // a store that accepts but never answers: in-flight writes settle (and free their bytes) anyway
+      commandTimeout: Math.max(1000, 20 * options.timeoutMs),
+      // reconnect for ever, soon: restoring resumes as soon as the store is back
+      retryStrategy: (times) => Math.min(50 * times, 1000),
+      connectionName: "harmony-sidecar",
+    });
+    this.client.on("error", (e: Error) => this.failed(null, 0, e));
+    this.client.on("ready", () => {
+      if (this.failing) this.options.logger?.info({ store: redactUrl(options.url) }, "reasoning store reachable again");
+      this.failing = false;
+    });
+  }
+
+  /** Whether the connection is up now. */
+  get ready(): boolean {
+    return this.client.status === "ready";
+  }
+
+  /** Resolves true once connected, false after `ms` without. */
+  waitReady(ms: number): Promise<boolean> {
+    if (this.ready) return Promise.resolve(true);
+    return new Promise((resolve) => {
+      const done = (ok: boolean) => {
+        clearTimeout(timer);
+        this.client.off("ready", onReady);
+        resolve(ok);
+      };
+      const onReady = () => done(true);
+      const timer = setTimeout(() => done(false), ms);
+      this.client.on("ready", onReady);
+    });
+  }
+
+  /** Queue `value` (kept by reference until sent: the caller must not change it) under `key`. */
+  write(key: string, value: Buffer): void {
+    if (this.closed) return;
+    if (this.pendingBytes + value.length > this.maxPending) {
+      this.failed("write", 1, new Error("write queue full: the store is slower than the writes"));
+      return;
+    }
+    this.queue.push({ key: KEY_PREFIX + key, value });
+    this.pendingBytes += value.length;
+    if (!this.flushScheduled) {
+      this.flushScheduled = true;
+      setImmediate(() => this.flush());
+    }
+  }
+
+  /** Send the queued writes as one pipeline (or drop them while the store is unreachable). */
+  flush(): void {
+    this.flushScheduled = false;
+    const batch = this.queue;
+    if (batch.length === 0) return;
+    this.queue = [];
+    let bytes = 0;
+    for (const p of batch) bytes += p.value.length;
+    if (!this.ready) {
+      this.pendingBytes -= bytes;
+      this.failed("write", batch.length, new Error(`the store is not connected (${this.client.status})`));
+      return;
+    }
+    const ttl = this.options.ttlMs;
+    const pipe = this.client.pipeline();
+    for (const p of batch) pipe.set(p.key, p.value, "PX", ttl);
+    pipe.exec().then(
+      (results) => {
+        this.pendingBytes -= bytes;
+        let bad = 0;
+        let err: Error | null = null;
+        for (const [e] of results ?? []) {
+          if (e) {
+            bad++;
+            err = e;
+          }
+        }
+        this.stats.written += batch.length - bad;
+        if (bad > 0) this.failed("write", bad, err!);
+      },
+      (e: Error) => {
+        this.pendingBytes -= bytes;
+        this.failed("write", batch.length, e);
+      },
+    );
+  }
+
+  /**
+   * The values of `keys` (without the prefix) in one MGET, or null when the
+   * store is unreachable or has not answered within the budget (the late
+   * answer is dropped). Never rejects.
+   */
+  fetch(keys: readonly string[]): Promise<FetchResult> {
+    if (keys.length === 0) return Promise.resolve([]);
+    if (!this.ready) {
+      this.failed("read", 1, new Error(`the store is not connected (${this.client.status})`));
+      return Promise.resolve(null);
+    }
+    return new Promise<FetchResult>((resolve) => {
+      let settled = false;
+      const timer = setTimeout(() => {
+        if (settled) return;
+        settled = true;
+        this.failed("read", 1, new Error(`no answer within ${this.options.timeoutMs} ms`));
+        resolve(null);
+      }, this.options.timeoutMs);
+      this.client.mgetBuffer(keys.map((k) => KEY_PREFIX + k)).then(
+        (values) => {
+          if (settled) return;
+          settled = true;
+          clearTimeout(timer);
+          this.stats.fetches++;
+          for (const v of values) if (v !== null) this.stats.found++;
+          resolve(values);
+        },
+        (e: Error) => {
+          if (settled) return;
+          settled = true;
+          clearTimeout(timer);
+          this.failed("read", 1, e);
+          resolve(null);
+        },
+      );
+    });
+  }
+
+  /**
+   * Count a failure (op null: a connection error, logged but not counted as
+   * an operation) and warn, at most once per interval, with how many there
+   * were since the last warning.
+   */
+  private failed(op: StoreOp | null, n: number, e: Error): void {
+    if (op === "read") this.stats.readFailures += n;
+    else if (op === "write") this.stats.writeFailures += n;
+    if (op !== null) this.options.onFailure?.(op, n);
+    if (this.closed) return;
+    this.failing = true;
+    this.unreported += n;
+    this.lastError = e.message;
+    const now = this.now();
+    if (now - this.lastWarn < this.warnInterval) return;
+    this.lastWarn = now;
+    this.options.logger?.warn(
+      {
+        store: redactUrl(this.options.url),
+        op,
+        failures: this.unreported,
+        error: this.lastError,
+        status: this.client.status,
+        warn_interval_ms: this.warnInterval,
+      },
+      "reasoning store failing: renders go on without restoring what it holds, and new reasoning is kept only in this process",
+    );
+    this.unreported = 0;
+  }
+
+  /** Send what is queued, then close the connection. */
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.flush();
+    this.closed = true;
+    if (this.ready) {
+      try {
+        await this.client.quit();
+        return;
+      } catch {
+        // fall through: cut it
+      }
+    }
+    this.client.disconnect();
+  }
+}
