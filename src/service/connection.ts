@@ -345,7 +345,10 @@ export class Connection {
     const l = this.service.limits;
     const max = l.maxStreamsPerConnection;
     if (this.streams.size >= max) return this.errorEvent(name, "too_many_streams", `at most ${max} open streams per connection`);
-    if (name.length > l.maxStreamName) return this.errorEvent(name, "bad_option", `a stream name is at most ${l.maxStreamName} characters`);
+    if (name.length > l.maxStreamName) {
+      // named by its first 64 characters: echoing a 4 MB name would make the answer as big as the attack
+      return this.errorEvent(name.slice(0, 64), "bad_option", `a stream name is at most ${l.maxStreamName} characters`);
+    }
     if (this.streams.bytes + STREAM_BYTES + 2 * name.length > l.maxConnectionBytes) {
       return this.errorEvent(name, "over_budget", `the connection's streams are at their budget (${l.maxConnectionBytes} bytes)`);
     }

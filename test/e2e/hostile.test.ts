@@ -145,6 +145,7 @@ describe("hostile input: nothing recurses, spreads or runs unbounded", () => {
     const ops = Array.from({ length: 20 }, (_, i) => ({ open: { stream: `${long}${i}` } }));
     const r = await exchange(s.ws, [JSON.stringify({ ops })], (a) => errorCodes(a).length >= 17);
     expect(new Set(errorCodes(r.answers))).toEqual(new Set(["bad_option"]));
+    expect(r.bytes).toBeLessThan(20_000); // the answer names each refused stream by its first 64 characters, not 100 KB
     // names within the limit: the budget (1 MiB, 16 KiB a stream) refuses the 64th
     const many = Array.from({ length: 70 }, (_, i) => ({ open: { stream: `s${i}` } }));
     const b = await exchange(s.ws, [JSON.stringify({ ops: many })], (a) => errorCodes(a).length > 0);

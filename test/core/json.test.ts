@@ -1,0 +1,90 @@
+/** isJson agrees with JSON.parse on every text: JSON values, their mutations, and arbitrary strings. */
+import fc from "fast-check";
+import { describe, expect, it } from "vitest";
+import { isJson } from "../../src/core/json.js";
+import { fcParams } from "../helpers.js";
+
+const parses = (t: string) => {
+  try {
+    JSON.parse(t);
+    return true;
+  } catch {
+    return false;
+  }
+};
+
+describe("isJson", () => {
+  it("agrees with JSON.parse on fixed cases", () => {
+    for (const t of [
+      "",
+      " ",
+      "{}",
+      "[]",
+      "{ }",
+      "[ ]",
+      "0",
+      "-0",
+      "01",
+      "1.",
+      ".5",
+      "1e5",
+      "1E+5",
+      "1e",
+      "-",
+      "- 1",
+      "true",
+      "tru",
+      "nulll",
+      '"a"',
+      '"\\u12"',
+      '"\\u12ab"',
+      '"\\x"',
+      '"\t"',
+      '"a\\/b"',
+      '{"a":1}',
+      '{"a" : 1 , "b":[1,2,{}]}',
+      '{"a":1,}',
+      "[1,]",
+      "[,1]",
+      '{"a"}',
+      "{1:2}",
+      "[1 2]",
+      '{"a":1}}',
+      '{"a":1} x',
+      " \n[\r\t]\n ",
+      "[[[[]]]]",
+      "[[[[]]]",
+      '"\\ud800"',
+      "\u00a0[]",
+      "[1]\u2028",
+      '{"a":[true,false,null]}',
+    ]) {
+      expect(isJson(t), JSON.stringify(t)).toBe(parses(t));
+    }
+    expect(isJson("[".repeat(200) + "]".repeat(200))).toBe(true);
+  });
+
+  it("agrees with JSON.parse on JSON, mutated JSON and any string", () => {
+    const mutated = fc
+      .tuple(fc.json(), fc.nat(), fc.constantFrom("", ",", "]", "}", "{", "[", '"', ":", " ", "1", "e", "-", "\\"))
+      .map(([j, at, c]) => {
+        const k = at % (j.length + 1);
+        return j.slice(0, k) + c + j.slice(k + (at % 2));
+      });
+    fc.assert(
+      fc.property(
+        fc.oneof(
+          fc.json(),
+          fc.jsonValue().map((v) => JSON.stringify(v, null, 2)),
+          mutated,
+          fc.string(),
+          fc.string({ unit: "binary" }),
+        ),
+        (t) => {
+          expect(isJson(t)).toBe(parses(t));
+        },
+      ),
+      fcParams(5000),
+    );
+  });
+});
