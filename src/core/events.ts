@@ -81,6 +81,12 @@ export interface RecoveryEvent {
   detail: string;
   /** Text that could not be placed in a message, delivered here instead. */
   raw?: string;
+  /**
+   * How many identical repairs of consecutive tokens this event stands for
+   * (`at` is the first), when more than one: a run of stray stop tokens in
+   * one write is one event, not one per token. Absent: one.
+   */
+  count?: number;
 }
 
 export interface ErrorEvent {

@@ -536,6 +536,17 @@ export class HarmonyParser {
     // text already decoded comes first, whatever the chunking
     this.flushDelta();
     this.recoveries++;
+    if (raw === undefined || raw === "") {
+      // the same repair of the next token, in the same write: counted in the last event
+      const last = this.out[this.out.length - 1];
+      if (last !== undefined && last.type === "recovery" && last.kind === kind && last.raw === undefined && last.detail === detail) {
+        const n = last.count ?? 1;
+        if (last.at + n === at) {
+          last.count = n + 1;
+          return;
+        }
+      }
+    }
     const ev: HarmonyEvent =
       raw === undefined || raw === "" ? { type: "recovery", at, kind, detail } : { type: "recovery", at, kind, detail, raw };
     this.out.push(ev);

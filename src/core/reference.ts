@@ -37,7 +37,7 @@ export function parseCase(vocab: Vocabulary, tokens: ArrayLike<number>, options:
     for (const ev of events) {
       if (firstError !== null) return;
       if (ev.type === "message_end" && ev.message) messages.push(ev.message);
-      else if (ev.type === "recovery") recoveries.push({ kind: ev.kind, at: ev.at });
+      else if (ev.type === "recovery") for (let k = 0; k < (ev.count ?? 1); k++) recoveries.push({ kind: ev.kind, at: ev.at + k });
       else if (ev.type === "error") firstError = { message: ev.message, index: ev.at, token: ev.token };
     }
   };

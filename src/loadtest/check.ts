@@ -63,7 +63,7 @@ export function observe(events: readonly HarmonyEvent[]): Observed {
         break;
       }
       case "recovery":
-        o.recoveries.push(ev.kind);
+        for (let k = 0; k < (ev.count ?? 1); k++) o.recoveries.push(ev.kind);
         if (ev.raw) o.raw.push(ev.raw);
         break;
       case "error":

@@ -298,7 +298,7 @@ export class SessionHost {
       }
       c.events[ev.type] = (c.events[ev.type] ?? 0) + 1;
       if (ev.type === "recovery") {
-        c.recoveries[ev.kind] = (c.recoveries[ev.kind] ?? 0) + 1;
+        c.recoveries[ev.kind] = (c.recoveries[ev.kind] ?? 0) + (ev.count ?? 1);
         if (notes && notes.length < MAX_NOTES) {
           notes.push({ stream, ...("handle" in ref ? { handle: ref.handle } : {}), kind: ev.kind, at: ev.at, detail: ev.detail });
         }

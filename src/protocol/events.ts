@@ -75,6 +75,7 @@ export function fromWire(w: Record<string, unknown>): { stream: string; handle: 
   };
   for (const k of nullable[type] ?? []) if (body[k] === undefined) body[k] = null;
   if (type === "recovery" && body.raw === "") delete body.raw;
+  if (type === "recovery" && (body.count === 0 || body.count === 1)) delete body.count;
   return { ...refOf(w), event: { type, ...body } as unknown as HarmonyEvent };
 }
 

@@ -209,9 +209,15 @@ function run(
 }
 
 /** Merge consecutive deltas of the same message (chunk boundaries split deltas). */
+/** Events with consecutive deltas merged, and counted recoveries written out one per repair (chunking-independent forms). */
 function mergeDeltas(events: readonly HarmonyEvent[]): HarmonyEvent[] {
   const out: HarmonyEvent[] = [];
   for (const e of events) {
+    if (e.type === "recovery" && e.count !== undefined) {
+      const { count, ...one } = e;
+      for (let k = 0; k < count; k++) out.push({ ...one, at: e.at + k });
+      continue;
+    }
     const last = out[out.length - 1];
     if (e.type === "delta" && last?.type === "delta" && last.index === e.index && last.kind === e.kind) {
       out[out.length - 1] = { ...last, text: last.text + e.text };
@@ -297,7 +303,9 @@ function checkEventStream(events: readonly HarmonyEvent[], whole: boolean) {
         break;
       }
       case "recovery":
-        recoveries++;
+        // done.recoveries counts repairs: an event with count stands for that many
+        if (e.count !== undefined) expect(e.count).toBeGreaterThan(1);
+        recoveries += e.count ?? 1;
         expect(typeof e.at).toBe("number");
         break;
       case "error":
