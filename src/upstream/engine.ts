@@ -64,3 +64,27 @@ export interface Engine {
   /** The engine's model list, passed through as it answered. */
   models(): Promise<{ status: number; body: string }>;
 }
+
+/**
+ * Harmony's sampling stop tokens, asked of every engine: <|return|>,
+ * <|call|>, and <|endoftext|>. (vLLM adds gpt-oss's generation-config EOS ids,
+ * 200002, 199999 and 200012, itself, except when started with
+ * `--generation-config vllm`: asking for all three makes the stop independent
+ * of that flag; the others do not add them.)
+ */
+export const HARMONY_STOP_IDS: readonly number[] = Object.freeze([200002, 200012, 199999]);
+
+/** The OpenAI sampling fields the OpenAI-style engines (vLLM, SGLang, trtllm-serve) take as they are. */
+export const OPENAI_SAMPLING_FIELDS: readonly string[] = Object.freeze([
+  "temperature",
+  "top_p",
+  "top_k",
+  "min_p",
+  "seed",
+  "stop",
+  "presence_penalty",
+  "frequency_penalty",
+  "repetition_penalty",
+  "logit_bias",
+  "user",
+]);

@@ -35,6 +35,8 @@
  */
 import { isObj } from "../core/json.js";
 import {
+  HARMONY_STOP_IDS,
+  OPENAI_SAMPLING_FIELDS,
   UpstreamError,
   type CompletionRequest,
   type Engine,
@@ -44,24 +46,6 @@ import {
 } from "./engine.js";
 import { getText, postSse } from "./sse.js";
 import { servedModels, type ServedModels } from "./vllm.js";
-
-/** Harmony's sampling stop tokens: <|return|>, <|call|>, <|endoftext|>. */
-const STOP_TOKEN_IDS = [200002, 200012, 199999];
-
-/** Request fields SGLang's CompletionRequest takes, passed through as they are. */
-const PASSTHROUGH = [
-  "temperature",
-  "top_p",
-  "top_k",
-  "min_p",
-  "seed",
-  "stop",
-  "presence_penalty",
-  "frequency_penalty",
-  "repetition_penalty",
-  "logit_bias",
-  "user",
-];
 
 /**
  * The `/v1/completions` body. `max_tokens` is always sent (SGLang takes 16
@@ -78,7 +62,7 @@ export function sglangBody(r: CompletionRequest, served: ServedModels | null): R
     stream_options: { include_usage: true },
     return_token_ids: true,
     skip_special_tokens: false,
-    stop_token_ids: STOP_TOKEN_IDS,
+    stop_token_ids: HARMONY_STOP_IDS,
     n: r.n,
   };
   const ctx = served?.maxModelLen ?? null;
@@ -97,7 +81,7 @@ export function sglangBody(r: CompletionRequest, served: ServedModels | null): R
       throw new UpstreamError(400, "context_length_exceeded", `the prompt has ${r.prompt.length} tokens; the model's context is ${ctx}`);
     body.max_tokens = room;
   }
-  for (const k of PASSTHROUGH) if (r.client[k] !== undefined) body[k] = r.client[k];
+  for (const k of OPENAI_SAMPLING_FIELDS) if (r.client[k] !== undefined) body[k] = r.client[k];
   return body;
 }
 

@@ -37,6 +37,8 @@
  */
 import { isObj } from "../core/json.js";
 import {
+  HARMONY_STOP_IDS,
+  OPENAI_SAMPLING_FIELDS,
   UpstreamError,
   type CompletionRequest,
   type Engine,
@@ -46,24 +48,6 @@ import {
 } from "./engine.js";
 import { getText, postSse } from "./sse.js";
 import { servedModels, type ServedModels } from "./vllm.js";
-
-/** Harmony's sampling stop tokens: <|return|>, <|call|>, <|endoftext|>. */
-const STOP_TOKEN_IDS = [200002, 200012, 199999];
-
-/** Request fields TensorRT-LLM's CompletionRequest takes (anything else is a 400 there). */
-const PASSTHROUGH = [
-  "temperature",
-  "top_p",
-  "top_k",
-  "min_p",
-  "seed",
-  "stop",
-  "presence_penalty",
-  "frequency_penalty",
-  "repetition_penalty",
-  "logit_bias",
-  "user",
-];
 
 export function trtllmBody(r: CompletionRequest, served: ServedModels | null): Record<string, unknown> {
   const asked = r.client.model;
@@ -77,11 +61,11 @@ export function trtllmBody(r: CompletionRequest, served: ServedModels | null): R
     skip_special_tokens: false,
     // keep the stop id in token_ids, as the other engines do: the parser sees <|call|> / <|return|>
     include_stop_str_in_output: true,
-    stop_token_ids: STOP_TOKEN_IDS,
+    stop_token_ids: HARMONY_STOP_IDS,
     n: r.n,
   };
   if (typeof r.maxTokens === "number") body.max_tokens = r.maxTokens;
-  for (const k of PASSTHROUGH) if (r.client[k] !== undefined) body[k] = r.client[k];
+  for (const k of OPENAI_SAMPLING_FIELDS) if (r.client[k] !== undefined) body[k] = r.client[k];
   return body;
 }
 

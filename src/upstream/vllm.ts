@@ -5,6 +5,8 @@
  */
 import { isObj, parseJson } from "../core/json.js";
 import {
+  HARMONY_STOP_IDS,
+  OPENAI_SAMPLING_FIELDS,
   UpstreamError,
   type CompletionRequest,
   type Engine,
@@ -13,29 +15,6 @@ import {
   type UpstreamUsage,
 } from "./engine.js";
 import { getText, postSse } from "./sse.js";
-
-/**
- * Harmony's sampling stop tokens: <|return|>, <|call|>, and <|endoftext|>.
- * vLLM adds gpt-oss's generation-config EOS ids (200002, 199999, 200012)
- * itself, except when started with `--generation-config vllm`; asking for
- * all three makes the stop independent of that flag.
- */
-const STOP_TOKEN_IDS = [200002, 200012, 199999];
-
-/** Request fields passed through to the upstream completion as they are. */
-const PASSTHROUGH = [
-  "temperature",
-  "top_p",
-  "top_k",
-  "min_p",
-  "seed",
-  "stop",
-  "presence_penalty",
-  "frequency_penalty",
-  "repetition_penalty",
-  "logit_bias",
-  "user",
-];
 
 /** What the engine serves, from `GET /v1/models` (vLLM gives each model its `max_model_len`). */
 export interface ServedModels {
@@ -74,7 +53,7 @@ export function completionBody(r: CompletionRequest, served: ServedModels | null
     stream_options: { include_usage: true },
     return_token_ids: true,
     skip_special_tokens: false,
-    stop_token_ids: STOP_TOKEN_IDS,
+    stop_token_ids: HARMONY_STOP_IDS,
     n: r.n,
   };
   const room = served?.maxModelLen == null ? null : served.maxModelLen - r.prompt.length;
@@ -97,7 +76,7 @@ export function completionBody(r: CompletionRequest, served: ServedModels | null
     }
     body.max_tokens = room;
   }
-  for (const k of PASSTHROUGH) if (r.client[k] !== undefined) body[k] = r.client[k];
+  for (const k of OPENAI_SAMPLING_FIELDS) if (r.client[k] !== undefined) body[k] = r.client[k];
   return body;
 }
 
