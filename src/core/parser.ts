@@ -31,7 +31,9 @@ import {
   type TolerantHeader,
 } from "./header.js";
 import { HARMONY, type HarmonyPreset } from "./preset.js";
-import { DeclaredTools, judgeRecipient, restoreSpaces } from "./tools.js";
+import { DeclaredTools, FUNCTIONS, judgeRecipient, restoreSpaces } from "./tools.js";
+
+const FUNCTIONS_PREFIX = `${FUNCTIONS}.`;
 import { decodeLossy, decodeValidUtf8, REPLACEMENT, scanUtf8 } from "./utf8.js";
 import { FLAG_PROSE, FLAG_SPACE, FLAG_WHOLE, type Vocabulary } from "./vocab.js";
 
@@ -1173,7 +1175,10 @@ export class HarmonyParser {
 
   /** Rule 11 on a header about to begin a message: only tools are called (and none, when calls are not allowed). */
   private toolPolicy(h: ParsedHeader, at: number, text: string): ParsedHeader {
-    if (h.recipient === null) return h;
+    const r = h.recipient;
+    if (r === null) return h;
+    // the common case, decided without the judgement's work: functions.NAME, nothing declared, calls allowed
+    if (this.tools === null && this.calls0 === "any" && r.startsWith(FUNCTIONS_PREFIX) && r.indexOf("<|") < 0) return h;
     if (this.calls0 === "none" && h.role === this.preset.implicitRole) {
       this.recover("call_not_allowed", at, `a call to ${h.recipient} where calls are not allowed; read as text`, text);
       return { ...h, recipient: null };
