@@ -33,6 +33,7 @@
 import http from "node:http";
 import type { AddressInfo } from "node:net";
 import { defaultDecode } from "./vllm.js";
+import { recordingServer, type Received } from "./recording.js";
 
 type Obj = Record<string, unknown>;
 
@@ -58,13 +59,7 @@ export interface LlamacppScript {
   config?: Partial<LlamacppConfig>;
 }
 
-export interface Received {
-  method: string;
-  path: string;
-  body: Obj | undefined;
-  status: number;
-  events: unknown[];
-}
+export type { Received };
 
 export interface LlamacppStandIn {
   url: string;
@@ -101,24 +96,7 @@ export async function startLlamacpp(initial: Partial<LlamacppConfig> = {}): Prom
   };
   const error = (code: number, message: string, type: string, extra: Obj = {}) => ({ error: { code, message, type, ...extra } });
 
-  const server = http.createServer((req, res) => {
-    const chunks: Buffer[] = [];
-    req.on("data", (c: Buffer) => chunks.push(c));
-    req.on("end", () => {
-      const raw = Buffer.concat(chunks).toString("utf8");
-      let body: Obj | undefined;
-      try {
-        const v: unknown = raw ? JSON.parse(raw) : undefined;
-        body = v && typeof v === "object" && !Array.isArray(v) ? (v as Obj) : undefined;
-      } catch {
-        body = undefined;
-      }
-      const path = new URL(req.url ?? "/", "http://x").pathname;
-      const rec: Received = { method: req.method ?? "", path, body, status: 0, events: [] };
-      received.push(rec);
-      route(req, res, rec).catch(() => res.destroy());
-    });
-  });
+  const server = recordingServer(received, route);
 
   async function route(req: http.IncomingMessage, res: http.ServerResponse, rec: Received): Promise<void> {
     if (rec.path === "/health") return json(res, rec, 200, { status: "ok" });

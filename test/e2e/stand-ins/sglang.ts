@@ -36,6 +36,7 @@
 import http from "node:http";
 import type { AddressInfo } from "node:net";
 import { defaultDecode } from "./vllm.js";
+import { recordingServer, type Received } from "./recording.js";
 
 type Obj = Record<string, unknown>;
 
@@ -65,13 +66,7 @@ export interface SglangScript {
   config?: Partial<SglangConfig>;
 }
 
-export interface Received {
-  method: string;
-  path: string;
-  body: Obj | undefined;
-  status: number;
-  events: unknown[];
-}
+export type { Received };
 
 export interface SglangStandIn {
   url: string;
@@ -118,24 +113,7 @@ export async function startSglang(initial: Partial<SglangConfig> = {}): Promise<
   };
   const errorResponse = (e: Fail) => ({ object: "error", message: e.message, type: e.type, param: null, code: e.status });
 
-  const server = http.createServer((req, res) => {
-    const chunks: Buffer[] = [];
-    req.on("data", (c: Buffer) => chunks.push(c));
-    req.on("end", () => {
-      const raw = Buffer.concat(chunks).toString("utf8");
-      let body: Obj | undefined;
-      try {
-        const v: unknown = raw ? JSON.parse(raw) : undefined;
-        body = v && typeof v === "object" && !Array.isArray(v) ? (v as Obj) : undefined;
-      } catch {
-        body = undefined;
-      }
-      const path = new URL(req.url ?? "/", "http://x").pathname;
-      const rec: Received = { method: req.method ?? "", path, body, status: 0, events: [] };
-      received.push(rec);
-      route(req, res, rec).catch(() => res.destroy());
-    });
-  });
+  const server = recordingServer(received, route);
 
   async function route(req: http.IncomingMessage, res: http.ServerResponse, rec: Received): Promise<void> {
     if (rec.path === "/health" && req.method === "GET") {

@@ -39,6 +39,7 @@
  */
 import http from "node:http";
 import type { AddressInfo } from "node:net";
+import { recordingServer, type Received } from "./recording.js";
 
 type Obj = Record<string, unknown>;
 
@@ -65,13 +66,7 @@ export interface TrtllmScript {
   config?: Partial<TrtllmConfig>;
 }
 
-export interface Received {
-  method: string;
-  path: string;
-  body: Obj | undefined;
-  status: number;
-  events: unknown[];
-}
+export type { Received };
 
 export interface TrtllmStandIn {
   url: string;
@@ -156,24 +151,7 @@ export async function startTrtllm(initial: Partial<TrtllmConfig> = {}): Promise<
     error: `1 validation error for CompletionRequest\n${loc}\n  ${msg} [type=${type}]`,
   });
 
-  const server = http.createServer((req, res) => {
-    const chunks: Buffer[] = [];
-    req.on("data", (c: Buffer) => chunks.push(c));
-    req.on("end", () => {
-      const raw = Buffer.concat(chunks).toString("utf8");
-      let body: Obj | undefined;
-      try {
-        const v: unknown = raw ? JSON.parse(raw) : undefined;
-        body = v && typeof v === "object" && !Array.isArray(v) ? (v as Obj) : undefined;
-      } catch {
-        body = undefined;
-      }
-      const path = new URL(req.url ?? "/", "http://x").pathname;
-      const rec: Received = { method: req.method ?? "", path, body, status: 0, events: [] };
-      received.push(rec);
-      route(req, res, rec).catch(() => res.destroy());
-    });
-  });
+  const server = recordingServer(received, route);
 
   async function route(req: http.IncomingMessage, res: http.ServerResponse, rec: Received): Promise<void> {
     if (rec.path === "/health" && req.method === "GET") {

@@ -1,0 +1,40 @@
+/** What the engine stand-ins share: a loopback server that records every request before routing it. */
+import http from "node:http";
+
+type Obj = Record<string, unknown>;
+
+export interface Received {
+  method: string;
+  path: string;
+  /** The body parsed as a JSON object (undefined when empty, not JSON, or not an object). */
+  body: Obj | undefined;
+  /** The status answered. */
+  status: number;
+  /** For streams: each SSE `data:` payload sent, parsed ("[DONE]" as the string). */
+  events: unknown[];
+}
+
+/** An http.Server that reads each request's body, records it in `received`, then calls `route`. */
+export function recordingServer(
+  received: Received[],
+  route: (req: http.IncomingMessage, res: http.ServerResponse, rec: Received) => Promise<void>,
+): http.Server {
+  return http.createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on("data", (c: Buffer) => chunks.push(c));
+    req.on("end", () => {
+      const raw = Buffer.concat(chunks).toString("utf8");
+      let body: Obj | undefined;
+      try {
+        const v: unknown = raw ? JSON.parse(raw) : undefined;
+        body = v && typeof v === "object" && !Array.isArray(v) ? (v as Obj) : undefined;
+      } catch {
+        body = undefined;
+      }
+      const path = new URL(req.url ?? "/", "http://x").pathname;
+      const rec: Received = { method: req.method ?? "", path, body, status: 0, events: [] };
+      received.push(rec);
+      route(req, res, rec).catch(() => res.destroy());
+    });
+  });
+}
