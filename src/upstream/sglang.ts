@@ -45,7 +45,7 @@ import {
   type UpstreamUsage,
 } from "./engine.js";
 import { getText, postSse } from "./sse.js";
-import { servedModels, type ServedModels } from "./vllm.js";
+import { ServedModelsCache, type ServedModels } from "./vllm.js";
 
 /**
  * The `/v1/completions` body. `max_tokens` is always sent (SGLang takes 16
@@ -93,23 +93,15 @@ export function sglangFinish(f: unknown): string | null {
 }
 
 export class SglangEngine implements Engine {
-  private served: Promise<ServedModels | null> | null = null;
+  private readonly served = new ServedModelsCache(
+    () => this.models(),
+    (m) => m.maxModelLen !== null,
+  );
 
   constructor(private readonly cfg: UpstreamConfig) {}
 
-  private servedModels(): Promise<ServedModels | null> {
-    this.served ??= this.models().then(
-      (r) => (r.status === 200 ? servedModels(r.body) : null),
-      () => null,
-    );
-    return this.served.then((m) => {
-      if (m === null || m.maxModelLen === null) this.served = null;
-      return m;
-    });
-  }
-
   async *complete(request: CompletionRequest, signal: AbortSignal): AsyncGenerator<UpstreamChunk> {
-    const body = sglangBody(request, await this.servedModels());
+    const body = sglangBody(request, await this.served.get());
     for await (const chunk of postSse("/v1/completions", body, { baseUrl: this.cfg.url, idleTimeoutMs: this.cfg.idleTimeoutMs, signal })) {
       const choices = Array.isArray(chunk.choices) ? (chunk.choices as unknown[]) : [];
       if (choices.some((c) => !isObj(c) || !Array.isArray(c.token_ids))) {

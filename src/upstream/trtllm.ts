@@ -47,7 +47,7 @@ import {
   type UpstreamUsage,
 } from "./engine.js";
 import { getText, postSse } from "./sse.js";
-import { servedModels, type ServedModels } from "./vllm.js";
+import { ServedModelsCache, type ServedModels } from "./vllm.js";
 
 export function trtllmBody(r: CompletionRequest, served: ServedModels | null): Record<string, unknown> {
   const asked = r.client.model;
@@ -79,23 +79,15 @@ export function trtllmFinish(f: unknown): string | null {
 const NO_IDS = "upstream does not return token ids; a trtllm-serve whose /v1/completions takes detokenize: false is needed";
 
 export class TrtllmEngine implements Engine {
-  private served: Promise<ServedModels | null> | null = null;
+  private readonly served = new ServedModelsCache(
+    () => this.models(),
+    () => true,
+  );
 
   constructor(private readonly cfg: UpstreamConfig) {}
 
-  private servedModels(): Promise<ServedModels | null> {
-    this.served ??= this.models().then(
-      (r) => (r.status === 200 ? servedModels(r.body) : null),
-      () => null,
-    );
-    return this.served.then((m) => {
-      if (m === null) this.served = null;
-      return m;
-    });
-  }
-
   async *complete(request: CompletionRequest, signal: AbortSignal): AsyncGenerator<UpstreamChunk> {
-    const body = trtllmBody(request, await this.servedModels());
+    const body = trtllmBody(request, await this.served.get());
     const chunks = postSse("/v1/completions", body, { baseUrl: this.cfg.url, idleTimeoutMs: this.cfg.idleTimeoutMs, signal });
     try {
       for await (const chunk of chunks) {

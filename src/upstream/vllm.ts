@@ -37,6 +37,30 @@ export function servedModels(body: string): ServedModels {
 }
 
 /**
+ * The served models, read once and shared by concurrent callers; read
+ * again next time when the read failed or lacked what `complete` needs.
+ */
+export class ServedModelsCache {
+  private served: Promise<ServedModels | null> | null = null;
+
+  constructor(
+    private readonly read: () => Promise<{ status: number; body: string }>,
+    private readonly complete: (m: ServedModels) => boolean,
+  ) {}
+
+  get(): Promise<ServedModels | null> {
+    this.served ??= this.read().then(
+      (r) => (r.status === 200 ? servedModels(r.body) : null),
+      () => null,
+    );
+    return this.served.then((m) => {
+      if (m === null || !this.complete(m)) this.served = null; // ask again next time
+      return m;
+    });
+  }
+}
+
+/**
  * The `/v1/completions` body for one generation. `max_tokens` is always
  * sent: vLLM's completions endpoint takes 16 when it is absent (its chat
  * endpoint fills the context); so the client's, else what the context has
@@ -81,24 +105,16 @@ export function completionBody(r: CompletionRequest, served: ServedModels | null
 }
 
 export class VllmEngine implements Engine {
-  /** The served models, read once (again after a failed read). */
-  private served: Promise<ServedModels | null> | null = null;
+  /** The served models; vLLM always reports max_model_len, so a list without it is read again. */
+  private readonly served = new ServedModelsCache(
+    () => listModels(this.cfg.url, this.cfg.idleTimeoutMs),
+    (m) => m.maxModelLen !== null,
+  );
 
   constructor(private readonly cfg: UpstreamConfig) {}
 
-  private servedModels(): Promise<ServedModels | null> {
-    this.served ??= listModels(this.cfg.url, this.cfg.idleTimeoutMs).then(
-      (r) => (r.status === 200 ? servedModels(r.body) : null),
-      () => null,
-    );
-    return this.served.then((m) => {
-      if (m === null || m.maxModelLen === null) this.served = null; // ask again next time
-      return m;
-    });
-  }
-
   async *complete(request: CompletionRequest, signal: AbortSignal): AsyncGenerator<UpstreamChunk> {
-    const body = completionBody(request, await this.servedModels());
+    const body = completionBody(request, await this.served.get());
     yield* streamCompletions(body, { baseUrl: this.cfg.url, idleTimeoutMs: this.cfg.idleTimeoutMs, signal });
   }
 
