@@ -14,6 +14,7 @@
  */
 import type { HarmonyEvent } from "../core/events.js";
 import type { HttpErrorCode, InputErrorCode, RequestErrorCode, ServiceErrorCode } from "../core/errors.js";
+import { describeValue, isObj, parseJson } from "../core/json.js";
 import { HarmonyParser, type ParseMode } from "../core/parser.js";
 import { FLAG_SPECIAL, FLAG_WHOLE, type Vocabulary } from "../core/vocab.js";
 
@@ -59,8 +60,8 @@ const fail = (code: ParseErrorCode, message: string): ParseFailure => ({ ok: fal
 
 /** Check a parsed request body. `maxIds` bounds the ids given (text is bounded after encoding). */
 export function checkParseRequest(v: unknown, maxIds: number): { ok: true; req: ParseRequest } | ParseFailure {
-  if (typeof v !== "object" || v === null || Array.isArray(v)) return fail("bad_request", "the body must be a JSON object");
-  const o = v as Record<string, unknown>;
+  if (!isObj(v)) return fail("bad_request", "the body must be a JSON object");
+  const o = v;
   const hasText = o.text !== undefined && o.text !== null;
   const hasIds = o.ids !== undefined && o.ids !== null;
   if (hasText === hasIds) return fail("bad_request", "give either `text` (Harmony text) or `ids` (token ids), not both");
@@ -72,7 +73,7 @@ export function checkParseRequest(v: unknown, maxIds: number): { ok: true; req: 
     for (let i = 0; i < o.ids.length; i++) {
       const id: unknown = o.ids[i];
       if (typeof id !== "number" || !Number.isInteger(id) || id < 0 || id > 0xffffffff)
-        return fail("bad_token_id", `ids[${i}] is not an integer in 0..2^32-1: ${JSON.stringify(id)?.slice(0, 40)}`);
+        return fail("bad_token_id", `ids[${i}] is not an integer in 0..2^32-1: ${describeValue(id)}`);
     }
     ids = o.ids as number[];
   }
@@ -144,13 +145,18 @@ export function answerParse(
   body: Uint8Array,
   maxIds: number,
 ): { status: number; json: string } {
-  let value: unknown;
+  let text: string;
   try {
-    value = JSON.parse(new TextDecoder("utf-8", { fatal: true }).decode(body));
+    text = new TextDecoder("utf-8", { fatal: true }).decode(body);
   } catch (e) {
     return { status: 400, json: JSON.stringify({ error: { code: "bad_json", message: `the body is not JSON: ${(e as Error).message}` } }) };
   }
-  const checked = checkParseRequest(value, maxIds);
+  const parsed = parseJson(text);
+  if (!parsed.ok) {
+    const message = parsed.code === "bad_json" ? `the body is not JSON: ${parsed.message}` : parsed.message;
+    return { status: 400, json: JSON.stringify({ error: { code: parsed.code, message } }) };
+  }
+  const checked = checkParseRequest(parsed.value, maxIds);
   const r = checked.ok ? runParseRequest(vocab, encode, checked.req, maxIds) : checked;
   if (!r.ok) return { status: r.status, json: JSON.stringify({ error: { code: r.code, message: r.message } }) };
   return { status: 200, json: JSON.stringify(r.answer) };

@@ -76,6 +76,15 @@ describe("POST /v1/parse", () => {
     expect([bad.status, bad.body.error.code]).toEqual([400, "bad_json"]);
     expect((await post(open, { ids: [1], mode: "lenient" })).body.error.code).toBe("bad_option");
     expect((await post(open, { ids: [1.5] })).body.error.code).toBe("bad_token_id");
+    // hostile nesting: refused by depth before anything walks it, not a 500 from a recursive walk
+    const deep = await post(open, `{"ids":${"[".repeat(100000)}${"]".repeat(100000)}}`);
+    expect([deep.status, deep.body.error.code]).toEqual([400, "too_deep"]);
+    const nestedId = await post(open, { ids: [1, [[[2]]]] });
+    expect([nestedId.status, nestedId.body.error.code, nestedId.body.error.message]).toEqual([
+      400,
+      "bad_token_id",
+      "ids[1] is not an integer in 0..2^32-1: an array of 1",
+    ]);
     expect((await post(open, { text: "a", ids: [1] })).body.error.code).toBe("bad_request");
     const get = await fetch(`${open.url}/v1/parse`);
     expect([get.status, ((await get.json()) as any).error.code]).toEqual([405, "method_not_allowed"]);
