@@ -165,8 +165,10 @@ export class Connection {
     const json = typeof data === "string";
     svc.metrics.countFrame(this.transport.kind);
     // decode
-    const limit = svc.limits.maxIdsPerFrame;
-    const read: ReadFrame = json ? readJsonFrame(data, limit) : this.reader.read(data, svc.schema, limit);
+    const { maxIdsPerFrame, maxOpsPerFrame } = svc.limits;
+    const read: ReadFrame = json
+      ? readJsonFrame(data, maxIdsPerFrame, maxOpsPerFrame)
+      : this.reader.read(data, svc.schema, maxIdsPerFrame, maxOpsPerFrame);
     const immediate: WireEvent[] = [];
     if (read.fatal) immediate.push(this.opError(read.fatal));
     for (const e of read.errors) immediate.push(this.opError(e));
@@ -262,9 +264,13 @@ export class Connection {
       const notices = open.map((st) => this.errorEvent(refOf(st), "shutting_down", "the server is shutting down; the stream ends here"));
       // close them as aborted, through the same path as a client Close
       this.lastActivity = Date.now();
-      const frame = { ops: names.map((n) => ({ close: { stream: n, reason: "abort" } })) };
       this.enqueue(() => this.sendFrame(json, notices, [], true));
-      this.onFrame(json ? JSON.stringify(frame) : (this.service.schema.ClientFrame.encode(frame).finish() as Uint8Array));
+      // in frames a client could send: no more ops each than --max-ops-per-frame
+      const per = this.service.limits.maxOpsPerFrame;
+      for (let i = 0; i < names.length; i += per) {
+        const frame = { ops: names.slice(i, i + per).map((n) => ({ close: { stream: n, reason: "abort" } })) };
+        this.onFrame(json ? JSON.stringify(frame) : (this.service.schema.ClientFrame.encode(frame).finish() as Uint8Array));
+      }
     }
     await this.tail;
     this.transport.end(CLOSE_CODES.going_away, "server shutting down");

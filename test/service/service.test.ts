@@ -570,6 +570,23 @@ describe("faults", () => {
     expect(await closed).toBe(1001);
     await stopping;
   });
+
+  it("--max-ops-per-frame refuses a longer frame whole, and a graceful stop still closes more streams than that", async () => {
+    const s = await start({ limits: { maxOpsPerFrame: 2 } });
+    const c = await rawClient(s.ws);
+    c.send([{ open: { stream: "a" } }, { open: { stream: "b" } }, { open: { stream: "c" } }]);
+    const refused = await c.until((e) => (e.error as { code?: string } | undefined)?.code !== undefined);
+    expect((refused.error as { code: string }).code).toBe("too_many_ops");
+    expect(await gauge(s.http, "harmony_open_streams")).toBe(0); // nothing in that frame was used
+    const ids = enc.encode("<|channel|>final<|message|>half");
+    for (const name of ["a", "b", "c"]) c.send([{ open: { stream: name } }, { tokens: { stream: name, ids } }]);
+    await c.until(() => c.events.filter((e) => e.message_start !== undefined).length === 3);
+    const stopping = s.svc.stop();
+    await c.until(() => c.events.filter((e) => e.done !== undefined).length === 3);
+    const codes = c.events.map((e) => (e.error as { code?: string } | undefined)?.code).filter((x) => x !== undefined);
+    expect(codes).toEqual(["too_many_ops", "shutting_down", "shutting_down", "shutting_down"]);
+    await stopping;
+  });
 });
 
 /**
