@@ -118,7 +118,7 @@ export const HTTP_ERROR_CODES = {
   upstream_unreachable: "The upstream could not be reached (502).",
   upstream_error: "The upstream answered with an error, before or during the stream (its 4xx kept, else 502).",
   upstream_timeout: "The upstream sent nothing for --upstream-timeout-ms (504).",
-  upstream_bad_response: "The upstream answered with something that is not its streaming format (502).",
+  upstream_bad_response: "The upstream answered with something that is not its streaming format, or past a size bound (502).",
   upstream_broken_stream: "The upstream's stream broke or ended without [DONE] (502).",
 } as const;
 

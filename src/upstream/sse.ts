@@ -22,6 +22,30 @@ export interface SseOptions {
    * sends none; its engine checks for its own last chunk.
    */
   done?: boolean;
+  /** The longest event (or rest of a line) held while waiting for its end; default {@link MAX_UPSTREAM_EVENT_BYTES}. */
+  maxEventBytes?: number;
+}
+
+/**
+ * The most of one upstream answer held in memory: an event of the stream
+ * not yet ended by a blank line, or a whole non-streamed body (`/v1/models`,
+ * `/props`, an error answer). A step's chunk is a few hundred bytes; more
+ * than this is an engine gone wrong, answered `upstream_bad_response`
+ * (bodies are counted in bytes; a streamed event in characters, as it is held).
+ */
+export const MAX_UPSTREAM_EVENT_BYTES = 16 * 1024 * 1024;
+
+/** A body as text, refused (`upstream_bad_response`) once it passes `max` bytes. */
+async function boundedText(body: AsyncIterable<Uint8Array>, max: number): Promise<string> {
+  const decoder = new TextDecoder();
+  let text = "";
+  let bytes = 0;
+  for await (const piece of body) {
+    bytes += piece.length;
+    if (bytes > max) throw new UpstreamError(502, "upstream_bad_response", `the upstream's answer is over ${max} bytes`);
+    text += decoder.decode(piece, { stream: true });
+  }
+  return text + decoder.decode();
 }
 
 /** `base` + `path`, whether the base was given with a trailing `/v1` or not. */
@@ -31,12 +55,11 @@ export function endpoint(base: string, path: string): string {
 
 /** The message of an error body, whichever envelope the engine uses. */
 export function errorMessage(text: string): string {
-  try {
-    const j = JSON.parse(text) as { error?: { message?: string } | string; message?: string };
-    return (typeof j.error === "object" ? j.error?.message : j.error) ?? j.message ?? text.slice(0, 500);
-  } catch {
-    return text.slice(0, 500); // not JSON: keep the text
-  }
+  const parsed = parseJson(text);
+  if (!parsed.ok || !isObj(parsed.value)) return text.slice(0, 500); // not a JSON object: keep the text
+  const j = parsed.value as { error?: { message?: string } | string; message?: string };
+  const message = (isObj(j.error) ? j.error.message : j.error) ?? j.message;
+  return typeof message === "string" ? message : text.slice(0, 500);
 }
 
 /** POST `body` to `path` with `stream: true` semantics; yields each event's JSON object. */
@@ -75,7 +98,7 @@ export async function* postSse(path: string, body: Record<string, unknown>, opts
       throw new UpstreamError(502, "upstream_unreachable", `cannot reach the upstream: ${cause}`);
     }
     if (res.statusCode < 200 || res.statusCode > 299) {
-      const text = await res.body.text().catch(() => "");
+      const text = await boundedText(res.body as unknown as AsyncIterable<Uint8Array>, 64 * 1024).catch(() => "");
       // a client mistake the upstream refused stays a 4xx; its own failures are a 502
       const code = res.statusCode;
       const status = code >= 400 && code < 500 ? code : 502;
@@ -83,16 +106,21 @@ export async function* postSse(path: string, body: Record<string, unknown>, opts
     }
     if (!res.body) throw new UpstreamError(502, "upstream_bad_response", "the upstream answered without a body");
     const decoder = new TextDecoder();
+    const maxEvent = opts.maxEventBytes ?? MAX_UPSTREAM_EVENT_BYTES;
+    const blank = /\r?\n\r?\n/g;
     let buf = "";
     let done = false;
     try {
       for await (const piece of res.body as unknown as AsyncIterable<Uint8Array>) {
         arm();
+        // search only what arrived, and the 3 characters before it a blank line may start in
+        blank.lastIndex = Math.max(0, buf.length - 3);
         buf += decoder.decode(piece, { stream: true });
-        let cut: number;
-        while ((cut = buf.search(/\r?\n\r?\n/)) >= 0) {
-          const block = buf.slice(0, cut);
-          buf = buf.slice(cut).replace(/^\r?\n\r?\n/, "");
+        let m: RegExpExecArray | null;
+        while ((m = blank.exec(buf)) !== null) {
+          const block = buf.slice(0, m.index);
+          buf = buf.slice(m.index + m[0].length);
+          blank.lastIndex = 0;
           const data = block
             .split(/\r?\n/)
             .filter((l) => l.startsWith("data:"))
@@ -121,6 +149,9 @@ export async function* postSse(path: string, body: Record<string, unknown>, opts
           }
           yield chunk;
         }
+        if (buf.length > maxEvent) {
+          throw new UpstreamError(502, "upstream_bad_response", `the upstream sent an event over ${maxEvent} bytes without its end`);
+        }
       }
     } catch (e) {
       if (e instanceof UpstreamError) throw e;
@@ -142,8 +173,9 @@ export async function* postSse(path: string, body: Record<string, unknown>, opts
 export async function getText(baseUrl: string, path: string, timeoutMs: number): Promise<{ status: number; body: string }> {
   try {
     const res = await request(endpoint(baseUrl, path), { signal: AbortSignal.timeout(timeoutMs) });
-    return { status: res.statusCode, body: await res.body.text() };
+    return { status: res.statusCode, body: await boundedText(res.body as unknown as AsyncIterable<Uint8Array>, MAX_UPSTREAM_EVENT_BYTES) };
   } catch (e) {
+    if (e instanceof UpstreamError) throw e;
     throw new UpstreamError(502, "upstream_unreachable", `cannot reach the upstream: ${(e as Error).message}`);
   }
 }

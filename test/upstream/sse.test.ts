@@ -1,0 +1,96 @@
+/**
+ * The upstream SSE reader against a real HTTP server that misbehaves the way a
+ * broken or hostile engine could: an event that never ends, a body that never
+ * stops, an error answer that is huge or nested. Each must end in a coded
+ * UpstreamError with bounded memory, not a process that holds all of it.
+ */
+import http from "node:http";
+import type { AddressInfo } from "node:net";
+import { afterEach, describe, expect, it } from "vitest";
+import { UpstreamError } from "../../src/upstream/engine.js";
+import { getText, postSse } from "../../src/upstream/sse.js";
+
+const servers: http.Server[] = [];
+afterEach(async () => {
+  await Promise.all(servers.splice(0).map((s) => new Promise((r) => s.close(r))));
+});
+
+/** A server on 127.0.0.1:0 whose every answer is `handler`'s. */
+async function serve(handler: http.RequestListener): Promise<string> {
+  const s = http.createServer(handler);
+  servers.push(s);
+  await new Promise<void>((r) => s.listen(0, "127.0.0.1", r));
+  return `http://127.0.0.1:${(s.address() as AddressInfo).port}`;
+}
+
+/** Write `pieces` pieces of `piece` then end, stopping when the client goes away. */
+function stream(res: http.ServerResponse, head: string, piece: string, pieces: number, status = 200) {
+  res.writeHead(status, { "content-type": "text/event-stream" });
+  res.write(head);
+  let sent = 0;
+  const more = () => {
+    while (sent < pieces && !res.destroyed) {
+      sent++;
+      if (!res.write(piece)) return void res.once("drain", more);
+    }
+    res.end();
+  };
+  more();
+}
+
+async function collect(base: string, maxEventBytes?: number) {
+  const chunks: Record<string, unknown>[] = [];
+  const opts = { baseUrl: base, idleTimeoutMs: 5000, signal: new AbortController().signal, maxEventBytes };
+  try {
+    for await (const c of postSse("/v1/completions", {}, opts)) chunks.push(c);
+    return { chunks, error: null };
+  } catch (e) {
+    return { chunks, error: e as UpstreamError };
+  }
+}
+
+describe("postSse", () => {
+  it("an event that never ends is refused once it passes the limit (upstream_bad_response)", async () => {
+    const base = await serve((_req, res) => stream(res, 'data: {"ok":1}\n\ndata: "', "x".repeat(64 * 1024), 64));
+    const r = await collect(base, 1024 * 1024);
+    expect(r.chunks).toEqual([{ ok: 1 }]);
+    expect(r.error).toBeInstanceOf(UpstreamError);
+    expect([r.error?.status, r.error?.code]).toEqual([502, "upstream_bad_response"]);
+  });
+
+  it("events split across pieces at every byte, and CRLF blank lines, still come out whole", async () => {
+    const text = 'data: {"a":1}\r\n\r\ndata: {"b":2}\n\n: comment\n\ndata: {"c":\ndata: 3}\n\ndata: [DONE]\n\n';
+    const base = await serve((_req, res) => {
+      res.writeHead(200, { "content-type": "text/event-stream" });
+      let i = 0;
+      const next = () => (i < text.length ? res.write(text[i++], () => setImmediate(next)) : res.end());
+      next();
+    });
+    const r = await collect(base);
+    expect(r.error).toBeNull();
+    expect(r.chunks).toEqual([{ a: 1 }, { b: 2 }, { c: 3 }]);
+  });
+
+  it("a huge or deeply nested error answer gives a short message", async () => {
+    const deep = await serve((_req, res) => {
+      res.writeHead(500, { "content-type": "application/json" });
+      res.end(`{"error":${"[".repeat(100000)}${"]".repeat(100000)}}`);
+    });
+    const r = await collect(deep);
+    expect([r.error?.status, r.error?.code]).toEqual([502, "upstream_error"]);
+    expect(r.error!.message.length).toBeLessThan(600);
+    const huge = await serve((_req, res) => stream(res, "", "y".repeat(64 * 1024), 256, 503));
+    const h = await collect(huge);
+    expect([h.error?.status, h.error?.code]).toEqual([502, "upstream_error"]);
+    expect(h.error!.message.length).toBeLessThan(600);
+  });
+});
+
+describe("getText", () => {
+  it("a body past the limit is refused (upstream_bad_response), not held", async () => {
+    const base = await serve((_req, res) => stream(res, "", "z".repeat(1024 * 1024), 17));
+    await expect(getText(base, "/v1/models", 5000)).rejects.toMatchObject({ status: 502, code: "upstream_bad_response" });
+    const ok = await serve((_req, res) => res.end('{"data":[]}'));
+    expect(await getText(ok, "/v1/models", 5000)).toEqual({ status: 200, body: '{"data":[]}' });
+  });
+});
