@@ -330,9 +330,8 @@ function readBinary(
             if (v === null) bad = true;
             else stream = v;
           } else if (f === idsNo && w === lenWire) {
-            const len = r.varint();
+            const len = r.length();
             const ie = r.pos + len;
-            if (len > r.end - r.pos) throw new WireError("length-delimited field runs past its parent");
             if (sink.n + len > maxIds && sink.n + packedCount(buf, r.pos, ie) > maxIds) {
               return refused("too_many_ids", `the frame carries more than ${maxIds} token ids`);
             }

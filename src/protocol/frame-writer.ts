@@ -191,14 +191,7 @@ export class FrameWriter {
     const kind = kindField(ev.kind);
     const text = ev.text;
     const units = text.length;
-    // ASCII text (the usual case) is as many bytes as UTF-16 units
-    let textLen = units;
-    for (let i = 0; i < units; i++) {
-      if (text.charCodeAt(i) >= 0x80) {
-        textLen = utf8Length(text);
-        break;
-      }
-    }
+    const textLen = textBytes(text); // === units exactly when the text is ASCII
     const deltaLen = (ev.index !== 0 ? 1 + varintSize(ev.index) : 0) + kind.length + (textLen > 0 ? 1 + varintSize(textLen) + textLen : 0);
     const eventLen = nameField.length + 1 + varintSize(deltaLen) + deltaLen;
     this.ensure(1 + varintSize(eventLen) + eventLen);

@@ -12,7 +12,7 @@
  * A probe that cannot reach the upstream at all decides nothing and is tried
  * again on the next request.
  */
-import { isObj } from "../core/json.js";
+import { isObj, parseJson } from "../core/json.js";
 import type { CompletionRequest, Engine, UpstreamChunk, UpstreamConfig } from "./engine.js";
 import { LlamacppEngine } from "./llamacpp.js";
 import { getJsonObject, getText } from "./sse.js";
@@ -59,13 +59,13 @@ export async function probeEngineKind(cfg: UpstreamConfig): Promise<ConcreteEngi
     const r = await getText(cfg.url, "/v1/models", timeout);
     reached = true;
     if (r.status === 200) {
-      const parsed = JSON.parse(r.body) as unknown;
-      const data = isObj(parsed) && Array.isArray(parsed.data) ? (parsed.data as unknown[]) : [];
+      const parsed = parseJson(r.body);
+      const data = parsed.ok && isObj(parsed.value) && Array.isArray(parsed.value.data) ? (parsed.value.data as unknown[]) : [];
       const owner = data.length > 0 && isObj(data[0]) ? data[0].owned_by : undefined;
       if (typeof owner === "string" && OWNERS[owner]) return OWNERS[owner];
     }
   } catch {
-    // not JSON, or not reachable: the next probes tell
+    // not reachable, or an answer past its bound: the next probes tell
   }
   const props = await getJsonObject(cfg.url, "/props", timeout);
   if (props && isObj(props.default_generation_settings)) return "llamacpp";
