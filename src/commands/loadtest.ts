@@ -8,6 +8,7 @@ import { formatReport, runLoadtest, type Chunking, type LoadtestOptions, type Re
 import { Server } from "../server.js";
 import { DEFAULT_LIMITS } from "../service/service.js";
 import { loadHarmonyEncoding, type HarmonyEncoding } from "../vocab/index.js";
+import { commaList } from "./lists.js";
 
 export interface LoadtestFlags {
   url?: string;
@@ -40,13 +41,7 @@ function num(name: string, raw: string, min: number, max = Number.MAX_SAFE_INTEG
 }
 
 export function loadtestOptions(f: LoadtestFlags): LoadtestOptions {
-  const faults =
-    f.faults === "all"
-      ? [...FAULT_KINDS]
-      : f.faults
-          .split(",")
-          .map((s) => s.trim())
-          .filter(Boolean);
+  const faults = f.faults === "all" ? [...FAULT_KINDS] : commaList(f.faults);
   for (const k of faults) {
     if (!(FAULT_KINDS as readonly string[]).includes(k))
       throw new Error(`unknown fault kind ${JSON.stringify(k)}; known: ${FAULT_KINDS.join(", ")}`);

@@ -7,7 +7,7 @@
  * input order. Bad input never aborts a batch: that line gets an `error`
  * object with a code, and the exit status is 2 at the end.
  */
-import { describeValue, parseJson } from "../core/json.js";
+import { describeValue, isObj, parseJson } from "../core/json.js";
 import { createInterface } from "node:readline";
 import type { Readable, Writable } from "node:stream";
 import { parseCase } from "../core/reference.js";
@@ -15,6 +15,7 @@ import type { InputErrorCode } from "../core/errors.js";
 import { HarmonyParser, type ParserOptions } from "../core/parser.js";
 import { Vocabulary } from "../core/vocab.js";
 import { loadHarmonyEncoding, type HarmonyEncoding } from "../vocab/index.js";
+import { commaList } from "./lists.js";
 
 export interface ParseCommandOptions {
   input: "ids" | "text";
@@ -67,13 +68,7 @@ export function checkIds(v: unknown): number[] {
 }
 
 function parserOptions(opts: ParseCommandOptions, role: string | null): ParserOptions {
-  const tools =
-    opts.tools === undefined
-      ? null
-      : opts.tools
-          .split(",")
-          .map((t) => t.trim())
-          .filter((t) => t !== "");
+  const tools = opts.tools === undefined ? null : commaList(opts.tools);
   return {
     mode: opts.strict || opts.nonStrict ? "strict" : "resilient",
     nonStrict: opts.nonStrict,
@@ -114,10 +109,8 @@ export async function runParse(
       try {
         const parsed = parseJson(line);
         if (!parsed.ok) throw new InputError(parsed.code, `line ${lineNo} is not usable JSON: ${parsed.message}`);
-        const c = parsed.value as { id?: unknown; tokens?: unknown; role?: unknown };
-        if (typeof c !== "object" || c === null || Array.isArray(c)) {
-          throw new InputError("bad_case", `line ${lineNo} is not a JSON object`);
-        }
+        const c = parsed.value;
+        if (!isObj(c)) throw new InputError("bad_case", `line ${lineNo} is not a JSON object`);
         id = c.id ?? null;
         const tokens = checkIds(c.tokens);
         let role: string | null = defaultRole;

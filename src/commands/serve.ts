@@ -7,6 +7,7 @@ import { setFlagsFromString } from "node:v8";
 import { Server, type ServerOptions } from "../server.js";
 import { DEFAULT_COT_STORE, DEFAULT_LIMITS, type Limits } from "../service/service.js";
 import type { EngineKind } from "../upstream/index.js";
+import { commaList } from "./lists.js";
 import { SettingsReader, type ServeFlags } from "./settings.js";
 
 export { DEFAULT_HEAP_GROWTH, type ServeFlags } from "./settings.js";
@@ -36,14 +37,6 @@ export function applyHeapGrowth(
   if (node.execArgv.some((a) => /^--heap[-_]growing[-_]percent(=|$)/.test(a))) return "node flag";
   node.setFlags(`--heap-growing-percent=${percent}`);
   return "set";
-}
-
-/** A comma-separated setting as a list (empty: none). */
-function list(text: string): string[] {
-  return text
-    .split(",")
-    .map((x) => x.trim())
-    .filter((x) => x !== "");
 }
 
 export function resolveOptions(flags: ServeFlags, env: NodeJS.ProcessEnv): ServerOptions {
@@ -81,8 +74,8 @@ export function resolveOptions(flags: ServeFlags, env: NodeJS.ProcessEnv): Serve
     },
     shutdownDelayMs: r.int("shutdownDelayMs"),
     access: {
-      allowOrigins: list(r.text("allowOrigin")),
-      allowHosts: list(r.text("allowHost")),
+      allowOrigins: commaList(r.text("allowOrigin")),
+      allowHosts: commaList(r.text("allowHost")),
       publicMetrics: r.text("publicMetrics") === "true",
     },
     limits,
