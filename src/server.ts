@@ -55,7 +55,7 @@ export class Server {
     const front = up ? new OpenAIFront(svc, createEngine(kind, up), up) : null;
     this.http = await startHttp(svc, front, this.options.host, this.options.port, this.options.access);
     if (this.options.grpcPort >= 0) this.grpc = await startGrpc(svc, this.options.host, this.options.grpcPort);
-    const shared = svc.reasoning.shared;
+    const shared = svc.reasoning.shared ?? svc.responses.shared;
     if (shared !== null && !(await shared.waitReady(STORE_CONNECT_WAIT_MS)))
       svc.logger.warn(
         { cot_store: redactUrl(shared.options.url) },

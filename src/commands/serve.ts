@@ -72,6 +72,7 @@ export function resolveOptions(flags: ServeFlags, env: NodeJS.ProcessEnv): Serve
       ttlMs: r.int("cotStoreTtlMs"),
       shared: r.text("cotStore") === "memory" ? undefined : { url: r.text("cotStore"), timeoutMs: r.int("cotStoreTimeoutMs") },
     },
+    responseStore: { maxBytes: r.int("responseStoreBytes"), ttlMs: r.int("responseStoreTtlMs") },
     shutdownDelayMs: r.int("shutdownDelayMs"),
     access: {
       allowOrigins: commaList(r.text("allowOrigin")),

@@ -6,7 +6,7 @@
  */
 import { MAX_STORE_BYTES } from "../store/memory.js";
 import { connectionOptions, isStoreUrl } from "../store/redis.js";
-import { DEFAULT_COT_STORE, DEFAULT_LIMITS, DEFAULTS } from "../service/service.js";
+import { DEFAULT_COT_STORE, DEFAULT_LIMITS, DEFAULT_RESPONSE_STORE, DEFAULTS } from "../service/service.js";
 import { SERVER_DEFAULTS } from "../server.js";
 import { ENGINE_KINDS } from "../upstream/index.js";
 
@@ -285,6 +285,25 @@ export const SETTINGS = [
     type: "int",
     min: 1,
     max: 10_000,
+  },
+  {
+    key: "responseStoreBytes",
+    flag: "--response-store-bytes <n>",
+    env: "HARMONY_RESPONSE_STORE_BYTES",
+    help: "sidecar mode: Responses kept for previous_response_id and GET/DELETE /v1/responses/{id} (store: true, the default), in this process and in the --cot-store URL when one is set (0: off, store is ignored; at most 1 GiB)",
+    default: DEFAULT_RESPONSE_STORE.maxBytes,
+    type: "int",
+    min: 0,
+    max: MAX_STORE_BYTES,
+  },
+  {
+    key: "responseStoreTtlMs",
+    flag: "--response-store-ttl-ms <n>",
+    env: "HARMONY_RESPONSE_STORE_TTL_MS",
+    help: "how long a stored response is kept",
+    default: DEFAULT_RESPONSE_STORE.ttlMs,
+    type: "int",
+    min: 1000,
   },
   {
     key: "shutdownDelayMs",

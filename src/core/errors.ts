@@ -72,6 +72,7 @@ export const RECOVERY_KINDS = [
   "unknown_tool",
   "arguments_repaired",
   "call_not_allowed",
+  "schema_mismatch",
 ] as const;
 
 export type RecoveryKind = (typeof RECOVERY_KINDS)[number];
@@ -100,6 +101,8 @@ export const REQUEST_ERROR_CODES = {
   unknown_tool_call_id: "A tool message's `tool_call_id` matches no earlier tool call, and it has no `name`.",
   bad_tool: "A `tools` entry is not a function with a name.",
   bad_reasoning_effort: "`reasoning_effort` is not low, medium or high (minimal and none count as low).",
+  bad_response_format:
+    "`response_format` (or Responses' `text.format`) is not text, json_object or json_schema with a valid name and an object schema.",
 } as const;
 
 export type RequestErrorCode = keyof typeof REQUEST_ERROR_CODES;
@@ -115,6 +118,9 @@ export const HTTP_ERROR_CODES = {
   no_upstream: "An OpenAI path was asked of a server started without --upstream (404).",
   internal: "A bug: the request failed in a way that is not the client's or the upstream's (500).",
   context_length_exceeded: "The prompt, with the tokens asked for (max_tokens), does not fit the model's context (400).",
+  response_not_found: "GET or DELETE /v1/responses/{id}: no response with that id is stored for this tenant (404).",
+  previous_response_not_found: "`previous_response_id` names no response stored for this tenant (404).",
+  store_unavailable: "The shared store (--cot-store) did not answer within 1 s, and this process has no copy of the response (503).",
   upstream_unreachable: "The upstream could not be reached (502).",
   upstream_error: "The upstream answered with an error, before or during the stream (its 4xx kept, else 502).",
   upstream_timeout: "The upstream sent nothing for --upstream-timeout-ms (504).",

@@ -105,6 +105,8 @@ export interface DoneEvent {
   tokens: number;
   messages: number;
   recoveries: number;
+  /** Tokens of the messages on the analysis channel (the chain of thought), from each one's header to its end token. */
+  reasoning_tokens: number;
 }
 
 export type HarmonyEvent =

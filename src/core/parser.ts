@@ -210,6 +210,10 @@ export class HarmonyParser {
   private msgIndex = -1;
   private started = 0;
   private completed = 0;
+  /** Token index where the current message's header began (its <|start|>, when it has one). */
+  private msgFrom = 0;
+  /** Tokens of messages on the analysis channel, header and end token included (`done.reasoning_tokens`). */
+  private reasoningTokens = 0;
   private header: ParsedHeader | null = null;
   private kind: DeltaKind = "content";
   private pend: Uint8Array = NO_BYTES;
@@ -310,6 +314,8 @@ export class HarmonyParser {
     this.msgIndex = -1;
     this.started = 0;
     this.completed = 0;
+    this.msgFrom = 0;
+    this.reasoningTokens = 0;
     this.header = null;
     this.kind = "content";
     this.pendLen = 0;
@@ -509,6 +515,7 @@ export class HarmonyParser {
       tokens: this.pos,
       messages: this.completed,
       recoveries: this.recoveries,
+      reasoning_tokens: this.reasoningTokens,
     });
     this.state = S_DONE;
     this.out = NO_EVENTS;
@@ -586,6 +593,7 @@ export class HarmonyParser {
 
   private beginMessage(h: ParsedHeader): void {
     this.header = h;
+    this.msgFrom = this.hdrKind === H_EXPLICIT && this.hdrStart > 0 ? this.hdrStart - 1 : this.hdrStart;
     this.msgIndex = this.started++;
     this.kind = this.deltaKind(h);
     this.pendLen = 0;
@@ -636,6 +644,7 @@ export class HarmonyParser {
     this.swallowed = false;
     this.flushDelta();
     const h = this.header!;
+    if (h.channel === "analysis" && this.pos > this.msgFrom) this.reasoningTokens += this.pos - this.msgFrom;
     if (this.isCall && !this.cutShort) this.endCall(h, stop);
     this.isCall = false;
     const ev: HarmonyEvent = { type: "message_end", index: this.msgIndex, stop };

@@ -87,6 +87,20 @@ export interface DeveloperContent {
   type: "developer_content";
   instructions?: string | null;
   tools?: Record<string, ToolNamespaceConfig> | null;
+  /**
+   * Not in the reference renderer (it has no field for them): response
+   * formats for structured output, rendered at the end of the developer
+   * message as the Harmony format guide specifies (openai/harmony
+   * docs/format.md, "Structured output").
+   */
+  response_formats?: ResponseFormatSpec[] | null;
+}
+
+/** One response format: its name, an optional description, and its JSON Schema. */
+export interface ResponseFormatSpec {
+  name: string;
+  description?: string | null;
+  schema: unknown;
 }
 
 export interface TextContent {
@@ -406,6 +420,30 @@ function developerText(dev: Record<string, unknown>, index: number | null): stri
   if (instructions !== null) sections.push("# Instructions", instructions);
   const namespaces = checkNamespaces(dev.tools, index);
   if (namespaces.length > 0) sections.push(toolsSection(namespaces));
+  const formats = dev.response_formats;
+  if (formats !== undefined && formats !== null) {
+    if (!Array.isArray(formats)) throw new RenderError("bad_content", "response_formats must be an array", index);
+    if (formats.length > 0) sections.push(responseFormatsSection(formats, index));
+  }
+  return sections.join("\n\n");
+}
+
+/**
+ * The guide's structured-output section:
+ * `# Response Formats\n\n## {name}\n\n// {description}\n{schema}`, the
+ * schema as compact JSON; without a description, no comment line.
+ */
+function responseFormatsSection(formats: unknown[], index: number | null): string {
+  const sections = ["# Response Formats"];
+  for (const f of formats) {
+    if (!isObj(f) || typeof f.name !== "string" || f.name === "")
+      throw new RenderError("bad_content", "a response format needs a name", index);
+    const description = opt(f.description, "description", index);
+    const body: string[] = [];
+    if (description !== null) for (const line of rustLines(description)) body.push(`// ${line}`);
+    body.push(JSON.stringify(f.schema ?? {}));
+    sections.push(`## ${f.name}`, body.join("\n"));
+  }
   return sections.join("\n\n");
 }
 

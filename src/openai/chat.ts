@@ -84,7 +84,11 @@ export interface HarmonyChatCompletionChunk extends ChatCompletionChunk {
    * takes the call's arguments from it; a streaming front does not send it
    * on (Chat streams keep the arguments as generated).
    */
-  harmony?: { tool_call_end: { index: number; choice: number; arguments: string; valid_json: boolean } };
+  harmony?: {
+    tool_call_end?: { index: number; choice: number; arguments: string; valid_json: boolean };
+    /** On a chunk of its own just before the finish reason: the choice's reasoning tokens (the parser's `done.reasoning_tokens`). */
+    reasoning_tokens?: number;
+  };
 }
 
 export interface HarmonyChatCompletionMessage extends ChatCompletionMessage {
@@ -246,6 +250,15 @@ export class ChatCompletionChunkAdapter {
     this.harmonyFinishReason = e.finish_reason;
     const reason = chatFinishReason(e.finish_reason, this.functionCalls);
     this.finishReason = reason;
+    // not OpenAI's: the choice's reasoning tokens, for a front that reports the engine's usage (it does not send this on)
+    out.push({
+      id: this.options.id,
+      object: "chat.completion.chunk",
+      created: this.options.created,
+      model: this.options.model,
+      choices: [],
+      harmony: { reasoning_tokens: e.reasoning_tokens },
+    });
     out.push(this.chunk({}, reason));
     if (this.options.promptTokens !== undefined) {
       out.push({
@@ -254,7 +267,7 @@ export class ChatCompletionChunkAdapter {
         created: this.options.created,
         model: this.options.model,
         choices: [],
-        usage: usageOf(this.options.promptTokens, e.tokens),
+        usage: usageOf(this.options.promptTokens, e.tokens, e.reasoning_tokens),
       });
     }
   }
@@ -274,8 +287,13 @@ export class ChatCompletionChunkAdapter {
   }
 }
 
-function usageOf(prompt: number, completion: number): CompletionUsage {
-  return { prompt_tokens: prompt, completion_tokens: completion, total_tokens: prompt + completion };
+function usageOf(prompt: number, completion: number, reasoning: number): CompletionUsage {
+  return {
+    prompt_tokens: prompt,
+    completion_tokens: completion,
+    total_tokens: prompt + completion,
+    completion_tokens_details: { reasoning_tokens: reasoning },
+  };
 }
 
 /**

@@ -104,6 +104,58 @@ function fault(code: RequestErrorCode, path: string, message: string): never {
   throw new RequestFault({ code, path, message });
 }
 
+/** OpenAI's rule for a response format's name: a-z, A-Z, 0-9, underscores and dashes, at most 64. */
+const FORMAT_NAME = /^[A-Za-z0-9_-]{1,64}$/;
+
+/** What a request's `response_format` asks the answer to be: null for text. */
+export interface AnswerFormat {
+  kind: "json_object" | "json_schema";
+  name: string;
+  description: string | null;
+  /** The JSON Schema the answer is checked against (`{"type":"object"}` for json_object). */
+  schema: unknown;
+}
+
+/**
+ * The request's `response_format` (Chat Completions' shape: `{type: "text"}`,
+ * `{type: "json_object"}`, `{type: "json_schema", json_schema: {name,
+ * description?, schema?, strict?}}`), or null for text.
+ */
+export function answerFormat(request: unknown): AnswerFormat | null {
+  if (!isObj(request)) return null;
+  const f = request.response_format;
+  if (f === undefined || f === null) return null;
+  if (!isObj(f)) return fault("bad_response_format", "response_format", "response_format must be an object");
+  if (f.type === "text") return null;
+  if (f.type === "json_object") return { kind: "json_object", name: "json_object", description: null, schema: { type: "object" } };
+  if (f.type !== "json_schema")
+    return fault(
+      "bad_response_format",
+      "response_format.type",
+      `response_format.type must be text, json_object or json_schema, not ${describeValue(f.type)}`,
+    );
+  const js = f.json_schema;
+  if (!isObj(js)) return fault("bad_response_format", "response_format.json_schema", "json_schema must be an object with a name");
+  if (typeof js.name !== "string" || !FORMAT_NAME.test(js.name))
+    return fault("bad_response_format", "response_format.json_schema.name", "the name is 1 to 64 of a-z, A-Z, 0-9, _ and -");
+  if (js.description !== undefined && js.description !== null && typeof js.description !== "string")
+    return fault("bad_response_format", "response_format.json_schema.description", "the description must be a string");
+  const schema = js.schema ?? {};
+  if (!isObj(schema) && typeof schema !== "boolean")
+    return fault("bad_response_format", "response_format.json_schema.schema", "the schema must be a JSON Schema (an object)");
+  return { kind: "json_schema", name: js.name, description: typeof js.description === "string" ? js.description : null, schema };
+}
+
+/** {@link answerFormat}, its fault as a result. */
+export function checkAnswerFormat(request: unknown): { ok: true; format: AnswerFormat | null } | { ok: false; error: RequestError } {
+  try {
+    return { ok: true, format: answerFormat(request) };
+  } catch (e) {
+    if (e instanceof RequestFault) return { ok: false, error: e.error };
+    throw e;
+  }
+}
+
 function textOf(content: unknown, path: string): string | null {
   if (content === undefined || content === null) return null;
   if (typeof content === "string") return content;
@@ -199,6 +251,9 @@ function toolsOf(tools: unknown, emptyAsNoArgs: boolean): ToolDescription[] {
  * - `tool` → `functions.NAME to=assistant` on `commentary`, NAME found
  *   through `tool_call_id` among the earlier tool calls (or the message's
  *   `name`); legacy `function_call` / `function` messages are mapped alike.
+ * - `response_format` json_schema / json_object → a `# Response Formats`
+ *   section at the end of the developer message (the Harmony guide's
+ *   structured output; json_object as the schema `{"type":"object"}`).
  * Ignored: `tool_choice`, message `name`s of users, sampling parameters.
  */
 export function fromOpenAIRequest(request: OpenAIChatRequest | unknown, options: FromOpenAIOptions = {}): FromOpenAIResult {
@@ -253,10 +308,13 @@ function convertRequest(request: unknown, options: FromOpenAIOptions): HarmonyMe
     if (!isObj(m) || (m.role !== "system" && m.role !== "developer")) break;
     leading.push(textOf(m.content, `messages[${i}].content`) ?? "");
   }
-  if (leading.length > 0 || functions.length > 0) {
+  const format = answerFormat(request);
+  if (leading.length > 0 || functions.length > 0 || format !== null) {
     const dev = developerContent();
     if (leading.length > 0) dev.instructions = leading.join("\n\n");
     if (functions.length > 0) dev.tools = { functions: functionsNamespace(functions) };
+    // structured output: the format at the end of the developer message (the Harmony guide's "Response Formats")
+    if (format !== null) dev.response_formats = [{ name: format.name, description: format.description, schema: format.schema }];
     out.push({ role: "developer", content: dev });
   }
 
@@ -333,4 +391,41 @@ export function declaredToolNames(request: unknown): string[] {
     if (isObj(t) && isObj(t.function) && typeof t.function.name === "string" && t.function.name !== "") names.push(t.function.name);
   }
   return names;
+}
+
+/** What `tool_choice` asks: the model may call (auto), may not (none), must call something (required), or must call `name`. */
+export type ToolChoice = { kind: "auto" | "none" | "required" } | { kind: "named"; name: string };
+
+/**
+ * A request's `tool_choice` (Chat's `{type: "function", function: {name}}`
+ * or Responses' flat `{type: "function", name}` for a named one), checked
+ * against the declared tools (`tools`, as Chat declares them).
+ */
+export function toolChoiceOf(choice: unknown, tools: readonly string[]): { ok: true; choice: ToolChoice } | { ok: false; message: string } {
+  if (choice === undefined || choice === null || choice === "auto") return { ok: true, choice: { kind: "auto" } };
+  if (choice === "none") return { ok: true, choice: { kind: "none" } };
+  if (choice === "required") {
+    if (tools.length === 0) return { ok: false, message: 'tool_choice "required" needs tools' };
+    return { ok: true, choice: { kind: "required" } };
+  }
+  if (isObj(choice) && choice.type === "function") {
+    const name = isObj(choice.function) ? choice.function.name : choice.name;
+    if (typeof name !== "string" || !tools.includes(name))
+      return { ok: false, message: `tool_choice names ${describeValue(name)}, which is not one of the request's tools` };
+    return { ok: true, choice: { kind: "named", name } };
+  }
+  return { ok: false, message: 'tool_choice must be "auto", "none", "required" or a function ({"type": "function", …})' };
+}
+
+/**
+ * The Harmony text of a forced call's two injected parts (HARMONY.md §1):
+ * the reasoning's header (the completion starts there), and the call's
+ * header after it, whole for a named function, up to `functions.` for
+ * "required" (the model writes the name).
+ */
+export function forcedCallText(choice: ToolChoice): { prefix: string; header: string } | null {
+  const prefix = "<|channel|>analysis<|message|>";
+  if (choice.kind === "required") return { prefix, header: "<|start|>assistant<|channel|>commentary to=functions." };
+  if (choice.kind !== "named") return null;
+  return { prefix, header: `<|start|>assistant<|channel|>commentary to=functions.${choice.name} <|constrain|>json<|message|>` };
 }

@@ -21,13 +21,17 @@ export function cachedTokens(usage: CompletionUsage): number {
   return typeof n === "number" && Number.isInteger(n) && n >= 0 ? n : 0;
 }
 
-/** A Chat Completions `usage` object from an engine's token counts (cached prompt tokens passed through). */
-export function chatUsage(usage: CompletionUsage): Obj {
+/**
+ * A Chat Completions `usage` object from an engine's token counts (cached
+ * prompt tokens passed through) and the parser's count of reasoning tokens.
+ */
+export function chatUsage(usage: CompletionUsage, reasoningTokens: number): Obj {
   return {
     prompt_tokens: usage.prompt_tokens,
     completion_tokens: usage.completion_tokens,
     total_tokens: usage.total_tokens ?? usage.prompt_tokens + usage.completion_tokens,
     prompt_tokens_details: { cached_tokens: cachedTokens(usage) },
+    completion_tokens_details: { reasoning_tokens: reasoningTokens },
   };
 }
 
@@ -94,24 +98,94 @@ export function responsesToChat(request: Obj): { ok: true; chat: Obj } | { ok: f
         })
     : undefined;
   const effort = isObj(request.reasoning) ? request.reasoning.effort : undefined;
+  const format = isObj(request.text) ? request.text.format : undefined;
+  const responseFormat = !isObj(format)
+    ? format
+    : format.type === "json_schema"
+      ? {
+          type: "json_schema",
+          json_schema: { name: format.name, description: format.description, schema: format.schema, strict: format.strict },
+        }
+      : format;
   return {
     ok: true,
     chat: {
       messages,
       ...(tools ? { tools } : {}),
       ...(effort ? { reasoning_effort: effort } : {}),
+      // text.format (Responses' shape, flat) as Chat's response_format (nested json_schema)
+      ...(responseFormat !== undefined ? { response_format: responseFormat } : {}),
       ...(isObj(request.harmony) ? { harmony: request.harmony } : {}),
     },
   };
 }
 
-/** A Responses `usage` object from an engine's token counts. */
-export function responsesUsage(usage: CompletionUsage): Obj {
+/** A stored response, as a continuation reads it (src/store/responses.ts). */
+export interface PreviousResponse {
+  response: Obj;
+  input: Obj[];
+}
+
+/**
+ * The input items of a request that continues `previous`
+ * (`previous_response_id`): the previous response's input items and output
+ * items, then this request's `input` (a string is one user message). The
+ * previous response's `instructions` are not carried over, as in OpenAI's
+ * API.
+ */
+export function continuedInput(
+  previous: PreviousResponse | null,
+  input: unknown,
+): { ok: true; items: unknown[] } | { ok: false; message: string; param: string } {
+  let mine: unknown[];
+  if (typeof input === "string") mine = [{ type: "message", role: "user", content: input }];
+  else if (Array.isArray(input)) mine = input;
+  else if ((input === undefined || input === null) && previous !== null) mine = [];
+  else return { ok: false, message: "input must be a string or an array of items", param: "input" };
+  if (previous === null) return { ok: true, items: mine };
+  const output = Array.isArray(previous.response.output) ? previous.response.output : [];
+  const items: unknown[] = [];
+  for (const item of previous.input) items.push(item);
+  for (const item of output) items.push(item);
+  for (const item of mine) items.push(item);
+  return { ok: true, items };
+}
+
+/** The prefix of an input item's id, by its type (as OpenAI's ids read). */
+const ITEM_ID_PREFIX: Readonly<Record<string, string>> = {
+  message: "msg",
+  reasoning: "rs",
+  function_call: "fc",
+  function_call_output: "fco",
+};
+
+/**
+ * `items` (objects, as `responsesToChat` accepted them) as stored input
+ * items: each has an `id`, its own or `<prefix>_<base>_in<n>`; a bare string
+ * input is one user message.
+ */
+export function storedInputItems(items: readonly unknown[], base: string): Obj[] {
+  const out: Obj[] = [];
+  for (let i = 0; i < items.length; i++) {
+    const item = items[i];
+    if (!isObj(item)) continue;
+    if (typeof item.id === "string" && item.id !== "") {
+      out.push(item);
+      continue;
+    }
+    const type = typeof item.type === "string" ? item.type : "message";
+    out.push({ id: `${ITEM_ID_PREFIX[type] ?? "item"}_${base}_in${i}`, ...item, ...(item.type === undefined ? { type: "message" } : {}) });
+  }
+  return out;
+}
+
+/** A Responses `usage` object from an engine's token counts and the parser's count of reasoning tokens. */
+export function responsesUsage(usage: CompletionUsage, reasoningTokens: number): Obj {
   return {
     input_tokens: usage.prompt_tokens,
     input_tokens_details: { cached_tokens: cachedTokens(usage) },
     output_tokens: usage.completion_tokens,
-    output_tokens_details: { reasoning_tokens: 0 },
+    output_tokens_details: { reasoning_tokens: reasoningTokens },
     total_tokens: usage.total_tokens ?? usage.prompt_tokens + usage.completion_tokens,
   };
 }

@@ -54,8 +54,8 @@ export interface ResponsesAdapterOptions {
   toolCallId?: (event: ToolCallStartEvent) => string;
   /**
    * Prompt token count. When set, the final response has `usage`
-   * (`output_tokens` = the parser's token count; `reasoning_tokens` is 0:
-   * events carry text, not per-channel token counts).
+   * (`output_tokens` = the parser's token count; `reasoning_tokens` = its
+   * `done.reasoning_tokens`).
    */
   promptTokens?: number;
   /** Request fields to echo in every `response` object. Defaults: tools [], tool_choice "auto", parallel_tool_calls true, others null. */
@@ -328,12 +328,13 @@ export class ResponsesStreamAdapter {
         message: last ? `${last.code}: ${last.message}` : "the harmony stream ended with an error",
       };
     }
-    if (this.options.promptTokens !== undefined) response.usage = usageOf(this.options.promptTokens, e.tokens);
+    if (this.options.promptTokens !== undefined) response.usage = usageOf(this.options.promptTokens, e.tokens, e.reasoning_tokens);
     this.final = response;
     const copy = structuredCloneJson(response);
-    if (status === "completed") out.push({ type: "response.completed", sequence_number: this.seq++, response: copy });
-    else if (status === "incomplete") out.push({ type: "response.incomplete", sequence_number: this.seq++, response: copy });
-    else out.push({ type: "response.failed", sequence_number: this.seq++, response: copy });
+    // not OpenAI's: the reasoning tokens, for a front that reports the engine's usage (it takes this off)
+    const harmony = { reasoning_tokens: e.reasoning_tokens };
+    const type = status === "completed" ? "response.completed" : status === "incomplete" ? "response.incomplete" : "response.failed";
+    out.push({ type, sequence_number: this.seq++, response: copy, harmony } as ResponseStreamEvent);
   }
 
   private snapshot(status: "in_progress" | "completed" | "incomplete" | "failed"): Response {
@@ -371,12 +372,12 @@ function outputText(output: ResponseOutputItem[]): string {
   return s;
 }
 
-function usageOf(input: number, output: number): ResponseUsage {
+function usageOf(input: number, output: number, reasoning: number): ResponseUsage {
   return {
     input_tokens: input,
     input_tokens_details: { cached_tokens: 0, cache_write_tokens: 0 },
     output_tokens: output,
-    output_tokens_details: { reasoning_tokens: 0 },
+    output_tokens_details: { reasoning_tokens: reasoning },
     total_tokens: input + output,
   };
 }

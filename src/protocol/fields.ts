@@ -104,6 +104,7 @@ export const FIELDS = {
     tokens: { no: 2, type: "uint32" },
     messages: { no: 3, type: "uint32" },
     recoveries: { no: 4, type: "uint32" },
+    reasoning_tokens: { no: 5, type: "uint32" },
   },
 } as const satisfies Record<string, Record<string, FieldSpec>>;
 

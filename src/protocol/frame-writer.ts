@@ -44,6 +44,7 @@ const DONE_FINISH_REASON = tagByte(Done.finish_reason);
 const DONE_TOKENS = tagByte(Done.tokens);
 const DONE_MESSAGES = tagByte(Done.messages);
 const DONE_RECOVERIES = tagByte(Done.recoveries);
+const DONE_REASONING_TOKENS = tagByte(Done.reasoning_tokens);
 /** Event.handle's tag as a one-char string (handleField's start). */
 const HANDLE_TAG = String.fromCharCode(EVENT_HANDLE);
 
@@ -316,7 +317,13 @@ export class FrameWriter {
         break;
       case "done":
         tag = EVENT_DONE;
-        size = strSize(ev.finish_reason) + 3 + varintSize(ev.tokens) + varintSize(ev.messages) + varintSize(ev.recoveries);
+        size =
+          strSize(ev.finish_reason) +
+          4 +
+          varintSize(ev.tokens) +
+          varintSize(ev.messages) +
+          varintSize(ev.recoveries) +
+          varintSize(ev.reasoning_tokens);
         break;
       default:
         return false;
@@ -357,6 +364,7 @@ export class FrameWriter {
         this.uint(DONE_TOKENS, ev.tokens);
         this.uint(DONE_MESSAGES, ev.messages);
         this.uint(DONE_RECOVERIES, ev.recoveries);
+        this.uint(DONE_REASONING_TOKENS, ev.reasoning_tokens);
         break;
     }
     if (handleAfter) this.latin1(refField);

@@ -242,7 +242,7 @@ export class Connection {
         slot === this.service.pool.inlineSlot ? "the main thread's parser sessions failed" : "the worker holding this stream stopped";
       const ref = refOf(st);
       lost.push(this.errorEvent(ref, "worker_crashed", `${where}; the stream is lost`));
-      lost.push({ ...ref, done: { finish_reason: "error", tokens: 0, messages: 0, recoveries: 0 } });
+      lost.push({ ...ref, done: { finish_reason: "error", tokens: 0, messages: 0, recoveries: 0, reasoning_tokens: 0 } });
     }
     if (lost.length === 0) return;
     this.service.metrics.countEvents("done", lost.length / 2);

@@ -17,6 +17,21 @@ export interface Generation {
   abort(): void;
 }
 
+/**
+ * A tool call the request requires (`tool_choice` "required" or a named
+ * function), made in two steps on one choice: the completion starts with
+ * `prefix` (an analysis message's header) and stops at that message's
+ * `<|end|>`; then `header` (a call's header) is put after the reasoning and
+ * the engine goes on from there, so the model must call.
+ */
+export interface ForcedCall {
+  prefix: readonly number[];
+  header: readonly number[];
+}
+
+/** `<|end|>`: where a forced call's reasoning step stops. */
+const END = 200007;
+
 export function generate(
   svc: Service,
   engine: Engine,
@@ -24,6 +39,7 @@ export function generate(
   open: Obj,
   tenant: string,
   onObject: (choice: number, obj: Obj, usage: UpstreamUsage | null) => void,
+  force: ForcedCall | null = null,
 ): Generation {
   const local = new LocalConnection(svc, tenant);
   // an upstream that fails before its first chunk gets the client a proper
@@ -54,20 +70,59 @@ export function generate(
   local.send(names.map((stream) => ({ open: { stream, ...open } })));
   // a choice's finish reason, applied when the upstream stream ends (after its usage chunk)
   const finished = new Map<number, string>();
+  /**
+   * Stream one request's ids into the sessions. `hold`: a forced call's
+   * first step, whose finish is decided after it (its ids are kept in it).
+   */
+  const pump = async (req: CompletionRequest, hold: { ids: number[]; finish: string | null } | null): Promise<void> => {
+    // an engine may report usage on every chunk, cumulative (vLLM's continuous_usage_stats): the last one counts
+    const before = usage as UpstreamUsage | null;
+    for await (const chunk of engine.complete(req, ctrl.signal)) {
+      upstreamAnswered = true;
+      if (chunk.usage) usage = addUsage(before, chunk.usage);
+      const ops: Obj[] = [];
+      for (const c of chunk.choices) {
+        const name = names[c.index];
+        if (!name || finished.has(c.index)) continue;
+        if (c.token_ids.length > 0) ops.push({ tokens: { stream: name, ids: c.token_ids } });
+        if (hold !== null) {
+          for (const id of c.token_ids) hold.ids.push(id);
+          if (c.finish_reason !== null) hold.finish = c.finish_reason;
+        } else if (c.finish_reason !== null) finished.set(c.index, endReason(c.finish_reason));
+      }
+      if (ops.length > 0) local.send(ops);
+    }
+  };
   const done = (async () => {
     let error: UpstreamError | null = null;
     try {
-      for await (const chunk of engine.complete(request, ctrl.signal)) {
-        upstreamAnswered = true;
-        if (chunk.usage) usage = chunk.usage;
-        const ops: Obj[] = [];
-        for (const c of chunk.choices) {
-          const name = names[c.index];
-          if (!name || finished.has(c.index)) continue;
-          if (c.token_ids.length > 0) ops.push({ tokens: { stream: name, ids: c.token_ids } });
-          if (c.finish_reason !== null) finished.set(c.index, endReason(c.finish_reason));
+      if (force === null) await pump(request, null);
+      else {
+        // step 1: the reasoning, from an analysis header on, to its <|end|>
+        local.send([{ tokens: { stream: names[0], ids: force.prefix } }]);
+        let injected = force.prefix.length;
+        const first = { ids: [] as number[], finish: null as string | null };
+        const prompt = [...request.prompt, ...force.prefix];
+        // the client's limit counts what the sidecar puts into the answer too
+        const budget = typeof request.maxTokens === "number" ? request.maxTokens - force.prefix.length : request.maxTokens;
+        if (typeof budget === "number" && budget < 1) first.finish = "length";
+        else await pump({ ...request, prompt, n: 1, stopIds: [END], maxTokens: budget }, first);
+        if (first.finish === "stop" && first.ids[first.ids.length - 1] === END) {
+          // step 2: the call's header after the reasoning, and the engine goes on from there
+          local.send([{ tokens: { stream: names[0], ids: force.header } }]);
+          const spent = force.prefix.length + first.ids.length + force.header.length;
+          const left = typeof request.maxTokens === "number" ? request.maxTokens - spent : request.maxTokens;
+          if (typeof left === "number" && left < 1) finished.set(0, "length");
+          else await pump({ ...request, prompt: [...prompt, ...first.ids, ...force.header], n: 1, maxTokens: left }, null);
+          injected += force.header.length;
+        } else if (first.finish !== null) finished.set(0, endReason(first.finish));
+        // what the sidecar put into the answer counts as completion tokens, as what the engine generated, not prompt
+        const u = usage as UpstreamUsage | null;
+        if (u !== null) {
+          const promptTokens = u.prompt_tokens - force.prefix.length;
+          const completion = u.completion_tokens + injected;
+          usage = { ...u, prompt_tokens: promptTokens, completion_tokens: completion, total_tokens: promptTokens + completion };
         }
-        if (ops.length > 0) local.send(ops);
       }
     } catch (e) {
       if (!(e instanceof UpstreamError)) throw e;
@@ -82,6 +137,16 @@ export function generate(
     return { usage, error };
   })();
   return { done, abort: () => ctrl.abort() };
+}
+
+/**
+ * Usage over a forced call's two requests: the first's prompt (and its
+ * cached tokens), both completions.
+ */
+function addUsage(before: UpstreamUsage | null, next: UpstreamUsage): UpstreamUsage {
+  if (before === null) return next;
+  const completion = before.completion_tokens + next.completion_tokens;
+  return { ...before, completion_tokens: completion, total_tokens: before.prompt_tokens + completion };
 }
 
 /**

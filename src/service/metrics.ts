@@ -17,6 +17,8 @@ export interface Metrics {
   cotRestored: Counter;
   /** Shared reasoning store operations that failed or ran out of time (op: read, write). */
   cotStoreFailures: Counter<"op">;
+  /** Stored responses (Responses `store`), by operation and outcome. */
+  responses: Counter<"op" | "outcome">;
   /**
    * Hot-path counts (per frame, per batch): plain additions, folded into the
    * prom-client counters when they are read (a scrape), so a frame does not
@@ -106,6 +108,12 @@ export function createMetrics(): Metrics {
       name: "harmony_cot_store_failures_total",
       help: "Shared reasoning store operations that failed or ran out of time (op: read, a render's fetch; write, a remembered reasoning)",
       labelNames: ["op"],
+      registers: [registry],
+    }),
+    responses: new Counter({
+      name: "harmony_responses_total",
+      help: "Stored responses by operation (store, get, delete) and outcome (stored, local_only, too_large, found, not_found, unavailable, deleted)",
+      labelNames: ["op", "outcome"],
       registers: [registry],
     }),
     countFrame(transport) {

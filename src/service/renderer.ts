@@ -11,7 +11,7 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { Worker } from "node:worker_threads";
 import type { RenderOutcome, Restored } from "../openai/render.js";
-import type { RenderDone, RenderJob } from "./render-worker.js";
+import type { AnswerCheck, RenderDone, RenderJob } from "./render-worker.js";
 
 /** How long one render may take before it is refused (ms). */
 export const RENDER_DEADLINE_MS = 10_000;
@@ -27,11 +27,14 @@ function workerFile(): string {
 }
 
 interface Pending {
-  resolve(o: RenderOutcome): void;
+  resolve(d: RenderDone | null, why: string): void;
   timer: NodeJS.Timeout;
 }
 
 const failed = (message: string): RenderOutcome => ({ ok: false, error: { code: "render_timeout", message, path: "" } });
+
+/** Every job a thread is given: a render or an answer check (without its id). */
+type Job = { kind: "render"; request: unknown; restored: Restored[] } | { kind: "check"; schema: unknown; text: string };
 
 class RenderThread {
   private worker: Worker | null = null;
@@ -40,16 +43,26 @@ class RenderThread {
   users = 0;
 
   render(request: unknown, restored: Restored[], deadlineMs: number): Promise<RenderOutcome> {
+    return this.run({ kind: "render", request, restored }, deadlineMs).then((r) =>
+      r.done !== null && "outcome" in r.done ? r.done.outcome : failed(r.why),
+    );
+  }
+
+  check(schema: unknown, text: string, deadlineMs: number): Promise<AnswerCheck | null> {
+    return this.run({ kind: "check", schema, text }, deadlineMs).then((r) => (r.done !== null && "check" in r.done ? r.done.check : null));
+  }
+
+  /** Run `job` on the thread: its answer, or null (and why) past the deadline or when the thread stopped. */
+  private run(job: Job, deadlineMs: number): Promise<{ done: RenderDone | null; why: string }> {
     const w = this.thread();
     const id = this.next++;
     return new Promise((resolve) => {
       const timer = setTimeout(() => {
-        this.restart(`the render took longer than ${deadlineMs} ms`);
+        this.restart(`the ${job.kind === "render" ? "render" : "answer check"} took longer than ${deadlineMs} ms`);
       }, deadlineMs);
-      this.pending.set(id, { resolve, timer });
+      this.pending.set(id, { resolve: (done, why) => resolve({ done, why }), timer });
       w.ref();
-      const job: RenderJob = { id, request, restored };
-      w.postMessage(job);
+      w.postMessage({ id, ...job } satisfies RenderJob);
     });
   }
 
@@ -62,7 +75,7 @@ class RenderThread {
       if (!p) return;
       this.pending.delete(d.id);
       clearTimeout(p.timer);
-      p.resolve(d.outcome);
+      p.resolve(d, "");
       if (this.pending.size === 0) w.unref();
     });
     const gone = (why: string) => {
@@ -87,7 +100,7 @@ class RenderThread {
   private failAll(why: string): void {
     for (const p of this.pending.values()) {
       clearTimeout(p.timer);
-      p.resolve(failed(why));
+      p.resolve(null, why);
     }
     this.pending.clear();
   }
@@ -113,6 +126,12 @@ export class Renderer {
   render(request: unknown, restored: Restored[]): Promise<RenderOutcome> {
     if (!this.open) return Promise.resolve(failed("the service is stopping"));
     return shared.render(request, restored, this.deadlineMs);
+  }
+
+  /** Check an answer against a JSON Schema on the render thread: null when it could not be checked (deadline, stopping). */
+  check(schema: unknown, text: string): Promise<AnswerCheck | null> {
+    if (!this.open) return Promise.resolve(null);
+    return shared.check(schema, text, this.deadlineMs);
   }
 
   async close(): Promise<void> {

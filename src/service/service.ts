@@ -21,6 +21,8 @@ import { Renderer } from "./renderer.js";
 import { CotStore } from "../store/memory.js";
 import { SharedStore, type StoreOp } from "../store/redis.js";
 import { TieredStore } from "../store/tiered.js";
+import type { AnswerCheck } from "./render-worker.js";
+import { ResponseStore } from "../store/responses.js";
 import { Connection, type ConnectionHost, type Transport } from "./connection.js";
 import type { Limits } from "./limits.js";
 import { createMetrics, type Metrics } from "./metrics.js";
@@ -39,6 +41,8 @@ export interface ServiceOptions {
   drainTimeoutMs: number;
   /** Reasoning remembered per tool call id, for restoration (0 bytes: off). */
   cotStore?: CotStoreSettings;
+  /** Stored responses (Responses `store`, `previous_response_id`), in this process and the shared store when there is one. */
+  responseStore?: ResponseStoreSettings;
   logger?: Logger;
   logLevel?: string;
 }
@@ -52,6 +56,17 @@ export interface CotStoreSettings {
   /** A shared store (Redis/Valkey) behind the in-process one: its URL and a render's fetch budget. */
   shared?: { url: string; timeoutMs: number; warnIntervalMs?: number } | undefined;
 }
+
+export interface ResponseStoreSettings {
+  /** This process's budget (0: storing is off). */
+  maxBytes: number;
+  ttlMs: number;
+}
+
+export const DEFAULT_RESPONSE_STORE: ResponseStoreSettings = { maxBytes: 64 * 1024 * 1024, ttlMs: 60 * 60_000 };
+
+/** How long a Responses request waits for the shared store (one read, write or delete) before going on without it. */
+export const RESPONSE_STORE_TIMEOUT_MS = 1000;
 
 export const DEFAULT_COT_STORE: CotStoreSettings = { maxBytes: 64 * 1024 * 1024, maxEntries: 100_000, ttlMs: 30 * 60_000 };
 
@@ -176,6 +191,8 @@ export class Service implements ConnectionHost {
   readonly cot: CotStore;
   /** Where reasoning is remembered and recalled: the in-process store, and the shared one when configured (set by start). */
   reasoning!: TieredStore;
+  /** Stored responses (set by start). */
+  responses!: ResponseStore;
   private readonly connections = new Set<Connection>();
   private renderer?: Renderer;
   private budgetAt = -Infinity;
@@ -199,7 +216,8 @@ export class Service implements ConnectionHost {
     const failures = this.metrics.cotStoreFailures;
     const shared = this.options.cotStore?.shared;
     let store: SharedStore | null = null;
-    if (shared && this.cot.enabled) {
+    const responseSettings = this.options.responseStore ?? DEFAULT_RESPONSE_STORE;
+    if (shared && (this.cot.enabled || responseSettings.maxBytes > 0)) {
       for (const op of ["read", "write"] as const) failures.inc({ op }, 0);
       store = new SharedStore({
         url: shared.url,
@@ -210,7 +228,8 @@ export class Service implements ConnectionHost {
         logger: this.logger,
       });
     }
-    this.reasoning = new TieredStore(this.cot, store);
+    this.reasoning = new TieredStore(this.cot, this.cot.enabled ? store : null);
+    this.responses = new ResponseStore({ ...responseSettings, timeoutMs: RESPONSE_STORE_TIMEOUT_MS }, store);
     const reasoning = this.reasoning;
     this.pool = new ParserPool({
       workers: this.options.workers,
@@ -315,6 +334,15 @@ export class Service implements ConnectionHost {
   }
 
   /**
+   * Check an answer asked for as JSON against its schema, on the render
+   * thread (a schema is untrusted: its patterns are regular expressions).
+   * Null when it could not be checked in time.
+   */
+  checkAnswer(schema: unknown, text: string): Promise<AnswerCheck | null> {
+    return this.renderer!.check(schema, text);
+  }
+
+  /**
    * Render for `tenant`: only reasoning that tenant's streams remembered is
    * restored (here, from the store), and the prompt is tokenized on the
    * render thread (./renderer.ts), never on this one.
@@ -373,5 +401,6 @@ export class Service implements ConnectionHost {
     await this.pool?.close();
     await this.renderer?.close();
     await this.reasoning?.close();
+    await this.responses?.shared?.close();
   }
 }

@@ -235,32 +235,60 @@ export class SharedStore {
    */
   fetch(keys: readonly string[]): Promise<FetchResult> {
     if (keys.length === 0) return Promise.resolve([]);
-    if (!this.ready) {
-      this.failed("read", 1, new Error(`the store is not connected (${this.client.status})`));
+    return this.budgeted("read", this.options.timeoutMs, () => this.client.mgetBuffer(keys.map((k) => KEY_PREFIX + k))).then((r) => {
+      if (r === null) return null;
+      this.stats.fetches++;
+      for (const v of r.value) if (v !== null) this.stats.found++;
+      return r.value;
+    });
+  }
+
+  /**
+   * `SET key value PX ttlMs` now, awaited: true once the store has it, false
+   * when it is unreachable or has not answered within `timeoutMs` (counted
+   * as a failed write). For a record the next request may need on another
+   * replica (a stored response), where a queued write could be too late.
+   */
+  put(key: string, value: Buffer, ttlMs: number, timeoutMs: number): Promise<boolean> {
+    return this.budgeted("write", timeoutMs, () => this.client.set(KEY_PREFIX + key, value, "PX", ttlMs)).then((r) => r !== null);
+  }
+
+  /** The value of `key`: a Buffer, null when it is not there, undefined when the store failed or was too slow. */
+  get(key: string, timeoutMs: number): Promise<Buffer | null | undefined> {
+    return this.budgeted("read", timeoutMs, () => this.client.getBuffer(KEY_PREFIX + key)).then((r) => (r === null ? undefined : r.value));
+  }
+
+  /** Delete `key`: whether it was there, or undefined when the store failed or was too slow. */
+  remove(key: string, timeoutMs: number): Promise<boolean | undefined> {
+    return this.budgeted("write", timeoutMs, () => this.client.del(KEY_PREFIX + key)).then((r) => (r === null ? undefined : r.value > 0));
+  }
+
+  /** Run `command` within `timeoutMs`: its value, or null (counted as a failure of `op`) when unreachable, failed or late. Never rejects. */
+  private budgeted<T>(op: StoreOp, timeoutMs: number, command: () => Promise<T>): Promise<{ value: T } | null> {
+    if (this.closed || !this.ready) {
+      this.failed(op, 1, new Error(`the store is not connected (${this.client.status})`));
       return Promise.resolve(null);
     }
-    return new Promise<FetchResult>((resolve) => {
+    return new Promise((resolve) => {
       let settled = false;
       const timer = setTimeout(() => {
         if (settled) return;
         settled = true;
-        this.failed("read", 1, new Error(`no answer within ${this.options.timeoutMs} ms`));
+        this.failed(op, 1, new Error(`no answer within ${timeoutMs} ms`));
         resolve(null);
-      }, this.options.timeoutMs);
-      this.client.mgetBuffer(keys.map((k) => KEY_PREFIX + k)).then(
-        (values) => {
+      }, timeoutMs);
+      command().then(
+        (value) => {
           if (settled) return;
           settled = true;
           clearTimeout(timer);
-          this.stats.fetches++;
-          for (const v of values) if (v !== null) this.stats.found++;
-          resolve(values);
+          resolve({ value });
         },
         (e: Error) => {
           if (settled) return;
           settled = true;
           clearTimeout(timer);
-          this.failed("read", 1, e);
+          this.failed(op, 1, e);
           resolve(null);
         },
       );

@@ -15,7 +15,7 @@ import { WebSocketServer, type WebSocket } from "ws";
 import type { Transport } from "../service/connection.js";
 import type { Service } from "../service/service.js";
 import type { HttpErrorCode } from "../core/errors.js";
-import { OPENAI_PATHS, type OpenAIFront } from "./openai-front.js";
+import { frontRoute, type FrontRoute, type OpenAIFront } from "./openai-front.js";
 import { Access, OPEN_ACCESS, type AccessPolicy } from "./access.js";
 import { closeInspect, handleInspect, handleParse, inspectRoute, PARSE_PATH } from "./inspect.js";
 import { proxy, upstreamMetrics } from "./proxy.js";
@@ -111,7 +111,8 @@ export async function startHttp(
     if (refusal) return refuse(res, refusal.status, refusal.code, refusal.message);
     if (url.pathname === RENDER_PATH) return render(req, res);
     if (inspectRoute(url.pathname)) return url.pathname === PARSE_PATH ? handleParse(svc, req, res) : handleInspect(req, res);
-    if (OPENAI_PATHS.has(url.pathname)) return openai(url.pathname, req, res);
+    const route = frontRoute(url.pathname);
+    if (route) return openai(route, url, req, res);
     // in a vLLM pod, the paths the sidecar does not serve reach vLLM unchanged
     if (front && !OWN_PATHS.has(url.pathname)) return passOn(req, res, url.pathname);
     if (req.method !== "GET" && req.method !== "HEAD") return json(res, 405, { error: "method not allowed" });
@@ -147,14 +148,14 @@ export async function startHttp(
   }
 
   /** The OpenAI-compatible front (sidecar mode, with --upstream). */
-  function openai(path: string, req: http.IncomingMessage, res: http.ServerResponse): void {
+  function openai(route: FrontRoute, url: URL, req: http.IncomingMessage, res: http.ServerResponse): void {
+    const path = url.pathname;
     const fail = (status: number, code: HttpErrorCode, message: string) =>
       json(res, status, { error: { message, type: "invalid_request_error", param: null, code } });
     if (!front) return fail(404, "no_upstream", "sidecar mode is off: start the server with --upstream URL");
     if (!svc.authorized(req.headers.authorization)) return fail(401, "unauthorized", "a valid bearer token is required");
-    const want = path === "/v1/models" ? "GET" : "POST";
-    if (req.method !== want) return fail(405, "method_not_allowed", `${path} takes ${want}`);
-    front.handle(path, req, res).catch((e: Error) => {
+    if (!route.methods.includes(req.method ?? "")) return fail(405, "method_not_allowed", `${path} takes ${route.methods.join(" or ")}`);
+    front.handle(route, url, req, res).catch((e: Error) => {
       svc.logger.error({ err: e.message, path }, "request failed");
       if (!res.headersSent) json(res, 500, { error: { message: "internal error", type: "server_error", param: null, code: "internal" } });
       else res.end();

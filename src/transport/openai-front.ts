@@ -10,12 +10,21 @@ import type http from "node:http";
 import type { HttpErrorCode, RenderErrorCode, RequestErrorCode } from "../core/errors.js";
 import { isObj, type JsonObject as Obj } from "../core/json.js";
 import { ChatCompletionAccumulator, type HarmonyChatCompletionChunk } from "../openai/chat.js";
-import { declaredToolNames } from "../openai/request.js";
+import { answerFormat, declaredToolNames, forcedCallText, toolChoiceOf, type AnswerFormat } from "../openai/request.js";
 import { checkSampling } from "../openai/sampling.js";
-import { chatUsage, responsesToChat, responsesUsage } from "../openai/responses-input.js";
-import { generate, isClosing } from "../service/generate.js";
+import {
+  chatUsage,
+  continuedInput,
+  responsesToChat,
+  responsesUsage,
+  storedInputItems,
+  type PreviousResponse,
+} from "../openai/responses-input.js";
+import { generate, isClosing, type ForcedCall } from "../service/generate.js";
 import type { Service } from "../service/service.js";
+import { MAX_RESPONSE_ID } from "../store/responses.js";
 import type { Engine, UpstreamConfig, UpstreamError } from "../upstream/engine.js";
+import { loadHarmonyEncoding, type HarmonyEncoding } from "../vocab/index.js";
 import { readJson, sendJson } from "./respond.js";
 
 function sendError(
@@ -43,24 +52,9 @@ function callsOf(request: Obj): "any" | "none" | "one" {
 
 /**
  * Request fields the sidecar cannot honour yet, refused by name rather than
- * dropped without a word: tool_choice "required" or a named function,
- * response_format other than text, logprobs.
+ * dropped without a word: logprobs.
  */
 function unsupported(request: Obj): { param: string; message: string } | null {
-  const choice = request.tool_choice;
-  if (choice !== undefined && choice !== null && choice !== "auto" && choice !== "none") {
-    return {
-      param: "tool_choice",
-      message: 'tool_choice "required" or a named function is not supported by the sidecar yet ("auto" and "none" are)',
-    };
-  }
-  const format = request.response_format;
-  if (isObj(format) && format.type !== undefined && format.type !== "text") {
-    return { param: "response_format", message: "response_format json_schema or json_object is not supported by the sidecar yet" };
-  }
-  if (isObj(request.text) && isObj(request.text.format) && request.text.format.type !== undefined && request.text.format.type !== "text") {
-    return { param: "text.format", message: "structured output (text.format) is not supported by the sidecar yet" };
-  }
   if (
     (request.logprobs !== undefined && request.logprobs !== null && request.logprobs !== false) ||
     typeof request.top_logprobs === "number"
@@ -77,24 +71,74 @@ function unsupported(request: Obj): { param: string; message: string } | null {
  */
 async function prepare(
   svc: Service,
-  req: http.IncomingMessage,
+  tenant: string,
   res: http.ServerResponse,
   request: Obj,
   chat: unknown,
-): Promise<{ tenant: string; rendered: { ids: number[] } } | null> {
+): Promise<{ ids: number[] } | null> {
   const bad = checkSampling(request) ?? unsupported(request);
   if (bad) {
     sendError(res, 400, "invalid_request_error", "bad_request", bad.message, bad.param);
     return null;
   }
-  const tenant = svc.tenantOf(req.headers.authorization);
   const rendered = await svc.render(chat, tenant);
   if (!rendered.ok) {
     const e = rendered.error;
     sendError(res, renderStatus(e.code), "invalid_request_error", e.code, e.message, e.path || null);
     return null;
   }
-  return { tenant, rendered };
+  return rendered;
+}
+
+let encoding: HarmonyEncoding | null = null;
+
+/**
+ * `tool_choice` checked against the declared tools, and for "required" or a
+ * named function the call to force (generate's two steps), as token ids.
+ */
+function forcing(res: http.ServerResponse, choice: unknown, tools: readonly string[], n: number): { force: ForcedCall | null } | null {
+  const c = toolChoiceOf(choice, tools);
+  if (!c.ok) {
+    sendError(res, 400, "invalid_request_error", "bad_request", c.message, "tool_choice");
+    return null;
+  }
+  const text = forcedCallText(c.choice);
+  if (text === null) return { force: null };
+  if (n > 1) {
+    sendError(res, 400, "invalid_request_error", "bad_request", 'tool_choice "required" or a named function takes n = 1', "n");
+    return null;
+  }
+  encoding ??= loadHarmonyEncoding({ shared: true });
+  return { force: { prefix: encoding.encode(text.prefix), header: encoding.encode(text.header) } };
+}
+
+/** A structured answer that is not what `response_format` asked for (the answer itself is delivered as generated). */
+interface SchemaMismatch {
+  kind: "schema_mismatch";
+  /** The choice (Chat; 0 for Responses). */
+  choice: number;
+  detail: string;
+}
+
+/**
+ * Check each answer (by choice; null: none to check, e.g. a tool call)
+ * against the requested format, on the render thread; what does not match
+ * is counted, logged and returned, to be said in the answer's `harmony`.
+ */
+async function checkAnswers(svc: Service, format: AnswerFormat, answers: (string | null)[]): Promise<SchemaMismatch[]> {
+  const checks = await Promise.all(
+    answers.map((text) => (text === null ? Promise.resolve({ ok: true as const }) : svc.checkAnswer(format.schema, text))),
+  );
+  const out: SchemaMismatch[] = [];
+  checks.forEach((c, choice) => {
+    if (c === null) svc.logger.warn({ format: format.name, choice }, "a structured answer could not be checked in time");
+    else if (!c.ok) out.push({ kind: "schema_mismatch", choice, detail: c.reason });
+  });
+  if (out.length > 0) {
+    svc.metrics.recoveries.inc({ kind: "schema_mismatch" }, out.length);
+    for (const m of out) svc.logger.warn({ format: format.name, choice: m.choice, detail: m.detail }, "recovered malformed model output");
+  }
+  return out;
 }
 
 /** OpenAI's error type for an upstream failure: the client's mistake (4xx) or the server's. */
@@ -113,8 +157,31 @@ function setupSse(res: http.ServerResponse): void {
 
 // ---------------------------------------------------------------- chat
 
-/** The front's paths: Chat Completions, Responses, and the engine's model list. */
-export const OPENAI_PATHS: ReadonlySet<string> = new Set(["/v1/chat/completions", "/v1/responses", "/v1/models"]);
+/** One of the front's paths, the methods it takes, and the response id it names. */
+export interface FrontRoute {
+  kind: "chat" | "responses" | "models" | "response" | "input_items";
+  methods: readonly string[];
+  /** `response` and `input_items`: the id in the path. */
+  id: string;
+}
+
+const RESPONSE_PATH = /^\/v1\/responses\/([^/]+)(\/input_items)?$/;
+
+/** The front's route for `path` (Chat Completions, Responses and stored responses, the engine's model list), or null. */
+export function frontRoute(path: string): FrontRoute | null {
+  if (path === "/v1/chat/completions") return { kind: "chat", methods: ["POST"], id: "" };
+  if (path === "/v1/responses") return { kind: "responses", methods: ["POST"], id: "" };
+  if (path === "/v1/models") return { kind: "models", methods: ["GET"], id: "" };
+  const m = RESPONSE_PATH.exec(path);
+  if (m === null) return null;
+  let id = m[1]!;
+  try {
+    id = decodeURIComponent(id);
+  } catch {
+    // not percent-encoded UTF-8: looked up as it is (and not found)
+  }
+  return m[2] ? { kind: "input_items", methods: ["GET"], id } : { kind: "response", methods: ["GET", "DELETE"], id };
+}
 
 /** Sidecar mode's OpenAI-compatible endpoints, over one engine. */
 export class OpenAIFront {
@@ -134,11 +201,20 @@ export class OpenAIFront {
     return this.cfg.idleTimeoutMs;
   }
 
-  /** Answer a request for one of {@link OPENAI_PATHS} (method checked by the caller). */
-  handle(path: string, req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
-    if (path === "/v1/models") return handleModels(this.engine, res);
-    if (path === "/v1/chat/completions") return handleChat(this.svc, this.engine, this.cfg, req, res);
-    return handleResponses(this.svc, this.engine, req, res);
+  /** Answer a request for a {@link frontRoute} (method checked by the caller). */
+  handle(route: FrontRoute, url: URL, req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
+    switch (route.kind) {
+      case "models":
+        return handleModels(this.engine, res);
+      case "chat":
+        return handleChat(this.svc, this.engine, this.cfg, req, res);
+      case "responses":
+        return handleResponses(this.svc, this.engine, req, res);
+      case "response":
+        return req.method === "DELETE" ? deleteResponse(this.svc, route.id, req, res) : getResponse(this.svc, route.id, url, req, res);
+      case "input_items":
+        return listInputItems(this.svc, route.id, url, req, res);
+    }
   }
 }
 
@@ -157,9 +233,11 @@ async function handleChat(
   if (typeof n !== "number" || !Number.isInteger(n) || n < 1 || n > 16) {
     return sendError(res, 400, "invalid_request_error", "bad_request", "n must be an integer from 1 to 16", "n");
   }
-  const prepared = await prepare(svc, req, res, request, request);
-  if (!prepared) return;
-  const { tenant, rendered } = prepared;
+  const forced = forcing(res, request.tool_choice, declaredToolNames(request), n);
+  if (!forced) return;
+  const tenant = svc.tenantOf(req.headers.authorization);
+  const rendered = await prepare(svc, tenant, res, request, request);
+  if (!rendered) return;
   const h = isObj(request.harmony) ? request.harmony : {};
   const reasoningField =
     h.reasoning_field === "reasoning_content" || h.reasoning_field === "reasoning" ? h.reasoning_field : cfg.reasoningField;
@@ -175,6 +253,11 @@ async function handleChat(
   );
   const completion = { client: request, prompt: rendered.ids, n, maxTokens: request.max_completion_tokens ?? request.max_tokens };
   let started = false;
+  let reasoningTokens = 0;
+  // response_format (already checked by the render): each choice's streamed answer, to check at the end
+  const format = answerFormat(request);
+  const streamed: (string | null)[] = Array.from({ length: n }, () => null);
+  const called: boolean[] = Array.from({ length: n }, () => false);
   const open = {
     format: "openai.chat",
     model,
@@ -182,60 +265,106 @@ async function handleChat(
     tools: declaredToolNames(request),
     calls: callsOf(request),
   };
-  const gen = generate(svc, engine, completion, open, tenant, (choice, obj) => {
-    if (obj.harmony_error) return;
-    const chunk = obj as unknown as HarmonyChatCompletionChunk;
-    // one completion id across choices; each choice its own index
-    chunk.id = id;
-    chunk.created = created;
-    for (const c of chunk.choices) {
-      c.index = choice;
-      if (!includeReasoning) {
-        // include_reasoning: false (vLLM's field): the chain of thought stays with the sidecar
-        delete c.delta.reasoning;
-        delete c.delta.reasoning_content;
+  const gen = generate(
+    svc,
+    engine,
+    completion,
+    open,
+    tenant,
+    (choice, obj) => {
+      if (obj.harmony_error) return;
+      const chunk = obj as unknown as HarmonyChatCompletionChunk;
+      // one completion id across choices; each choice its own index
+      chunk.id = id;
+      chunk.created = created;
+      for (const c of chunk.choices) {
+        c.index = choice;
+        if (!includeReasoning) {
+          // include_reasoning: false (vLLM's field): the chain of thought stays with the sidecar
+          delete c.delta.reasoning;
+          delete c.delta.reasoning_content;
+        }
       }
-    }
-    if (
-      !includeReasoning &&
-      chunk.choices.length > 0 &&
-      chunk.choices.every((c) => Object.keys(c.delta).length === 0 && !c.finish_reason)
-    ) {
-      return; // a chunk that only carried reasoning
-    }
-    if (chunk.harmony) {
-      // a call's whole (maybe repaired) arguments: for the non-streaming answer only
-      chunk.harmony.tool_call_end.choice = choice;
-      if (!stream) accumulators[choice]!.addChunk(chunk);
-      return;
-    }
-    if (stream) {
-      if (!started) {
-        setupSse(res);
-        started = true;
+      if (
+        !includeReasoning &&
+        chunk.choices.length > 0 &&
+        chunk.choices.every((c) => Object.keys(c.delta).length === 0 && !c.finish_reason)
+      ) {
+        return; // a chunk that only carried reasoning
       }
-      res.write(`data: ${JSON.stringify(chunk)}\n\n`);
-    } else accumulators[choice]!.addChunk(chunk);
-  });
+      const h = chunk.harmony;
+      if (h) {
+        if (h.tool_call_end) {
+          // a call's whole (maybe repaired) arguments: for the non-streaming answer only
+          h.tool_call_end.choice = choice;
+          if (!stream) accumulators[choice]!.addChunk(chunk);
+          return;
+        }
+        // the choice's reasoning tokens, for usage (not sent on)
+        reasoningTokens += h.reasoning_tokens ?? 0;
+        return;
+      }
+      if (stream) {
+        if (format !== null)
+          for (const c of chunk.choices) {
+            if (c.delta.content) streamed[choice] = (streamed[choice] ?? "") + c.delta.content;
+            if (c.finish_reason === "tool_calls") called[choice] = true; // no answer to check
+          }
+        if (!started) {
+          setupSse(res);
+          started = true;
+        }
+        res.write(`data: ${JSON.stringify(chunk)}\n\n`);
+      } else accumulators[choice]!.addChunk(chunk);
+    },
+    forced.force,
+  );
   res.on("close", () => {
     if (!res.writableFinished) gen.abort(); // the client went away: stop the upstream, free the sessions
   });
   const { usage, error } = await gen.done;
-  const usageObj = usage && chatUsage(usage);
+  const usageObj = usage && chatUsage(usage, reasoningTokens);
   if (error) svc.logger.warn({ code: error.code, status: error.upstreamStatus }, error.message);
   if (res.destroyed) return;
   if (!stream) {
     if (error) return sendError(res, error.status, errorType(error.status), error.code, error.message);
     const results = accumulators.map((a) => a.result());
-    sendJson(res, 200, { ...results[0]!, choices: results.flatMap((r) => r.choices), ...(usageObj ? { usage: usageObj } : {}) });
+    const mismatches =
+      format === null
+        ? []
+        : await checkAnswers(
+            svc,
+            format,
+            results.map((r) => (r.choices[0]!.finish_reason === "tool_calls" ? null : r.choices[0]!.message.content)),
+          );
+    if (res.destroyed) return;
+    sendJson(res, 200, {
+      ...results[0]!,
+      choices: results.flatMap((r) => r.choices),
+      ...(usageObj ? { usage: usageObj } : {}),
+      ...(mismatches.length > 0 ? { harmony: { recoveries: mismatches } } : {}),
+    });
     return;
   }
+  const mismatches =
+    format === null || error
+      ? []
+      : await checkAnswers(
+          svc,
+          format,
+          streamed.map((text, i) => (called[i] ? null : (text ?? ""))),
+        );
+  if (res.destroyed) return;
   if (!started) {
     if (error) return sendError(res, error.status, errorType(error.status), error.code, error.message);
     setupSse(res);
   }
   if (error)
     res.write(`data: ${JSON.stringify({ error: { message: error.message, type: "upstream_error", param: null, code: error.code } })}\n\n`);
+  if (mismatches.length > 0)
+    res.write(
+      `data: ${JSON.stringify({ id, object: "chat.completion.chunk", created, model, choices: [], harmony: { recoveries: mismatches } })}\n\n`,
+    );
   if (includeUsage && usageObj)
     res.write(`data: ${JSON.stringify({ id, object: "chat.completion.chunk", created, model, choices: [], usage: usageObj })}\n\n`);
   res.end("data: [DONE]\n\n");
@@ -248,45 +377,131 @@ async function handleResponses(svc: Service, engine: Engine, req: http.IncomingM
   if (!read.ok) return sendError(res, read.status, "invalid_request_error", read.code, read.message);
   const request = read.value;
   if (!isObj(request)) return sendError(res, 400, "invalid_request_error", "bad_request", "the request must be a JSON object");
-  const conv = responsesToChat(request);
+  const tenant = svc.tenantOf(req.headers.authorization);
+  const store = svc.responses;
+  // store defaults to true, as in OpenAI's API; with storing off it is ignored, as vLLM does without its store
+  const storing = store.enabled && request.store !== false;
+  const previousId = request.previous_response_id ?? null;
+  let previous: PreviousResponse | null = null;
+  if (previousId !== null) {
+    if (typeof previousId !== "string" || previousId === "")
+      return sendError(
+        res,
+        400,
+        "invalid_request_error",
+        "bad_request",
+        "previous_response_id must be a response id",
+        "previous_response_id",
+      );
+    if (!store.enabled)
+      return sendError(
+        res,
+        400,
+        "invalid_request_error",
+        "bad_request",
+        "this server does not store responses (--response-store-bytes 0): send the whole conversation as input",
+        "previous_response_id",
+      );
+    const found = await store.get(tenant, previousId);
+    svc.metrics.responses.inc({ op: "get", outcome: found.ok ? "found" : found.reason });
+    if (!found.ok) {
+      return found.reason === "unavailable"
+        ? sendError(
+            res,
+            503,
+            "server_error",
+            "store_unavailable",
+            "the response store did not answer in time; try again",
+            "previous_response_id",
+          )
+        : sendError(
+            res,
+            404,
+            "invalid_request_error",
+            "previous_response_not_found",
+            `Previous response with id '${previousId.slice(0, MAX_RESPONSE_ID)}' not found.`,
+            "previous_response_id",
+          );
+    }
+    previous = found.record;
+  }
+  const input = continuedInput(previous, request.input);
+  if (!input.ok) return sendError(res, 400, "invalid_request_error", "bad_request", input.message, input.param);
+  const conv = responsesToChat({ ...request, input: input.items });
   if (!conv.ok) return sendError(res, 400, "invalid_request_error", "bad_request", conv.message, conv.param);
-  const prepared = await prepare(svc, req, res, request, conv.chat);
-  if (!prepared) return;
-  const { tenant, rendered } = prepared;
+  const forced = forcing(res, request.tool_choice, declaredToolNames(conv.chat), 1);
+  if (!forced) return;
+  const rendered = await prepare(svc, tenant, res, request, conv.chat);
+  if (!rendered) return;
   const model = typeof request.model === "string" ? request.model : "gpt-oss";
   const stream = request.stream === true;
   const completion = { client: request, prompt: rendered.ids, n: 1, maxTokens: request.max_output_tokens };
   let started = false;
   let final: Obj | null = null;
+  const write = (obj: Obj) => {
+    if (!started) {
+      setupSse(res);
+      started = true;
+    }
+    res.write(`event: ${obj.type as string}\ndata: ${JSON.stringify(obj)}\n\n`);
+  };
+  const format = answerFormat(conv.chat);
   const open = { format: "openai.responses", model, tools: declaredToolNames(conv.chat), calls: callsOf(request) };
-  const gen = generate(svc, engine, completion, open, tenant, (_choice, obj, usage) => {
-    if (obj.harmony_error) return;
-    if (isClosing(obj)) {
-      final = obj;
-      if (usage && isObj(obj.response)) obj.response.usage = responsesUsage(usage);
-    }
-    if (stream) {
-      if (!started) {
-        setupSse(res);
-        started = true;
+  const gen = generate(
+    svc,
+    engine,
+    completion,
+    open,
+    tenant,
+    (_choice, obj, usage) => {
+      if (obj.harmony_error) return;
+      if (isObj(obj.response)) {
+        obj.response.previous_response_id = previousId;
+        obj.response.store = storing;
       }
-      res.write(`event: ${obj.type as string}\ndata: ${JSON.stringify(obj)}\n\n`);
-    }
-  });
+      if (isClosing(obj)) {
+        final = obj;
+        const reasoningTokens = isObj(obj.harmony) && typeof obj.harmony.reasoning_tokens === "number" ? obj.harmony.reasoning_tokens : 0;
+        delete obj.harmony;
+        if (usage && isObj(obj.response)) obj.response.usage = responsesUsage(usage, reasoningTokens);
+        // a stored response is announced complete only once it is stored (the next turn may go to another
+        // replica), a structured one once its answer is checked
+        if (storing || format !== null) return;
+      }
+      if (stream) write(obj);
+    },
+    forced.force,
+  );
   res.on("close", () => {
     if (!res.writableFinished) gen.abort();
   });
   const { error } = await gen.done;
   if (error) svc.logger.warn({ code: error.code, status: error.upstreamStatus }, error.message);
-  if (res.destroyed) return;
   const finished = final as Obj | null;
   const response = finished && isObj(finished.response) ? finished.response : null;
+  if (format !== null && response && response.status === "completed") {
+    // a response that only calls functions has no answer to check
+    const text = typeof response.output_text === "string" && response.output_text !== "" ? response.output_text : null;
+    const mismatches = await checkAnswers(svc, format, [text]);
+    if (mismatches.length > 0) response.harmony = { recoveries: mismatches };
+  }
+  if (storing && response && typeof response.id === "string") {
+    const id = response.id;
+    const outcome = await store.put(tenant, id, { response, input: storedInputItems(input.items, id.replace(/^resp_/, "")) });
+    svc.metrics.responses.inc({ op: "store", outcome });
+    if (outcome === "too_large") {
+      response.store = false;
+      svc.logger.warn({ response: id }, "a response's conversation is over the stored size bound: answered, not stored");
+    }
+  }
+  if (res.destroyed) return;
   if (!stream) {
     if (error && (!response || response.status !== "completed"))
       return sendError(res, error.status, errorType(error.status), error.code, error.message);
     sendJson(res, 200, response);
     return;
   }
+  if ((storing || format !== null) && finished) write(finished);
   if (!started) {
     if (error) return sendError(res, error.status, errorType(error.status), error.code, error.message);
     setupSse(res);
@@ -294,6 +509,82 @@ async function handleResponses(svc: Service, engine: Engine, req: http.IncomingM
   if (error)
     res.write(`event: error\ndata: ${JSON.stringify({ type: "error", code: error.code, message: error.message, param: null })}\n\n`);
   res.end();
+}
+
+// ---------------------------------------------------------------- stored responses
+
+function notFound(res: http.ServerResponse, id: string): void {
+  // vLLM's words and status (vllm/entrypoints/openai/serving_responses.py, _make_not_found_error)
+  sendError(
+    res,
+    404,
+    "invalid_request_error",
+    "response_not_found",
+    `Response with id '${id.slice(0, MAX_RESPONSE_ID)}' not found.`,
+    "response_id",
+  );
+}
+
+function storeUnavailable(res: http.ServerResponse): void {
+  sendError(res, 503, "server_error", "store_unavailable", "the response store did not answer in time; try again");
+}
+
+/** GET /v1/responses/{id}: the stored response (this tenant's only). */
+async function getResponse(svc: Service, id: string, url: URL, req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
+  if (url.searchParams.get("stream") === "true")
+    return sendError(
+      res,
+      400,
+      "invalid_request_error",
+      "bad_request",
+      "a stored response is not streamed again: GET it without stream",
+      "stream",
+    );
+  const found = await svc.responses.get(svc.tenantOf(req.headers.authorization), id);
+  svc.metrics.responses.inc({ op: "get", outcome: found.ok ? "found" : found.reason });
+  if (found.ok) return sendJson(res, 200, found.record.response);
+  if (found.reason === "unavailable") return storeUnavailable(res);
+  notFound(res, id);
+}
+
+/** DELETE /v1/responses/{id}. */
+async function deleteResponse(svc: Service, id: string, req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
+  const deleted = await svc.responses.delete(svc.tenantOf(req.headers.authorization), id);
+  svc.metrics.responses.inc({ op: "delete", outcome: deleted === "unavailable" ? "unavailable" : deleted ? "deleted" : "not_found" });
+  if (deleted === "unavailable") return storeUnavailable(res);
+  if (!deleted) return notFound(res, id);
+  sendJson(res, 200, { id, object: "response", deleted: true });
+}
+
+/** GET /v1/responses/{id}/input_items: a page of the stored input items (`limit` 1–100, default 20; `order` desc by default; `after` an item id). */
+async function listInputItems(svc: Service, id: string, url: URL, req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
+  const q = url.searchParams;
+  const limit = q.has("limit") ? Number(q.get("limit")) : 20;
+  if (!Number.isInteger(limit) || limit < 1 || limit > 100)
+    return sendError(res, 400, "invalid_request_error", "bad_request", "limit must be an integer from 1 to 100", "limit");
+  const order = q.get("order") ?? "desc";
+  if (order !== "asc" && order !== "desc")
+    return sendError(res, 400, "invalid_request_error", "bad_request", "order must be asc or desc", "order");
+  const found = await svc.responses.get(svc.tenantOf(req.headers.authorization), id);
+  svc.metrics.responses.inc({ op: "get", outcome: found.ok ? "found" : found.reason });
+  if (!found.ok) return found.reason === "unavailable" ? storeUnavailable(res) : notFound(res, id);
+  const items = order === "asc" ? found.record.input : [...found.record.input].reverse();
+  const after = q.get("after");
+  let start = 0;
+  if (after !== null) {
+    const at = items.findIndex((item) => item.id === after);
+    if (at === -1)
+      return sendError(res, 400, "invalid_request_error", "bad_request", "after names no input item of this response", "after");
+    start = at + 1;
+  }
+  const data = items.slice(start, start + limit);
+  sendJson(res, 200, {
+    object: "list",
+    data,
+    first_id: data.length > 0 ? data[0]!.id : null,
+    last_id: data.length > 0 ? data[data.length - 1]!.id : null,
+    has_more: start + limit < items.length,
+  });
 }
 
 async function handleModels(engine: Engine, res: http.ServerResponse): Promise<void> {

@@ -56,6 +56,8 @@ export interface CompletionRequest {
   n: number;
   /** The client's token limit, when it gave one. */
   maxTokens: unknown;
+  /** Stop ids beyond Harmony's (a forced tool call's first part stops at `<|end|>`). */
+  stopIds?: readonly number[];
 }
 
 export interface Engine {
@@ -73,6 +75,11 @@ export interface Engine {
  * of that flag; the others do not add them.)
  */
 export const HARMONY_STOP_IDS: readonly number[] = Object.freeze([200002, 200012, 199999]);
+
+/** The stop ids to ask an engine for: Harmony's and the request's own. */
+export function stopIds(r: CompletionRequest): readonly number[] {
+  return r.stopIds && r.stopIds.length > 0 ? [...HARMONY_STOP_IDS, ...r.stopIds] : HARMONY_STOP_IDS;
+}
 
 /** The OpenAI sampling fields the OpenAI-style engines (vLLM, SGLang, trtllm-serve) take as they are. */
 export const OPENAI_SAMPLING_FIELDS: readonly string[] = Object.freeze([

@@ -110,6 +110,13 @@ export class LlamacppEngine implements Engine {
   }
 
   async *complete(request: CompletionRequest, signal: AbortSignal): AsyncGenerator<UpstreamChunk> {
+    if (request.stopIds && request.stopIds.length > 0) {
+      throw new UpstreamError(
+        400,
+        "upstream_error",
+        "llama-server's /completion takes no stop token ids, which tool_choice \"required\" or a named function needs (the call is put into the prompt after the model's reasoning): not supported with --upstream-kind llamacpp",
+      );
+    }
     const body = llamacppBody(request, await this.contextSize());
     let got = 0;
     let ended = false;

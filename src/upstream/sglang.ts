@@ -35,7 +35,7 @@
  */
 import { isObj } from "../core/json.js";
 import {
-  HARMONY_STOP_IDS,
+  stopIds,
   OPENAI_SAMPLING_FIELDS,
   UpstreamError,
   type CompletionRequest,
@@ -62,7 +62,7 @@ export function sglangBody(r: CompletionRequest, served: ServedModels | null): R
     stream_options: { include_usage: true },
     return_token_ids: true,
     skip_special_tokens: false,
-    stop_token_ids: HARMONY_STOP_IDS,
+    stop_token_ids: stopIds(r),
     n: r.n,
   };
   const ctx = served?.maxModelLen ?? null;

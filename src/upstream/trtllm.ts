@@ -37,7 +37,7 @@
  */
 import { isObj } from "../core/json.js";
 import {
-  HARMONY_STOP_IDS,
+  stopIds,
   OPENAI_SAMPLING_FIELDS,
   UpstreamError,
   type CompletionRequest,
@@ -61,7 +61,7 @@ export function trtllmBody(r: CompletionRequest, served: ServedModels | null): R
     skip_special_tokens: false,
     // keep the stop id in token_ids, as the other engines do: the parser sees <|call|> / <|return|>
     include_stop_str_in_output: true,
-    stop_token_ids: HARMONY_STOP_IDS,
+    stop_token_ids: stopIds(r),
     n: r.n,
   };
   if (typeof r.maxTokens === "number") body.max_tokens = r.maxTokens;

@@ -5,7 +5,7 @@
  */
 import { isObj, parseJson } from "../core/json.js";
 import {
-  HARMONY_STOP_IDS,
+  stopIds,
   OPENAI_SAMPLING_FIELDS,
   UpstreamError,
   type CompletionRequest,
@@ -77,7 +77,7 @@ export function completionBody(r: CompletionRequest, served: ServedModels | null
     stream_options: { include_usage: true },
     return_token_ids: true,
     skip_special_tokens: false,
-    stop_token_ids: HARMONY_STOP_IDS,
+    stop_token_ids: stopIds(r),
     n: r.n,
   };
   const room = served?.maxModelLen == null ? null : served.maxModelLen - r.prompt.length;

@@ -617,6 +617,56 @@ describe("fromOpenAIRequest", () => {
     expect(renderConversationForCompletion(messages)).toBe(expected("test_browser_and_function_tool.txt"));
   });
 
+  it("response_format: the reference's rendering, with the guide's Response Formats section ending the developer message", () => {
+    // the reference renderer has no field for response formats: everything else is its rendering byte for byte,
+    // and the section is the one openai/harmony docs/format.md ("Structured output") specifies
+    const schema = { type: "object", properties: { items: { type: "array", items: { type: "string" } } }, required: ["items"] };
+    const base = renderConversationForCompletion(
+      convert({ messages: [], tools }, { currentDate: "2025-06-28", builtinTools: { browser: true } }),
+    );
+    expect(base).toBe(expected("test_browser_and_function_tool.txt"));
+    const withFormat = renderConversationForCompletion(
+      convert(
+        {
+          messages: [],
+          tools,
+          response_format: {
+            type: "json_schema",
+            json_schema: { name: "shopping_list", description: "Entries on the list.\nOne per line.", schema },
+          },
+        },
+        { currentDate: "2025-06-28", builtinTools: { browser: true } },
+      ),
+    );
+    const section = `\n\n# Response Formats\n\n## shopping_list\n\n// Entries on the list.\n// One per line.\n${JSON.stringify(schema)}`;
+    const devEnd = base.indexOf("} // namespace functions") + "} // namespace functions".length;
+    expect(withFormat).toBe(base.slice(0, devEnd) + section + base.slice(devEnd));
+    // no tools, no instructions: a developer message of its own; json_object is the schema {"type":"object"}
+    const plain = renderConversationForCompletion(
+      convert({ messages: [{ role: "user", content: "hi" }], response_format: { type: "json_object" } }),
+    );
+    expect(plain).toContain('<|start|>developer<|message|># Response Formats\n\n## json_object\n\n{"type":"object"}<|end|><|start|>user');
+    // text: nothing rendered
+    const text = renderConversationForCompletion(
+      convert({ messages: [{ role: "user", content: "hi" }], response_format: { type: "text" } }),
+    );
+    expect(text).not.toContain("developer");
+  });
+
+  it("response_format that is not usable is a bad_response_format naming the field", () => {
+    const bad = (response_format: unknown) => fromOpenAIRequest({ messages: [], response_format });
+    expect(bad("json")).toMatchObject({ ok: false, error: { code: "bad_response_format", path: "response_format" } });
+    expect(bad({ type: "xml" })).toMatchObject({ ok: false, error: { code: "bad_response_format", path: "response_format.type" } });
+    expect(bad({ type: "json_schema", json_schema: { name: "bad name\n<|end|>", schema: {} } })).toMatchObject({
+      ok: false,
+      error: { code: "bad_response_format", path: "response_format.json_schema.name" },
+    });
+    expect(bad({ type: "json_schema", json_schema: { name: "x", schema: [1] } })).toMatchObject({
+      ok: false,
+      error: { path: "response_format.json_schema.schema" },
+    });
+  });
+
   it("reproduces the ongoing-analysis rendering from tool_calls and a tool result", () => {
     for (const field of ["reasoning", "reasoning_content", "thinking"]) {
       const messages = convert({

@@ -238,3 +238,28 @@ describe("events", () => {
     expect(p.end()).toEqual([expect.objectContaining({ type: "error", code: "stream_finished" })]);
   });
 });
+
+describe("done.reasoning_tokens", () => {
+  const thought = "<|channel|>analysis<|message|>Think about Oslo first.<|end|>";
+  const second = "<|start|>assistant<|channel|>analysis<|message|>Then call.<|end|>";
+  const call = '<|start|>assistant<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{"city":"Oslo"}<|call|>';
+  const doneOf = (evs: HarmonyEvent[]) => evs.find((e) => e.type === "done");
+
+  it("counts every analysis message, header to end token, whole or one token at a time", () => {
+    const tokens = ids(thought + second + call);
+    const expected = ids(thought).length + ids(second).length;
+    for (const perToken of [false, true]) expect(doneOf(events(tokens, perToken))).toMatchObject({ reasoning_tokens: expected });
+  });
+
+  it("counts an analysis message cut off by the end of the stream, and nothing without one", () => {
+    const cut = ids("<|channel|>analysis<|message|>Think about");
+    expect(doneOf(events(cut))).toMatchObject({ reasoning_tokens: cut.length });
+    expect(doneOf(events(ids("<|channel|>final<|message|>Hi<|return|>")))).toMatchObject({ reasoning_tokens: 0 });
+  });
+
+  it("strict mode counts the same way", () => {
+    const p = new HarmonyParser(vocab, { mode: "strict" });
+    const evs = [...p.write(ids(thought + call)), ...p.end()];
+    expect(doneOf(evs)).toMatchObject({ reasoning_tokens: ids(thought).length });
+  });
+});

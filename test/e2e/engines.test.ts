@@ -14,7 +14,7 @@ import OpenAI from "openai";
 import { pino } from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { DEFAULT_LIMITS, Service } from "../../src/service/service.js";
-import { OpenAIFront } from "../../src/transport/openai-front.js";
+import { frontRoute, OpenAIFront } from "../../src/transport/openai-front.js";
 import { UpstreamError, type CompletionRequest, type Engine, type UpstreamChunk, type UpstreamConfig } from "../../src/upstream/engine.js";
 import { AutoEngine, createEngine, probeEngineKind, type ConcreteEngineKind } from "../../src/upstream/index.js";
 import { loadHarmonyEncoding } from "../../src/vocab/index.js";
@@ -135,8 +135,10 @@ async function startFront(engine: Engine, cfg: UpstreamConfig): Promise<{ client
   svc.start();
   const front = new OpenAIFront(svc, engine, cfg);
   const server = http.createServer((req, res) => {
-    const path = new URL(req.url ?? "/", "http://x").pathname;
-    front.handle(path, req, res).catch(() => res.destroy());
+    const url = new URL(req.url ?? "/", "http://x");
+    const route = frontRoute(url.pathname);
+    if (route === null) return void res.writeHead(404).end();
+    front.handle(route, url, req, res).catch(() => res.destroy());
   });
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
   const port = (server.address() as AddressInfo).port;

@@ -4,21 +4,25 @@
  * against a real redis-server (./../store/redis-server.ts). A tool call's
  * reasoning remembered by replica A is put back into the prompt replica B
  * renders; the store dying costs restoring, never a request; another
- * tenant gets nothing; SIGTERM withdraws readiness before the drain.
+ * tenant gets nothing; SIGTERM withdraws readiness before the drain. A
+ * Responses conversation stored through one replica (against the vLLM
+ * stand-in) is continued, read and deleted through another.
  */
 import { spawn, type ChildProcess } from "node:child_process";
 import { createHash } from "node:crypto";
 import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
 import { Redis } from "ioredis";
+import OpenAI from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { HarmonyClient } from "../../src/client/index.js";
 import { KEY_PREFIX } from "../../src/store/redis.js";
 import { harmony } from "../helpers.js";
 import { RedisServer } from "../store/redis-server.js";
+import { startVllm, type VllmStandIn } from "./stand-ins/vllm.js";
 
 const CLI = fileURLToPath(new URL("../../dist/src/cli.js", import.meta.url));
-const { enc } = harmony();
+const { enc, vocab } = harmony();
 const COT = "The user wants the weather in Oslo. Call get_weather.";
 const STORE_WARNING = /^reasoning store failing/;
 
@@ -245,5 +249,73 @@ describe("two replicas, one reasoning store", () => {
     const msgs = r.logs.map((l) => l.msg);
     expect(msgs.indexOf("not ready; serving until the drain")).toBeGreaterThan(-1);
     expect(msgs.indexOf("not ready; serving until the drain")).toBeLessThan(msgs.indexOf("draining"));
+  });
+});
+
+describe("two replicas, one response store (Responses store and previous_response_id)", () => {
+  let vllm: VllmStandIn;
+  let c: Replica;
+  let d: Replica;
+  const responsesClient = (r: Replica, token = r.token) => new OpenAI({ baseURL: `${r.http}/v1`, apiKey: token, maxRetries: 0 });
+  const CALL = `<|channel|>analysis<|message|>${COT}<|end|><|start|>assistant<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{"city":"Oslo"}<|call|>`;
+  const ANSWER = "<|channel|>final<|message|>It is 3 °C in Oslo.<|return|>";
+  const TOOLS = [
+    {
+      type: "function" as const,
+      name: "get_weather",
+      strict: false,
+      parameters: { type: "object", properties: { city: { type: "string" } } },
+    },
+  ];
+
+  beforeAll(async () => {
+    vllm = await startVllm({ maxModelLen: 8192 });
+    [c, d] = await Promise.all([
+      replica("t1", "--workers", "0", "--upstream", vllm.url),
+      replica("t1", "--workers", "1", "--inline", "0", "--upstream", vllm.url),
+    ]);
+  });
+  afterAll(async () => {
+    await vllm.close();
+  });
+
+  it("turn 1 through C calls a tool; turn 2 through D continues it by previous_response_id, its prompt holding the call and its reasoning", async () => {
+    vllm.script({ tokens: enc.encode(CALL) });
+    const first = await responsesClient(c).responses.create({ model: "gpt-oss", input: "Weather in Oslo?", tools: TOOLS });
+    const call = first.output.find((o) => o.type === "function_call");
+    if (call?.type !== "function_call") throw new Error("no function call");
+    // stored before it was answered, under the tenant's key
+    expect(await probe.exists(tenantKey("t1", `response:${first.id}`))).toBe(1);
+
+    vllm.script({ tokens: enc.encode(ANSWER) });
+    const second = await responsesClient(d).responses.create({
+      model: "gpt-oss",
+      previous_response_id: first.id,
+      tools: TOOLS,
+      input: [{ type: "function_call_output", call_id: call.call_id, output: '{"temp_c": 3}' }],
+    });
+    expect(second.output_text).toBe("It is 3 °C in Oslo.");
+    const prompt = (vllm.completions().at(-1)!.body!.prompt as number[]).map((id) => vocab.text(id)).join("");
+    expect(prompt).toContain(`<|channel|>analysis<|message|>${COT}<|end|>`);
+    expect(prompt).toContain('<|start|>functions.get_weather to=assistant<|channel|>commentary<|message|>{"temp_c": 3}<|end|>');
+
+    // either replica reads it; another tenant on the same store does not; a delete on one is seen by the other
+    expect((await responsesClient(c).responses.retrieve(second.id)).output_text).toBe("It is 3 °C in Oslo.");
+    const other = await replica("t2", "--workers", "0", "--upstream", vllm.url);
+    const theirs = await responsesClient(other)
+      .responses.retrieve(second.id)
+      .then(
+        () => 200,
+        (e: { status?: number }) => e.status,
+      );
+    expect(theirs).toBe(404);
+    await responsesClient(c).responses.delete(first.id);
+    const gone = await responsesClient(d)
+      .responses.retrieve(first.id)
+      .then(
+        () => 200,
+        (e: { status?: number }) => e.status,
+      );
+    expect(gone).toBe(404);
   });
 });

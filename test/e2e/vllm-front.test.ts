@@ -11,7 +11,7 @@ import { harmony } from "../helpers.js";
 import { startVllm, type VllmStandIn } from "./stand-ins/vllm.js";
 import { startTestServer } from "./test-server.js";
 
-const { enc } = harmony();
+const { enc, vocab } = harmony();
 const ids = (text: string) => enc.encode(text);
 const TOOLS = [{ type: "function" as const, function: { name: "get_weather", parameters: { type: "object", properties: {} } } }];
 const ASK = { model: "gpt-oss", messages: [{ role: "user" as const, content: "Weather in Oslo?" }] };
@@ -153,6 +153,199 @@ describe("the OpenAI front against vLLM's contract", () => {
     }
   });
 
+  it("usage counts reasoning tokens: the analysis messages' tokens, header to end token (chat, n = 2, and Responses)", async () => {
+    const thought = "<|channel|>analysis<|message|>Think about Oslo first.<|end|>";
+    const text = `${thought}<|start|>assistant<|channel|>final<|message|>Hi<|return|>`;
+    const expected = ids(thought).length;
+    vllm.script({ tokens: ids(text) });
+    const r = await client.chat.completions.create({ ...ASK, n: 2, temperature: 1 });
+    expect(r.usage?.completion_tokens_details?.reasoning_tokens).toBe(2 * expected);
+    vllm.script({ tokens: ids(text) });
+    const stream = await client.chat.completions.create({ ...ASK, stream: true, stream_options: { include_usage: true } });
+    let reasoning = -1;
+    for await (const chunk of stream) {
+      expect(chunk).not.toHaveProperty("harmony");
+      if (chunk.usage) reasoning = chunk.usage.completion_tokens_details?.reasoning_tokens ?? -1;
+    }
+    expect(reasoning).toBe(expected);
+    vllm.script({ tokens: ids(text) });
+    const resp = await client.responses.create({ model: "gpt-oss", input: "hi" });
+    expect(resp.usage?.output_tokens_details.reasoning_tokens).toBe(expected);
+    expect(resp).not.toHaveProperty("harmony");
+    // no analysis, no reasoning tokens
+    vllm.script({ tokens: ids("<|channel|>final<|message|>Hi<|return|>") });
+    expect((await client.chat.completions.create(ASK)).usage?.completion_tokens_details?.reasoning_tokens).toBe(0);
+  });
+
+  it("tool_choice named: the call's header is put after the model's reasoning, so the model calls it (chat, not streamed and streamed)", async () => {
+    const reasoning = "The user asks about Oslo. I know it is sunny.";
+    // step 1 stops at the analysis message's <|end|> (a stop id asked for it): the final answer after it is never sampled
+    const step1 = ids(`${reasoning}<|end|><|start|>assistant<|channel|>final<|message|>It is sunny.<|return|>`);
+    const step2 = ids('{"city":"Oslo"}<|call|>');
+    for (const stream of [false, true]) {
+      vllm.script({ tokens: step1 }, { tokens: step2 });
+      const before = vllm.completions().length;
+      const request = { ...ASK, tools: TOOLS, tool_choice: { type: "function" as const, function: { name: "get_weather" } } };
+      let name = "";
+      let args = "";
+      let finish: string | null = null;
+      let thought = "";
+      if (!stream) {
+        const r = await client.chat.completions.create(request);
+        const call = r.choices[0]!.message.tool_calls?.[0];
+        name = call?.type === "function" ? call.function.name : "";
+        args = call?.type === "function" ? call.function.arguments : "";
+        finish = r.choices[0]!.finish_reason;
+        thought = (r.choices[0]!.message as { reasoning?: string }).reasoning ?? "";
+        // usage: both steps' generated ids and the injected header parts
+        const sent = vllm.completions().slice(before);
+        const injected =
+          ids("<|channel|>analysis<|message|>").length +
+          ids("<|start|>assistant<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>").length;
+        console.log(
+          "DBG",
+          JSON.stringify(r.usage),
+          sent.map((x) => JSON.stringify(x.events.filter((e) => typeof e === "object" && e !== null && (e as { usage?: unknown }).usage))),
+        );
+        expect(r.usage?.completion_tokens).toBe(ids(`${reasoning}<|end|>`).length + step2.length + injected);
+        expect(r.usage?.prompt_tokens).toBe((sent[0]!.body!.prompt as number[]).length - ids("<|channel|>analysis<|message|>").length);
+      } else {
+        for await (const chunk of await client.chat.completions.create({ ...request, stream: true })) {
+          const c = chunk.choices[0];
+          if (!c) continue;
+          const d = c.delta as { reasoning?: string; tool_calls?: { function?: { name?: string; arguments?: string } }[] };
+          thought += d.reasoning ?? "";
+          for (const tc of d.tool_calls ?? []) {
+            name += tc.function?.name ?? "";
+            args += tc.function?.arguments ?? "";
+          }
+          if (c.finish_reason) finish = c.finish_reason;
+        }
+      }
+      expect(name).toBe("get_weather");
+      expect(JSON.parse(args)).toEqual({ city: "Oslo" });
+      expect(finish).toBe("tool_calls");
+      expect(thought).toBe(reasoning);
+      const [first, second] = vllm
+        .completions()
+        .slice(before)
+        .map((r) => r.body!);
+      const text = (p: unknown) => (p as number[]).map((id) => vocab.text(id)).join("");
+      expect(text(first!.prompt).endsWith("<|start|>assistant<|channel|>analysis<|message|>")).toBe(true);
+      expect(first!.stop_token_ids).toContain(200007);
+      expect(
+        text(second!.prompt).endsWith(
+          `${reasoning}<|end|><|start|>assistant<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>`,
+        ),
+      ).toBe(true);
+      expect(second!.stop_token_ids).not.toContain(200007);
+    }
+  });
+
+  it('tool_choice "required": the model names the function after "to=functions." (chat and Responses); bad choices are 400s', async () => {
+    vllm.script(
+      { tokens: ids("Need the weather.<|end|>") },
+      { tokens: ids('get_weather <|constrain|>json<|message|>{"city":"Oslo"}<|call|>') },
+    );
+    const r = await client.chat.completions.create({ ...ASK, tools: TOOLS, tool_choice: "required" });
+    const call = r.choices[0]!.message.tool_calls?.[0];
+    expect(call?.type === "function" && call.function.name).toBe("get_weather");
+    expect(r.choices[0]!.finish_reason).toBe("tool_calls");
+
+    vllm.script({ tokens: ids("Need the weather.<|end|>") }, { tokens: ids('{"city":"Oslo"}<|call|>') });
+    const resp = await client.responses.create({
+      model: "gpt-oss",
+      input: "Weather in Oslo?",
+      tools: [{ type: "function", name: "get_weather", parameters: TOOLS[0].function.parameters, strict: false }],
+      tool_choice: { type: "function", name: "get_weather" },
+    });
+    const fc = resp.output.find((o) => o.type === "function_call");
+    expect(fc?.type === "function_call" && fc.name).toBe("get_weather");
+
+    const before = vllm.completions().length;
+    for (const [extra, param] of [
+      [{ tool_choice: { type: "function", function: { name: "get_time" } } }, "tool_choice"],
+      [{ tool_choice: "sometimes" }, "tool_choice"],
+      [{ tool_choice: "required", n: 2 }, "n"],
+    ] as const) {
+      const err = (await client.chat.completions.create({ ...ASK, tools: TOOLS, ...(extra as object) }).then(
+        () => null,
+        (e: unknown) => e,
+      )) as { status?: number; error?: { param?: string } } | null;
+      expect(err?.status).toBe(400);
+      expect(err?.error?.param).toBe(param);
+    }
+    expect(vllm.completions().length).toBe(before);
+  });
+
+  it("tool_choice named when the reasoning step is cut by max_tokens: no call is forced, the answer is cut (length)", async () => {
+    vllm.script({ tokens: ids("A long think that never ends and goes on and on") });
+    const r = await client.chat.completions.create({
+      ...ASK,
+      tools: TOOLS,
+      max_tokens: 5,
+      tool_choice: { type: "function", function: { name: "get_weather" } },
+    });
+    expect(r.choices[0]!.finish_reason).toBe("length");
+    expect(r.choices[0]!.message.tool_calls ?? []).toEqual([]);
+  });
+
+  const SHOPPING = {
+    type: "object",
+    properties: { items: { type: "array", items: { type: "string" } } },
+    required: ["items"],
+    additionalProperties: false,
+  };
+
+  it("response_format json_schema: rendered as the guide's Response Formats; a matching answer passes, one that is not is said (chat)", async () => {
+    const response_format = { type: "json_schema" as const, json_schema: { name: "shopping_list", schema: SHOPPING } };
+    vllm.script({ tokens: ids('<|channel|>final<|message|>{"items":["coffee","eggs"]}<|return|>') });
+    const good = await client.chat.completions.create({ ...ASK, response_format });
+    expect(JSON.parse(good.choices[0]!.message.content!)).toEqual({ items: ["coffee", "eggs"] });
+    expect(good).not.toHaveProperty("harmony");
+    const prompt = (vllm.completions().at(-1)!.body!.prompt as number[]).map((id) => vocab.text(id)).join("");
+    expect(prompt).toContain(`<|start|>developer<|message|># Response Formats\n\n## shopping_list\n\n${JSON.stringify(SHOPPING)}<|end|>`);
+
+    vllm.script({ tokens: ids('<|channel|>final<|message|>{"items":"coffee"}<|return|>') });
+    const bad = (await client.chat.completions.create({ ...ASK, response_format })) as unknown as {
+      choices: { message: { content: string } }[];
+      harmony?: { recoveries: { kind: string; choice: number; detail: string }[] };
+    };
+    expect(bad.choices[0]!.message.content).toBe('{"items":"coffee"}'); // delivered as generated
+    expect(bad.harmony?.recoveries).toEqual([{ kind: "schema_mismatch", choice: 0, detail: expect.stringMatching(/must be array/) }]);
+
+    // streamed: one chunk with no choices says so, before [DONE]
+    vllm.script({ tokens: ids("<|channel|>final<|message|>Sure! Coffee and eggs.<|return|>") });
+    const stream = await client.chat.completions.create({ ...ASK, response_format: { type: "json_object" }, stream: true });
+    const said: unknown[] = [];
+    for await (const chunk of stream) if ("harmony" in chunk) said.push((chunk as { harmony: unknown }).harmony);
+    expect(said).toEqual([{ recoveries: [{ kind: "schema_mismatch", choice: 0, detail: expect.stringMatching(/not JSON/) }] }]);
+  });
+
+  it("response_format json_schema with Responses' text.format; a schema Ajv cannot compile is a 400 before the engine is asked", async () => {
+    vllm.script({ tokens: ids('<|channel|>final<|message|>{"items":[1]}<|return|>') });
+    const r = await client.responses.create({
+      model: "gpt-oss",
+      input: "coffee and eggs",
+      text: { format: { type: "json_schema", name: "shopping_list", schema: SHOPPING, strict: true } },
+    });
+    expect(r.output_text).toBe('{"items":[1]}');
+    expect((r as unknown as { harmony?: { recoveries: { kind: string }[] } }).harmony?.recoveries[0]?.kind).toBe("schema_mismatch");
+    const prompt = (vllm.completions().at(-1)!.body!.prompt as number[]).map((id) => vocab.text(id)).join("");
+    expect(prompt).toContain("# Response Formats\n\n## shopping_list");
+
+    const before = vllm.completions().length;
+    const err = (await client.chat.completions
+      .create({ ...ASK, response_format: { type: "json_schema", json_schema: { name: "x", schema: { type: "no-such-type" } } } })
+      .then(
+        () => null,
+        (e: unknown) => e,
+      )) as { status?: number; error?: { code?: string; param?: string } } | null;
+    expect(err?.status).toBe(400);
+    expect(err?.error).toMatchObject({ code: "bad_response_format", param: "response_format.json_schema.schema" });
+    expect(vllm.completions().length).toBe(before);
+  });
+
   const PARALLEL =
     "<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>" +
     '{"city":"Oslo"}<|end|><|start|>assistant<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>' +
@@ -179,12 +372,7 @@ describe("the OpenAI front against vLLM's contract", () => {
 
   it("fields the sidecar cannot honour yet are refused by name, not dropped", async () => {
     const before = vllm.completions().length;
-    for (const [extra, param] of [
-      [{ tool_choice: "required" }, "tool_choice"],
-      [{ tool_choice: { type: "function", function: { name: "get_weather" } } }, "tool_choice"],
-      [{ response_format: { type: "json_object" } }, "response_format"],
-      [{ logprobs: true, top_logprobs: 2 }, "logprobs"],
-    ] as const) {
+    for (const [extra, param] of [[{ logprobs: true, top_logprobs: 2 }, "logprobs"]] as const) {
       const err = (await client.chat.completions.create({ ...ASK, tools: TOOLS, ...(extra as object) }).then(
         () => null,
         (e: unknown) => e,

@@ -285,10 +285,15 @@ function checkChatChunks(chunks: HarmonyChatCompletionChunk[], field: "reasoning
       continue;
     }
     if (c.harmony) {
-      // a call's whole arguments (tool_call_end), for the non-streaming answer: no choices
+      // a call's whole arguments (tool_call_end), for the non-streaming answer, or the
+      // choice's reasoning tokens just before its finish reason: no choices
       expect(keys(c)).toEqual(["choices", "created", "harmony", "id", "model", "object"]);
       expect(c.choices).toEqual([]);
-      expect(toolIdx.has(c.harmony.tool_call_end.index)).toBe(true);
+      if (c.harmony.tool_call_end) expect(toolIdx.has(c.harmony.tool_call_end.index)).toBe(true);
+      else {
+        expect(Object.keys(c.harmony)).toEqual(["reasoning_tokens"]);
+        expect(finishes).toBe(0);
+      }
       continue;
     }
     expect(keys(c)).toEqual(["choices", "created", "id", "model", "object"]);
@@ -324,9 +329,10 @@ function checkChatChunks(chunks: HarmonyChatCompletionChunk[], field: "reasoning
 const EVENT_KEYS: Record<string, string[]> = {
   "response.created": ["response"],
   "response.in_progress": ["response"],
-  "response.completed": ["response"],
-  "response.incomplete": ["response"],
-  "response.failed": ["response"],
+  // the closing event also carries (not OpenAI's) `harmony: {reasoning_tokens}`, which a front takes off
+  "response.completed": ["harmony", "response"],
+  "response.incomplete": ["harmony", "response"],
+  "response.failed": ["harmony", "response"],
   "response.output_item.added": ["item", "output_index"],
   "response.output_item.done": ["item", "output_index"],
   "response.content_part.added": ["content_index", "item_id", "output_index", "part"],
@@ -622,7 +628,14 @@ describe("openai.chat", () => {
     const done = events.at(-1)!;
     expect(done.type).toBe("done");
     const tokens = done.type === "done" ? done.tokens : -1;
-    expect(usage.usage).toEqual({ prompt_tokens: 40, completion_tokens: tokens, total_tokens: 40 + tokens });
+    const reasoning = done.type === "done" ? done.reasoning_tokens : -1;
+    expect(reasoning).toBeGreaterThan(0);
+    expect(usage.usage).toEqual({
+      prompt_tokens: 40,
+      completion_tokens: tokens,
+      total_tokens: 40 + tokens,
+      completion_tokens_details: { reasoning_tokens: reasoning },
+    });
     const c = accumulate(events, opts);
     expect(c.choices[0]!.index).toBe(2);
     expect(c.choices[0]!.message.reasoning_content).toBe(s.expected.reasoning);
@@ -663,10 +676,11 @@ describe("openai.chat", () => {
       { type: "message_end", index: 0, stop: "end" },
       { type: "recovery", at: 3, kind: "junk_text", detail: "x", raw: "junk" },
       { type: "error", code: "worker_crashed", message: "the worker died", at: 4, token: null },
-      { type: "done", finish_reason: "error", tokens: 5, messages: 1, recoveries: 1 },
+      { type: "done", finish_reason: "error", tokens: 5, messages: 1, recoveries: 1, reasoning_tokens: 0 },
     ];
     const out = evs.flatMap((e) => a.push(e));
-    expect(out.map((c) => c.choices[0]!.delta)).toEqual([{ role: "assistant", content: "" }, {}]);
+    expect(out.at(-2)!.harmony).toEqual({ reasoning_tokens: 0 });
+    expect(out.filter((c) => !c.harmony).map((c) => c.choices[0]!.delta)).toEqual([{ role: "assistant", content: "" }, {}]);
     expect(out.at(-1)!.choices[0]!.finish_reason).toBe("length");
     expect(a.harmonyFinishReason).toBe("error");
     expect(a.errors.map((e) => e.code)).toEqual(["worker_crashed"]);
@@ -816,6 +830,8 @@ describe("openai.responses", () => {
     const events = parse(b.text, "token");
     const done = events.at(-1)!;
     const tokens = done.type === "done" ? done.tokens : -1;
+    const reasoning = done.type === "done" ? done.reasoning_tokens : -1;
+    expect(reasoning).toBeGreaterThan(0);
     const r = responseEvents(events, {
       promptTokens: 30,
       echo: { instructions: "be brief", temperature: 0.5, tool_choice: "required", metadata: { k: "v" } },
@@ -824,7 +840,7 @@ describe("openai.responses", () => {
       input_tokens: 30,
       input_tokens_details: { cached_tokens: 0, cache_write_tokens: 0 },
       output_tokens: tokens,
-      output_tokens_details: { reasoning_tokens: 0 },
+      output_tokens_details: { reasoning_tokens: reasoning },
       total_tokens: 30 + tokens,
     });
     expect(r.final).toMatchObject({ instructions: "be brief", temperature: 0.5, tool_choice: "required", metadata: { k: "v" } });
@@ -852,7 +868,7 @@ describe("openai.responses", () => {
       { type: "message_start", index: 0, role: "assistant", name: null, channel: "final", recipient: null, content_type: null },
       { type: "delta", index: 0, kind: "content", text: "Par" },
       { type: "error", code: "worker_crashed", message: "the worker thread died", at: 3, token: null },
-      { type: "done", finish_reason: "error", tokens: 3, messages: 1, recoveries: 0 },
+      { type: "done", finish_reason: "error", tokens: 3, messages: 1, recoveries: 0, reasoning_tokens: 0 },
     ];
     const out = evs.flatMap((e) => a.push(e));
     const failed = checkResponsesStream(out);

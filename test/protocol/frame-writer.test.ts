@@ -65,6 +65,7 @@ const common: fc.Arbitrary<HarmonyEvent> = fc.oneof(
     tokens: u32,
     messages: u32,
     recoveries: u32,
+    reasoning_tokens: u32,
   }) as fc.Arbitrary<HarmonyEvent>,
   fc.record({
     type: fc.constant("recovery" as const),
