@@ -19,12 +19,19 @@ import { checkAnswerFormat } from "../openai/request.js";
 import { loadHarmonyEncoding } from "../vocab/index.js";
 
 export type RenderJob =
-  { id: number; kind: "render"; request: unknown; restored: Restored[] } | { id: number; kind: "check"; schema: unknown; text: string };
+  | { id: number; kind: "render"; request: unknown; restored: Restored[]; answer?: "json" }
+  | { id: number; kind: "check"; schema: unknown; text: string };
 
 /** Whether an answer is JSON that matches its schema, and if not, why (at most 300 characters). */
 export type AnswerCheck = { ok: true } | { ok: false; reason: string };
 
-export type RenderDone = { id: number; outcome: RenderOutcome } | { id: number; check: AnswerCheck };
+/**
+ * A render's outcome; for a render asked for as an answer (`answer: "json"`),
+ * a success is its HTTP body instead (`{"ids", "text", "restored"}` as UTF-8
+ * JSON, made here and transferred, not copied), so that serialising a large
+ * prompt never holds up the service's thread.
+ */
+export type RenderDone = { id: number; outcome: RenderOutcome } | { id: number; body: Uint8Array } | { id: number; check: AnswerCheck };
 
 /** Schemas compiled, by their JSON text; the oldest goes past this many. */
 const MAX_COMPILED = 64;
@@ -92,6 +99,13 @@ parentPort?.on("message", (job: RenderJob) => {
   } catch (e) {
     // a bug, not bad input (the renderer refuses bad input with a code): said, not thrown
     outcome = { ok: false, error: { code: "bad_request", message: `the render failed: ${(e as Error).message}`.slice(0, 300), path: "" } };
+  }
+  if (outcome.ok && job.answer === "json") {
+    const body = Buffer.from(JSON.stringify({ ids: outcome.ids, text: outcome.text, restored: outcome.restored }));
+    const bytes = new Uint8Array(body.buffer, body.byteOffset, body.byteLength);
+    // a large body has an ArrayBuffer of its own (Buffer's pool is for small ones): handed over, not copied
+    parentPort!.postMessage({ id: job.id, body: bytes } satisfies RenderDone, body.byteLength > 4096 ? [body.buffer] : []);
+    return;
   }
   parentPort!.postMessage({ id: job.id, outcome } satisfies RenderDone);
 });

@@ -34,7 +34,10 @@ interface Pending {
 const failed = (message: string): RenderOutcome => ({ ok: false, error: { code: "render_timeout", message, path: "" } });
 
 /** Every job a thread is given: a render or an answer check (without its id). */
-type Job = { kind: "render"; request: unknown; restored: Restored[] } | { kind: "check"; schema: unknown; text: string };
+type Job = { kind: "render"; request: unknown; restored: Restored[]; answer?: "json" } | { kind: "check"; schema: unknown; text: string };
+
+/** A render answered as its HTTP body (UTF-8 JSON), or why it failed. */
+export type RenderBody = { ok: true; body: Uint8Array } | Extract<RenderOutcome, { ok: false }>;
 
 class RenderThread {
   private worker: Worker | null = null;
@@ -46,6 +49,15 @@ class RenderThread {
     return this.run({ kind: "render", request, restored }, deadlineMs).then((r) =>
       r.done !== null && "outcome" in r.done ? r.done.outcome : failed(r.why),
     );
+  }
+
+  renderBody(request: unknown, restored: Restored[], deadlineMs: number): Promise<RenderBody> {
+    return this.run({ kind: "render", request, restored, answer: "json" }, deadlineMs).then((r): RenderBody => {
+      if (r.done === null) return failed(r.why) as RenderBody;
+      if ("body" in r.done) return { ok: true, body: r.done.body };
+      if ("outcome" in r.done && !r.done.outcome.ok) return r.done.outcome;
+      return failed("the render thread answered out of turn") as RenderBody;
+    });
   }
 
   check(schema: unknown, text: string, deadlineMs: number): Promise<AnswerCheck | null> {
@@ -126,6 +138,12 @@ export class Renderer {
   render(request: unknown, restored: Restored[]): Promise<RenderOutcome> {
     if (!this.open) return Promise.resolve(failed("the service is stopping"));
     return shared.render(request, restored, this.deadlineMs);
+  }
+
+  /** A render's HTTP answer body, serialised on the render thread. */
+  renderBody(request: unknown, restored: Restored[]): Promise<RenderBody> {
+    if (!this.open) return Promise.resolve(failed("the service is stopping") as RenderBody);
+    return shared.renderBody(request, restored, this.deadlineMs);
   }
 
   /** Check an answer against a JSON Schema on the render thread: null when it could not be checked (deadline, stopping). */

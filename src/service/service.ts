@@ -22,6 +22,7 @@ import { CotStore } from "../store/memory.js";
 import { SharedStore, type StoreOp } from "../store/redis.js";
 import { TieredStore } from "../store/tiered.js";
 import type { AnswerCheck } from "./render-worker.js";
+import type { RenderBody } from "./renderer.js";
 import { ResponseStore } from "../store/responses.js";
 import { Connection, type ConnectionHost, type Transport } from "./connection.js";
 import type { Limits } from "./limits.js";
@@ -348,6 +349,28 @@ export class Service implements ConnectionHost {
    * render thread (./renderer.ts), never on this one.
    */
   async render(request: unknown, tenant: string): Promise<RenderOutcome> {
+    const { request: restoredRequest, restored } = await this.restore(request, tenant);
+    const r = await this.renderer!.render(restoredRequest, restored);
+    this.metrics.renders.inc({ outcome: r.ok ? "ok" : "error" });
+    if (r.ok && r.restored.length > 0) this.metrics.cotRestored.inc(r.restored.length);
+    return r;
+  }
+
+  /**
+   * {@link render}, answered as `POST /v1/render`'s body (`{"ids", "text",
+   * "restored"}`, UTF-8 JSON) made on the render thread: a 4 MiB prompt's
+   * answer is megabytes of JSON, which this thread only writes out.
+   */
+  async renderBody(request: unknown, tenant: string): Promise<RenderBody> {
+    const { request: restoredRequest, restored } = await this.restore(request, tenant);
+    const r = await this.renderer!.renderBody(restoredRequest, restored);
+    this.metrics.renders.inc({ outcome: r.ok ? "ok" : "error" });
+    if (r.ok && restored.length > 0) this.metrics.cotRestored.inc(restored.length);
+    return r;
+  }
+
+  /** The request with the reasoning `tenant`'s streams remembered put back (HARMONY.md §5). */
+  private async restore(request: unknown, tenant: string): Promise<ReturnType<typeof restoreReasoning>> {
     const scope = memoScope(tenant);
     let recall = (id: string): string | undefined => this.cot.recall(scope + id);
     if (this.reasoning.shared !== null) {
@@ -358,11 +381,7 @@ export class Service implements ConnectionHost {
         recall = (id) => found.get(scope + id);
       }
     }
-    const { request: restoredRequest, restored } = restoreReasoning(request, recall);
-    const r = await this.renderer!.render(restoredRequest, restored);
-    this.metrics.renders.inc({ outcome: r.ok ? "ok" : "error" });
-    if (r.ok && r.restored.length > 0) this.metrics.cotRestored.inc(r.restored.length);
-    return r;
+    return restoreReasoning(request, recall);
   }
 
   private closeIdle(): void {

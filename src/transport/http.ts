@@ -170,10 +170,12 @@ export async function startHttp(
     const tenant = svc.tenantOf(req.headers.authorization);
     void readJson(req, limits.maxFrameBytes).then(async (read) => {
       if (!read.ok) return json(res, read.status, { error: { code: read.code, message: read.message, path: "" } });
-      const r = await svc.render(read.value, tenant);
+      const r = await svc.renderBody(read.value, tenant);
       if (!r.ok && r.error.code === "render_timeout") return json(res, 503, { error: r.error });
-      if (r.ok) json(res, 200, { ids: r.ids, text: r.text, restored: r.restored });
-      else json(res, 400, { error: r.error });
+      if (!r.ok) return json(res, 400, { error: r.error });
+      // made on the render thread: here it is only written out
+      res.writeHead(200, { "content-type": "application/json", "content-length": r.body.byteLength });
+      res.end(r.body);
     });
   }
 

@@ -1,7 +1,7 @@
 /** isJson agrees with JSON.parse on every text: JSON values, their mutations, and arbitrary strings. */
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { isJson } from "../../src/core/json.js";
+import { isJson, jsonTooDeep } from "../../src/core/json.js";
 import { fcParams } from "../helpers.js";
 
 const parses = (t: string) => {
@@ -86,5 +86,48 @@ describe("isJson", () => {
       ),
       fcParams(5000),
     );
+  });
+});
+
+describe("jsonTooDeep", () => {
+  /** The nesting of a parsed value, by an explicit stack (the values here are small and trusted). */
+  const depthOf = (v: unknown): number => {
+    let max = 0;
+    const stack: [unknown, number][] = [[v, 0]];
+    while (stack.length > 0) {
+      const [x, d] = stack.pop()!;
+      if (typeof x !== "object" || x === null) continue;
+      max = Math.max(max, d + 1);
+      for (const child of Object.values(x)) stack.push([child, d + 1]);
+    }
+    return max;
+  };
+
+  it("agrees with the parsed value's depth, whatever the strings hold (quotes, backslashes, brackets)", () => {
+    const tricky = fc.constantFrom('"', "\\", "\\\\", '\\"', "[", "]", "{", "}", "a", "é", "\u0000");
+    const str = fc.array(tricky, { maxLength: 8 }).map((a) => a.join(""));
+    const value = fc.letrec((tie) => ({
+      v: fc.oneof(
+        { depthSize: "small" },
+        str,
+        fc.integer(),
+        fc.array(tie("v"), { maxLength: 3 }),
+        fc.dictionary(str, tie("v"), { maxKeys: 3 }),
+      ),
+    })).v;
+    fc.assert(
+      fc.property(value, fc.integer({ min: 0, max: 6 }), (v, max) => {
+        const text = JSON.stringify(v);
+        expect(jsonTooDeep(text, max)).toBe(depthOf(v) > max);
+      }),
+      fcParams(),
+    );
+  });
+
+  it("skips a long string, and one whose quotes are escaped, without miscounting", () => {
+    expect(jsonTooDeep(`{"a":"${"x".repeat(4_000_000)}"}`, 1)).toBe(false);
+    expect(jsonTooDeep(JSON.stringify({ a: '\\"[[[[' + "\\".repeat(7) + '"' }), 1)).toBe(false);
+    expect(jsonTooDeep(`[${"[".repeat(64)}${"]".repeat(64)}]`)).toBe(true);
+    expect(jsonTooDeep('"unterminated [[[[')).toBe(false);
   });
 });
