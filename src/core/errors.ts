@@ -118,6 +118,7 @@ export const HTTP_ERROR_CODES = {
   no_upstream: "An OpenAI path was asked of a server started without --upstream (404).",
   internal: "A bug: the request failed in a way that is not the client's or the upstream's (500).",
   context_length_exceeded: "The prompt, with the tokens asked for (max_tokens), does not fit the model's context (400).",
+  parse_timeout: "POST /v1/parse took longer than its deadline (10 s) and its worker was stopped (503).",
   response_not_found: "GET or DELETE /v1/responses/{id}: no response with that id is stored for this tenant (404).",
   previous_response_not_found: "`previous_response_id` names no response stored for this tenant (404).",
   store_unavailable: "The shared store (--cot-store) did not answer within 1 s, and this process has no copy of the response (503).",

@@ -65,26 +65,51 @@ function theWorker(): Worker {
     p?.resolve(d);
     if (pending.size === 0) w.unref();
   });
+  // a thread stopped for its deadline was already replaced: its end must not fail the new thread's work
   w.on("error", (e) => {
-    if (worker === w) worker = null;
+    if (worker !== w) return;
+    worker = null;
     failAll(`the parse worker failed: ${e.message}`);
   });
   w.on("exit", () => {
-    if (worker === w) worker = null;
+    if (worker !== w) return;
+    worker = null;
     failAll("the parse worker stopped");
   });
   worker = w;
   return w;
 }
 
-/** Parse a request body on the inspector's worker thread. */
-export function parseOnWorker(body: Uint8Array, maxIds: number): Promise<ParseDone> {
+/** How long one POST /v1/parse may take on the worker before it is answered 503 `parse_timeout` (ms). */
+export const PARSE_DEADLINE_MS = 10_000;
+
+/**
+ * Parse a request body on the inspector's worker thread. Past `deadlineMs`
+ * the thread is stopped (what else it was parsing gets the same 503) and the
+ * next request starts a fresh one.
+ */
+export function parseOnWorker(body: Uint8Array, maxIds: number, deadlineMs: number = PARSE_DEADLINE_MS): Promise<ParseDone> {
   const w = theWorker();
   const id = nextJob++;
   const copy = new Uint8Array(body); // its own buffer, moved to the worker
   const job: ParseJob = { id, body: copy, maxIds };
   return new Promise((resolve) => {
-    pending.set(id, { resolve });
+    const timer = setTimeout(() => {
+      if (!pending.has(id)) return;
+      if (worker === w) worker = null;
+      const late = Buffer.from(
+        JSON.stringify({ error: { code: "parse_timeout", message: `the parse took longer than ${deadlineMs} ms and was stopped` } }),
+      );
+      for (const [pid, p] of pending) p.resolve({ id: pid, status: 503, body: late });
+      pending.clear();
+      void w.terminate();
+    }, deadlineMs);
+    pending.set(id, {
+      resolve: (d) => {
+        clearTimeout(timer);
+        resolve(d);
+      },
+    });
     w.ref(); // a request in progress keeps it
     w.postMessage(job, [copy.buffer]);
   });
@@ -94,6 +119,7 @@ export function parseOnWorker(body: Uint8Array, maxIds: number): Promise<ParseDo
 export async function closeInspect(): Promise<void> {
   const w = worker;
   worker = null;
+  failAll("the server is stopping");
   if (w) await w.terminate();
 }
 

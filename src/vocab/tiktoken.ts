@@ -14,7 +14,12 @@ import { createOrdinaryEncoder, type OrdinaryEncoder } from "./ordinary.js";
 export interface HarmonyEncoding {
   readonly preset: HarmonyPreset;
   readonly table: VocabTable;
-  /** Text with special tokens written out → ids (`encode(text, "all")`). */
+  /**
+   * Text with special tokens written out → ids: tiktoken's
+   * `encode(text, "all")` ids, the text between specials through
+   * {@link encodeOrdinary} (so in O(n log n) for long pieces too; tiktoken's
+   * own grows with the square of a long word's length).
+   */
   encode(text: string): number[];
   /**
    * Ordinary text → ids (special-looking text stays text): tiktoken's
@@ -31,6 +36,36 @@ function specialsMap(preset: HarmonyPreset): Record<string, number> {
   const map: Record<string, number> = {};
   for (let id = preset.firstSpecial; id < preset.vocabLimit; id++) map[specialText(preset, id)!] = id;
   return map;
+}
+
+/** Anything written like a special token; the specials map says which ones are. */
+const SPECIAL_LIKE = /<\|[^|<>]{1,64}\|>/g;
+
+/**
+ * `text` → ids, every special token written out as itself taken as that
+ * special, the text around them as ordinary text: what tiktoken's
+ * `encode(text, "all")` gives (leftmost match; two specials cannot overlap,
+ * each ends at its first `|>`).
+ */
+export function encodeWithSpecials(text: string, specials: Readonly<Record<string, number>>, ordinary: (t: string) => number[]): number[] {
+  const out: number[] = [];
+  const push = (ids: number[]) => {
+    for (const id of ids) out.push(id);
+  };
+  let last = 0;
+  const re = new RegExp(SPECIAL_LIKE.source, "g");
+  for (let m = re.exec(text); m !== null; m = re.exec(text)) {
+    const id = specials[m[0]];
+    if (id === undefined) {
+      re.lastIndex = m.index + 1; // text that only looks special: it may hide a real one after its "<|"
+      continue;
+    }
+    if (m.index > last) push(ordinary(text.slice(last, m.index)));
+    out.push(id);
+    last = m.index + m[0].length;
+  }
+  if (last < text.length) push(ordinary(text.slice(last)));
+  return out;
 }
 
 export interface LoadOptions {
@@ -59,7 +94,7 @@ export function loadHarmonyEncoding(opts: LoadOptions = {}): HarmonyEncoding {
     preset,
     table,
     buildMs,
-    encode: (text) => Array.from(enc.encode(text, "all")),
+    encode: (text) => encodeWithSpecials(text, specials, ordinary.encode),
     encodeOrdinary: ordinary.encode,
     ordinaryStats: ordinary.stats,
   };

@@ -1,5 +1,6 @@
 /** POST /v1/parse and GET /inspect over real HTTP, with a real Service (src/transport/inspect.ts). */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { parseOnWorker } from "../../src/transport/inspect.js";
 import { startInspectServer, type InspectServer } from "./server.js";
 
 const TEXT =
@@ -111,6 +112,25 @@ describe("POST /v1/parse", () => {
     expect(((await res.json()) as { tokens: unknown[] }).tokens).toHaveLength(262144);
     expect(worst).toBeLessThan(250);
     console.log(`largest /v1/parse: ${Math.round(ms)} ms, event-loop stall ${Math.round(worst)} ms`);
+  });
+});
+
+describe("POST /v1/parse's worker deadline", () => {
+  it("a parse past the deadline is a 503 parse_timeout; the next parse runs on a fresh worker", async () => {
+    const body = new TextEncoder().encode(JSON.stringify({ text: `<|channel|>final<|message|>${"word ".repeat(200_000)}`, tokens: true }));
+    const late = await parseOnWorker(body, 262_144, 1);
+    expect(late.status).toBe(503);
+    expect(JSON.parse(new TextDecoder().decode(late.body))).toMatchObject({ error: { code: "parse_timeout" } });
+    const next = await parseOnWorker(new TextEncoder().encode(JSON.stringify({ text: TEXT })), 262_144);
+    expect(next.status).toBe(200);
+  });
+
+  it("text with a 120,000-character word is encoded in well under the deadline (no quadratic BPE)", async () => {
+    const t0 = performance.now();
+    const r = await post(open, { text: `<|channel|>final<|message|>${"abcdefghij".repeat(12_000)}<|return|>` });
+    expect(r.status).toBe(200);
+    expect(r.body.events.at(-1)).toMatchObject({ type: "done", finish_reason: "stop" });
+    console.log(`/v1/parse of a 120,000-character word: ${Math.round(performance.now() - t0)} ms`);
   });
 });
 

@@ -330,3 +330,25 @@ describe("the bytes→rank lookup", () => {
     expect(fresh.ordinaryStats()).toMatchObject({ lookupBuilt: true, longPieces: 1, lookupBytes: 2 * 1024 * 1024 + 3 * 4 * 65536 });
   });
 });
+
+describe("encode (specials written out) equals tiktoken's encode(text, \"all\")", () => {
+  it("on random mixes of text, specials, special-looking text and long runs", async () => {
+    const { HARMONY, specialText } = await import("../../src/core/preset.js");
+    const specials: Record<string, number> = {};
+    for (let id = HARMONY.firstSpecial; id < HARMONY.vocabLimit; id++) specials[specialText(HARMONY, id)!] = id;
+    const withSpecials = new Tiktoken(o200k.bpe_ranks, specials, o200k.pat_str);
+    const part = fc.oneof(
+      { weight: 4, arbitrary: mixed(10, 400) },
+      { weight: 2, arbitrary: fc.constantFrom("<|start|>", "<|end|>", "<|channel|>", "<|message|>", "<|call|>", "<|reserved_200100|>") },
+      { weight: 1, arbitrary: fc.constantFrom("<|", "|>", "<|nope|>", "<|<|end|>", "<|end|", "<||>", "<|start|><|end|>") },
+    );
+    fc.assert(
+      fc.property(fc.array(part, { maxLength: 12 }), (parts) => {
+        const text = parts.join("");
+        expect(enc.encode(text)).toEqual(Array.from(withSpecials.encode(text, "all")));
+      }),
+      params(200),
+    );
+    withSpecials.free();
+  });
+});
