@@ -184,6 +184,11 @@ export class BinaryFrameReader {
   /** Stream names and the short string fields of Open and Close seen, by a hash of their bytes. */
   private readonly names = new Map<number, string>();
 
+  /** Names remembered now (at most {@link MAX_NAMES}). */
+  get cachedNames(): number {
+    return this.names.size;
+  }
+
   /** Read a binary ClientFrame. `maxIds` bounds the ids of the whole frame. */
   read(buf: Uint8Array, s: Schema, maxIds: number, maxOps: number = MAX_OPS_PER_FRAME): ReadFrame {
     this.sink.n = 0;
@@ -208,8 +213,14 @@ export class BinaryFrameReader {
 
 const EMPTY = new Uint8Array(0);
 
-/** Names remembered per reader before it starts over. */
-const MAX_NAMES = 65536;
+/**
+ * Names remembered per reader (one per connection) before it starts over: a
+ * client that names many streams (or names streams that do not exist, each
+ * refused) holds at most 4096 names of at most 32 bytes here, well under
+ * 1 MiB (docs/security.md); one that cycles more streams than that only
+ * loses the speed-up.
+ */
+export const MAX_NAMES = 4096;
 
 /**
  * The stream name of a Tokens op, as the same string object each time it

@@ -1,7 +1,7 @@
 /** The binary ClientFrame reader, reused across frames as a connection uses it. */
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { BinaryFrameReader, readBinaryFrame } from "../../src/protocol/binary-frame.js";
+import { BinaryFrameReader, MAX_NAMES, readBinaryFrame } from "../../src/protocol/binary-frame.js";
 import type { ReadFrame } from "../../src/protocol/ops.js";
 import { schema } from "../../src/protocol/schema.js";
 import { fcParams } from "../helpers.js";
@@ -51,6 +51,17 @@ const frame = fc.oneof(
 );
 
 describe("BinaryFrameReader", () => {
+  it("remembers at most MAX_NAMES stream names, however many a client sends, and still reads every one", () => {
+    const reader = new BinaryFrameReader();
+    for (let f = 0; f < 40; f++) {
+      const ops = Array.from({ length: 256 }, (_, i) => ({ tokens: { stream: `s-${f}-${i}-${"x".repeat(12)}`, ids: [1] } }));
+      const r = meaning(reader.read(s.ClientFrame.encode({ ops }).finish(), s, 1e6));
+      expect(r.ops.map((o) => (o as { stream?: string }).stream)).toEqual(ops.map((o) => o.tokens.stream));
+      expect(reader.cachedNames).toBeLessThanOrEqual(MAX_NAMES);
+    }
+    expect(reader.cachedNames).toBeGreaterThan(0);
+  });
+
   it("reading frames one after another gives what reading each afresh gives", () => {
     fc.assert(
       fc.property(fc.array(frame, { minLength: 1, maxLength: 12 }), fc.integer({ min: 1, max: 5000 }), (frames, maxIds) => {
