@@ -6,7 +6,7 @@
  * through `onObject`.
  */
 import { isObj, type JsonObject as Obj } from "../core/json.js";
-import { UpstreamError, type CompletionRequest, type Engine, type UpstreamUsage } from "../upstream/engine.js";
+import { UpstreamError, type CompletionRequest, type Engine, type TokenLogprob, type UpstreamUsage } from "../upstream/engine.js";
 import { LocalConnection } from "./local.js";
 import type { Service } from "./service.js";
 
@@ -29,6 +29,16 @@ export interface ForcedCall {
   header: readonly number[];
 }
 
+export interface GenerateOptions {
+  /** A call to force (tool_choice "required" or named). */
+  force?: ForcedCall | null;
+  /**
+   * Every id of each choice as it goes to the parser, with its log
+   * probability when the engine gave one (null for ids the sidecar put in).
+   */
+  onIds?: (choice: number, ids: readonly number[], logprobs: readonly (TokenLogprob | null)[] | null) => void;
+}
+
 /** `<|end|>`: where a forced call's reasoning step stops. */
 const END = 200007;
 
@@ -39,8 +49,10 @@ export function generate(
   open: Obj,
   tenant: string,
   onObject: (choice: number, obj: Obj, usage: UpstreamUsage | null) => void,
-  force: ForcedCall | null = null,
+  opts: GenerateOptions = {},
 ): Generation {
+  const force = opts.force ?? null;
+  const onIds = opts.onIds;
   const local = new LocalConnection(svc, tenant);
   // an upstream that fails before its first chunk gets the client a proper
   // status (4xx kept, 502, 504), not a 200 with a cut-short answer: the
@@ -84,7 +96,10 @@ export function generate(
       for (const c of chunk.choices) {
         const name = names[c.index];
         if (!name || finished.has(c.index)) continue;
-        if (c.token_ids.length > 0) ops.push({ tokens: { stream: name, ids: c.token_ids } });
+        if (c.token_ids.length > 0) {
+          ops.push({ tokens: { stream: name, ids: c.token_ids } });
+          onIds?.(c.index, c.token_ids, c.logprobs ?? null);
+        }
         if (hold !== null) {
           for (const id of c.token_ids) hold.ids.push(id);
           if (c.finish_reason !== null) hold.finish = c.finish_reason;
@@ -100,6 +115,7 @@ export function generate(
       else {
         // step 1: the reasoning, from an analysis header on, to its <|end|>
         local.send([{ tokens: { stream: names[0], ids: force.prefix } }]);
+        onIds?.(0, force.prefix, null);
         let injected = force.prefix.length;
         const first = { ids: [] as number[], finish: null as string | null };
         const prompt = [...request.prompt, ...force.prefix];
@@ -110,6 +126,7 @@ export function generate(
         if (first.finish === "stop" && first.ids[first.ids.length - 1] === END) {
           // step 2: the call's header after the reasoning, and the engine goes on from there
           local.send([{ tokens: { stream: names[0], ids: force.header } }]);
+          onIds?.(0, force.header, null);
           const spent = force.prefix.length + first.ids.length + force.header.length;
           const left = typeof request.maxTokens === "number" ? request.maxTokens - spent : request.maxTokens;
           if (typeof left === "number" && left < 1) finished.set(0, "length");

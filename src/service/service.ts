@@ -16,6 +16,7 @@ import { ParserPool } from "../pool/pool.js";
 import type { OpsResult } from "../pool/task.js";
 import { schema, type Schema } from "../protocol/schema.js";
 import { loadHarmonyEncoding, type HarmonyEncoding } from "../vocab/index.js";
+import { Vocabulary } from "../core/vocab.js";
 import { missingReasoning, restoreReasoning, type RenderOutcome } from "../openai/render.js";
 import { Renderer } from "./renderer.js";
 import { CotStore } from "../store/memory.js";
@@ -190,6 +191,14 @@ export class Service implements ConnectionHost {
   pool!: ParserPool;
   /** The in-process store (with a shared store: the local cache in front of it). */
   readonly cot: CotStore;
+  /** The o200k_harmony encoding (set by start): for the few ids the OpenAI front writes itself. */
+  encoding!: HarmonyEncoding;
+  private vocab: Vocabulary | null = null;
+
+  /** The vocabulary on this thread, built on first use (logprobs' token classification). */
+  vocabulary(): Vocabulary {
+    return (this.vocab ??= new Vocabulary(this.encoding.table));
+  }
   /** Where reasoning is remembered and recalled: the in-process store, and the shared one when configured (set by start). */
   reasoning!: TieredStore;
   /** Stored responses (set by start). */
@@ -213,6 +222,7 @@ export class Service implements ConnectionHost {
   /** Build the vocabulary and start the workers. */
   start(): void {
     const enc = loadHarmonyEncoding({ shared: true });
+    this.encoding = enc;
     this.metrics.watchCotStore(this.cot);
     const failures = this.metrics.cotStoreFailures;
     const shared = this.options.cotStore?.shared;

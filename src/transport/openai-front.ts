@@ -10,6 +10,7 @@ import type http from "node:http";
 import type { HttpErrorCode, RenderErrorCode, RequestErrorCode } from "../core/errors.js";
 import { isObj, type JsonObject as Obj } from "../core/json.js";
 import { ChatCompletionAccumulator, type HarmonyChatCompletionChunk } from "../openai/chat.js";
+import { ContentLogprobs } from "../openai/logprobs.js";
 import { answerFormat, declaredToolNames, forcedCallText, toolChoiceOf, type AnswerFormat } from "../openai/request.js";
 import { checkSampling } from "../openai/sampling.js";
 import {
@@ -23,8 +24,7 @@ import {
 import { generate, isClosing, type ForcedCall } from "../service/generate.js";
 import type { Service } from "../service/service.js";
 import { MAX_RESPONSE_ID } from "../store/responses.js";
-import type { Engine, UpstreamConfig, UpstreamError } from "../upstream/engine.js";
-import { loadHarmonyEncoding, type HarmonyEncoding } from "../vocab/index.js";
+import { MAX_TOP_LOGPROBS, type Engine, type UpstreamConfig, type UpstreamError } from "../upstream/engine.js";
 import { readJson, sendJson } from "./respond.js";
 
 function sendError(
@@ -54,12 +54,20 @@ function callsOf(request: Obj): "any" | "none" | "one" {
  * Request fields the sidecar cannot honour yet, refused by name rather than
  * dropped without a word: logprobs.
  */
-function unsupported(request: Obj): { param: string; message: string } | null {
-  if (
-    (request.logprobs !== undefined && request.logprobs !== null && request.logprobs !== false) ||
-    typeof request.top_logprobs === "number"
-  ) {
-    return { param: "logprobs", message: "logprobs are not supported by the sidecar yet" };
+function unsupported(request: Obj, endpoint: "chat" | "responses"): { param: string; message: string } | null {
+  if (endpoint === "responses") {
+    const include = Array.isArray(request.include) ? request.include : [];
+    if (typeof request.top_logprobs === "number" || include.includes("message.output_text.logprobs"))
+      return { param: "top_logprobs", message: "logprobs are not supported by the sidecar's Responses yet (Chat Completions has them)" };
+    return null;
+  }
+  const lp = request.logprobs;
+  if (lp !== undefined && lp !== null && typeof lp !== "boolean") return { param: "logprobs", message: "logprobs must be true or false" };
+  const top = request.top_logprobs;
+  if (top !== undefined && top !== null) {
+    if (typeof top !== "number" || !Number.isInteger(top) || top < 0 || top > MAX_TOP_LOGPROBS)
+      return { param: "top_logprobs", message: `top_logprobs must be an integer from 0 to ${MAX_TOP_LOGPROBS}` };
+    if (lp !== true) return { param: "top_logprobs", message: "top_logprobs needs logprobs: true" };
   }
   return null;
 }
@@ -75,8 +83,9 @@ async function prepare(
   res: http.ServerResponse,
   request: Obj,
   chat: unknown,
+  endpoint: "chat" | "responses",
 ): Promise<{ ids: number[] } | null> {
-  const bad = checkSampling(request) ?? unsupported(request);
+  const bad = checkSampling(request) ?? unsupported(request, endpoint);
   if (bad) {
     sendError(res, 400, "invalid_request_error", "bad_request", bad.message, bad.param);
     return null;
@@ -90,13 +99,17 @@ async function prepare(
   return rendered;
 }
 
-let encoding: HarmonyEncoding | null = null;
-
 /**
  * `tool_choice` checked against the declared tools, and for "required" or a
  * named function the call to force (generate's two steps), as token ids.
  */
-function forcing(res: http.ServerResponse, choice: unknown, tools: readonly string[], n: number): { force: ForcedCall | null } | null {
+function forcing(
+  svc: Service,
+  res: http.ServerResponse,
+  choice: unknown,
+  tools: readonly string[],
+  n: number,
+): { force: ForcedCall | null } | null {
   const c = toolChoiceOf(choice, tools);
   if (!c.ok) {
     sendError(res, 400, "invalid_request_error", "bad_request", c.message, "tool_choice");
@@ -108,8 +121,7 @@ function forcing(res: http.ServerResponse, choice: unknown, tools: readonly stri
     sendError(res, 400, "invalid_request_error", "bad_request", 'tool_choice "required" or a named function takes n = 1', "n");
     return null;
   }
-  encoding ??= loadHarmonyEncoding({ shared: true });
-  return { force: { prefix: encoding.encode(text.prefix), header: encoding.encode(text.header) } };
+  return { force: { prefix: svc.encoding.encode(text.prefix), header: svc.encoding.encode(text.header) } };
 }
 
 /** A structured answer that is not what `response_format` asked for (the answer itself is delivered as generated). */
@@ -233,10 +245,10 @@ async function handleChat(
   if (typeof n !== "number" || !Number.isInteger(n) || n < 1 || n > 16) {
     return sendError(res, 400, "invalid_request_error", "bad_request", "n must be an integer from 1 to 16", "n");
   }
-  const forced = forcing(res, request.tool_choice, declaredToolNames(request), n);
+  const forced = forcing(svc, res, request.tool_choice, declaredToolNames(request), n);
   if (!forced) return;
   const tenant = svc.tenantOf(req.headers.authorization);
-  const rendered = await prepare(svc, tenant, res, request, request);
+  const rendered = await prepare(svc, tenant, res, request, request, "chat");
   if (!rendered) return;
   const h = isObj(request.harmony) ? request.harmony : {};
   const reasoningField =
@@ -251,9 +263,25 @@ async function handleChat(
     { length: n },
     (_, i) => new ChatCompletionAccumulator({ id, model, created, reasoningField, choiceIndex: i }),
   );
-  const completion = { client: request, prompt: rendered.ids, n, maxTokens: request.max_completion_tokens ?? request.max_tokens };
+  // logprobs: asked of the engine for every id; the content tokens' kept, per choice (./../openai/logprobs.ts)
+  const topN = typeof request.top_logprobs === "number" ? request.top_logprobs : 0;
+  const logprobs = request.logprobs === true ? Array.from({ length: n }, () => new ContentLogprobs(svc.vocabulary(), topN)) : null;
+  const completion = {
+    client: request,
+    prompt: rendered.ids,
+    n,
+    maxTokens: request.max_completion_tokens ?? request.max_tokens,
+    ...(logprobs ? { logprobs: topN } : {}),
+  };
   let started = false;
   let reasoningTokens = 0;
+  const send = (chunk: object) => {
+    if (!started) {
+      setupSse(res);
+      started = true;
+    }
+    res.write(`data: ${JSON.stringify(chunk)}\n\n`);
+  };
   // response_format (already checked by the render): each choice's streamed answer, to check at the end
   const format = answerFormat(request);
   const streamed: (string | null)[] = Array.from({ length: n }, () => null);
@@ -310,14 +338,26 @@ async function handleChat(
             if (c.delta.content) streamed[choice] = (streamed[choice] ?? "") + c.delta.content;
             if (c.finish_reason === "tool_calls") called[choice] = true; // no answer to check
           }
-        if (!started) {
-          setupSse(res);
-          started = true;
-        }
-        res.write(`data: ${JSON.stringify(chunk)}\n\n`);
+        send(chunk);
       } else accumulators[choice]!.addChunk(chunk);
     },
-    forced.force,
+    {
+      force: forced.force,
+      onIds: logprobs
+        ? (choice, ids, lps) => {
+            const content = logprobs[choice]?.push(ids, lps) ?? [];
+            // streamed: the content tokens' logprobs in a chunk of their own (an empty delta), as they arrive
+            if (stream && content.length > 0)
+              send({
+                id,
+                object: "chat.completion.chunk",
+                created,
+                model,
+                choices: [{ index: choice, delta: {}, logprobs: { content, refusal: null }, finish_reason: null }],
+              });
+          }
+        : undefined,
+    },
   );
   res.on("close", () => {
     if (!res.writableFinished) gen.abort(); // the client went away: stop the upstream, free the sessions
@@ -338,9 +378,11 @@ async function handleChat(
             results.map((r) => (r.choices[0]!.finish_reason === "tool_calls" ? null : r.choices[0]!.message.content)),
           );
     if (res.destroyed) return;
+    const choices = results.flatMap((r) => r.choices);
+    if (logprobs) choices.forEach((c, i) => ((c as { logprobs: unknown }).logprobs = { content: logprobs[i]!.content, refusal: null }));
     sendJson(res, 200, {
       ...results[0]!,
-      choices: results.flatMap((r) => r.choices),
+      choices,
       ...(usageObj ? { usage: usageObj } : {}),
       ...(mismatches.length > 0 ? { harmony: { recoveries: mismatches } } : {}),
     });
@@ -429,9 +471,9 @@ async function handleResponses(svc: Service, engine: Engine, req: http.IncomingM
   if (!input.ok) return sendError(res, 400, "invalid_request_error", "bad_request", input.message, input.param);
   const conv = responsesToChat({ ...request, input: input.items });
   if (!conv.ok) return sendError(res, 400, "invalid_request_error", "bad_request", conv.message, conv.param);
-  const forced = forcing(res, request.tool_choice, declaredToolNames(conv.chat), 1);
+  const forced = forcing(svc, res, request.tool_choice, declaredToolNames(conv.chat), 1);
   if (!forced) return;
-  const rendered = await prepare(svc, tenant, res, request, conv.chat);
+  const rendered = await prepare(svc, tenant, res, request, conv.chat, "responses");
   if (!rendered) return;
   const model = typeof request.model === "string" ? request.model : "gpt-oss";
   const stream = request.stream === true;
@@ -470,7 +512,7 @@ async function handleResponses(svc: Service, engine: Engine, req: http.IncomingM
       }
       if (stream) write(obj);
     },
-    forced.force,
+    { force: forced.force },
   );
   res.on("close", () => {
     if (!res.writableFinished) gen.abort();

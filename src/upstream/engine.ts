@@ -19,7 +19,18 @@ export interface UpstreamChoice {
   index: number;
   token_ids: number[];
   finish_reason: string | null;
+  /** With `CompletionRequest.logprobs`: each id's log probability and the likeliest ids, by position (null: not given). */
+  logprobs?: (TokenLogprob | null)[];
 }
+
+/** A sampled token's log probability and the likeliest tokens at its position. */
+export interface TokenLogprob {
+  logprob: number;
+  top: { id: number; logprob: number }[];
+}
+
+/** The most alternatives read per token (OpenAI's `top_logprobs` goes to 20). */
+export const MAX_TOP_LOGPROBS = 20;
 
 export interface UpstreamUsage {
   prompt_tokens: number;
@@ -56,6 +67,8 @@ export interface CompletionRequest {
   n: number;
   /** The client's token limit, when it gave one. */
   maxTokens: unknown;
+  /** Ask for each sampled token's log probability and this many alternatives (0–20); vLLM only. */
+  logprobs?: number;
   /** Stop ids beyond Harmony's (a forced tool call's first part stops at `<|end|>`). */
   stopIds?: readonly number[];
 }
@@ -75,6 +88,11 @@ export interface Engine {
  * of that flag; the others do not add them.)
  */
 export const HARMONY_STOP_IDS: readonly number[] = Object.freeze([200002, 200012, 199999]);
+
+/** Token log probabilities are asked of vLLM only: the other engines' 400, naming the kind. */
+export function logprobsRefused(kind: string): UpstreamError {
+  return new UpstreamError(400, "upstream_error", `logprobs are asked of vLLM only: not supported with --upstream-kind ${kind}`);
+}
 
 /** The stop ids to ask an engine for: Harmony's and the request's own. */
 export function stopIds(r: CompletionRequest): readonly number[] {

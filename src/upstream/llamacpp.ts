@@ -33,7 +33,7 @@
  * (older builds ignore `n`; `n_cmpl` needs as many server slots).
  */
 import { isObj } from "../core/json.js";
-import { UpstreamError, type CompletionRequest, type Engine, type UpstreamChunk, type UpstreamConfig } from "./engine.js";
+import { logprobsRefused, UpstreamError, type CompletionRequest, type Engine, type UpstreamChunk, type UpstreamConfig } from "./engine.js";
 import { getJsonObject, getText, postSse } from "./sse.js";
 
 /** Sampling fields of an OpenAI request, by llama.cpp's name for them. */
@@ -110,6 +110,7 @@ export class LlamacppEngine implements Engine {
   }
 
   async *complete(request: CompletionRequest, signal: AbortSignal): AsyncGenerator<UpstreamChunk> {
+    if (request.logprobs !== undefined) throw logprobsRefused("llamacpp");
     if (request.stopIds && request.stopIds.length > 0) {
       throw new UpstreamError(
         400,

@@ -35,6 +35,7 @@
  */
 import { isObj } from "../core/json.js";
 import {
+  logprobsRefused,
   stopIds,
   OPENAI_SAMPLING_FIELDS,
   UpstreamError,
@@ -101,6 +102,7 @@ export class SglangEngine implements Engine {
   constructor(private readonly cfg: UpstreamConfig) {}
 
   async *complete(request: CompletionRequest, signal: AbortSignal): AsyncGenerator<UpstreamChunk> {
+    if (request.logprobs !== undefined) throw logprobsRefused("sglang");
     const body = sglangBody(request, await this.served.get());
     for await (const chunk of postSse("/v1/completions", body, { baseUrl: this.cfg.url, idleTimeoutMs: this.cfg.idleTimeoutMs, signal })) {
       const choices = Array.isArray(chunk.choices) ? (chunk.choices as unknown[]) : [];

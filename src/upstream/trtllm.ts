@@ -37,6 +37,7 @@
  */
 import { isObj } from "../core/json.js";
 import {
+  logprobsRefused,
   stopIds,
   OPENAI_SAMPLING_FIELDS,
   UpstreamError,
@@ -87,6 +88,7 @@ export class TrtllmEngine implements Engine {
   constructor(private readonly cfg: UpstreamConfig) {}
 
   async *complete(request: CompletionRequest, signal: AbortSignal): AsyncGenerator<UpstreamChunk> {
+    if (request.logprobs !== undefined) throw logprobsRefused("trtllm");
     const body = trtllmBody(request, await this.served.get());
     const chunks = postSse("/v1/completions", body, { baseUrl: this.cfg.url, idleTimeoutMs: this.cfg.idleTimeoutMs, signal });
     try {

@@ -5,10 +5,13 @@
  */
 import { isObj, parseJson } from "../core/json.js";
 import {
+  MAX_TOP_LOGPROBS,
   stopIds,
   OPENAI_SAMPLING_FIELDS,
   UpstreamError,
   type CompletionRequest,
+  type TokenLogprob,
+  type UpstreamChoice,
   type Engine,
   type UpstreamChunk,
   type UpstreamConfig,
@@ -101,7 +104,46 @@ export function completionBody(r: CompletionRequest, served: ServedModels | null
     body.max_tokens = room;
   }
   for (const k of OPENAI_SAMPLING_FIELDS) if (r.client[k] !== undefined) body[k] = r.client[k];
+  if (r.logprobs !== undefined) {
+    // top-k per token, named by id ("token_id:N"), not by text that may be a partial character
+    body.logprobs = r.logprobs;
+    body.return_tokens_as_token_ids = true;
+  }
   return body;
+}
+
+/** A token named "token_id:N" (return_tokens_as_token_ids) → N, else null. */
+function tokenIdOf(name: string): number | null {
+  if (!name.startsWith("token_id:")) return null;
+  const n = Number(name.slice(9));
+  return Number.isInteger(n) && n >= 0 ? n : null;
+}
+
+/** vLLM's completions `logprobs` (`token_logprobs`, `top_logprobs` by position) for `n` ids, bounded. */
+export function readLogprobs(v: unknown, n: number): (TokenLogprob | null)[] | undefined {
+  if (!isObj(v) || !Array.isArray(v.token_logprobs)) return undefined;
+  const lps = v.token_logprobs;
+  const tops = Array.isArray(v.top_logprobs) ? v.top_logprobs : [];
+  const out: (TokenLogprob | null)[] = [];
+  for (let i = 0; i < n; i++) {
+    const lp = lps[i];
+    if (typeof lp !== "number") {
+      out.push(null);
+      continue;
+    }
+    const top: { id: number; logprob: number }[] = [];
+    const t = tops[i];
+    if (isObj(t)) {
+      for (const k in t) {
+        if (top.length >= MAX_TOP_LOGPROBS) break;
+        const id = tokenIdOf(k);
+        const l = t[k];
+        if (id !== null && typeof l === "number") top.push({ id, logprob: l });
+      }
+    }
+    out.push({ logprob: lp, top });
+  }
+  return out;
 }
 
 export class VllmEngine implements Engine {
@@ -139,11 +181,17 @@ export async function* streamCompletions(body: Record<string, unknown>, opts: Up
       throw new UpstreamError(502, "upstream_bad_response", "upstream does not return token ids; vLLM ≥ 0.10.2 needed (return_token_ids)");
     }
     yield {
-      choices: choices.map((c) => ({
-        index: typeof c.index === "number" ? c.index : 0,
-        token_ids: Array.isArray(c.token_ids) ? (c.token_ids as number[]) : [],
-        finish_reason: typeof c.finish_reason === "string" ? c.finish_reason : null,
-      })),
+      choices: choices.map((c) => {
+        const ids = Array.isArray(c.token_ids) ? (c.token_ids as number[]) : [];
+        const choice: UpstreamChoice = {
+          index: typeof c.index === "number" ? c.index : 0,
+          token_ids: ids,
+          finish_reason: typeof c.finish_reason === "string" ? c.finish_reason : null,
+        };
+        const lps = readLogprobs(c.logprobs, ids.length);
+        if (lps !== undefined) choice.logprobs = lps;
+        return choice;
+      }),
       usage: (chunk.usage as UpstreamUsage | null | undefined) ?? null,
     };
   }

@@ -370,16 +370,58 @@ describe("the OpenAI front against vLLM's contract", () => {
     expect(r.choices[0]!.finish_reason).toBe("tool_calls");
   });
 
-  it("fields the sidecar cannot honour yet are refused by name, not dropped", async () => {
+  it("logprobs: the answer's tokens only (not reasoning, not the call), aligned with vLLM's values, streamed and not", async () => {
+    const answer = "Hello there, Oslo!";
+    const text = `<|channel|>analysis<|message|>Think first.<|end|><|start|>assistant<|channel|>final<|message|>${answer}<|return|>`;
+    const want = ids(answer).map((id) => ({ token: vocab.text(id), logprob: -(1 + (id % 997)) / 1000 }));
+    vllm.script({ tokens: ids(text) });
+    const r = await client.chat.completions.create({ ...ASK, logprobs: true, top_logprobs: 1 });
+    const content = r.choices[0]!.logprobs?.content ?? [];
+    expect(content.map((t) => ({ token: t.token, logprob: t.logprob }))).toEqual(want);
+    expect(content.map((t) => Buffer.from(t.bytes!).toString()).join("")).toBe(answer);
+    expect(content[0]!.top_logprobs).toEqual([{ token: want[0]!.token, logprob: want[0]!.logprob, bytes: content[0]!.bytes }]);
+    const sent = vllm.completions().at(-1)!.body!;
+    expect(sent).toMatchObject({ logprobs: 1, return_tokens_as_token_ids: true });
+
+    vllm.script({ tokens: ids(text) });
+    const streamed: { token: string; logprob: number }[] = [];
+    let said = "";
+    for await (const chunk of await client.chat.completions.create({ ...ASK, logprobs: true, stream: true })) {
+      for (const c of chunk.choices) {
+        said += c.delta.content ?? "";
+        for (const t of c.logprobs?.content ?? []) streamed.push({ token: t.token, logprob: t.logprob });
+      }
+    }
+    expect(said).toBe(answer);
+    expect(streamed).toEqual(want);
+
+    // without logprobs, none are asked of the engine
+    vllm.script({ tokens: ids(text) });
+    const plain = await client.chat.completions.create(ASK);
+    expect(plain.choices[0]!.logprobs).toBeNull();
+    expect(vllm.completions().at(-1)!.body!).not.toHaveProperty("logprobs");
+  });
+
+  it("logprobs fields it cannot use are refused by name, before the engine is asked (and Responses' are not supported yet)", async () => {
     const before = vllm.completions().length;
-    for (const [extra, param] of [[{ logprobs: true, top_logprobs: 2 }, "logprobs"]] as const) {
-      const err = (await client.chat.completions.create({ ...ASK, tools: TOOLS, ...(extra as object) }).then(
+    for (const [extra, param] of [
+      [{ top_logprobs: 2 }, "top_logprobs"],
+      [{ logprobs: true, top_logprobs: 21 }, "top_logprobs"],
+      [{ logprobs: "yes" }, "logprobs"],
+    ] as const) {
+      const err = (await client.chat.completions.create({ ...ASK, ...(extra as object) }).then(
         () => null,
         (e: unknown) => e,
       )) as { status?: number; error?: { param?: string } } | null;
       expect(err?.status).toBe(400);
       expect(err?.error?.param).toBe(param);
     }
+    const resp = (await client.responses.create({ model: "gpt-oss", input: "hi", top_logprobs: 2 }).then(
+      () => null,
+      (e: unknown) => e,
+    )) as { status?: number; error?: { param?: string } } | null;
+    expect(resp?.status).toBe(400);
+    expect(resp?.error?.param).toBe("top_logprobs");
     expect(vllm.completions().length).toBe(before);
   });
 });

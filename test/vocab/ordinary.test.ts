@@ -331,7 +331,7 @@ describe("the bytes→rank lookup", () => {
   });
 });
 
-describe("encode (specials written out) equals tiktoken's encode(text, \"all\")", () => {
+describe('encode (specials written out) equals tiktoken\'s encode(text, "all")', () => {
   it("on random mixes of text, specials, special-looking text and long runs", async () => {
     const { HARMONY, specialText } = await import("../../src/core/preset.js");
     const specials: Record<string, number> = {};

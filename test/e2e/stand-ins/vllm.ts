@@ -89,7 +89,8 @@
  * Text: vLLM's `text` fields are present, holding a placeholder decoding — `[id]` for an
  * ordinary id, the token's name for a gpt-oss special (dropped when
  * `skip_special_tokens`, the default) — with the stop token left out as vLLM does.
- * The sidecar reads only `token_ids`. `logprobs` values are placeholders (0.0).
+ * The sidecar reads `token_ids`, and `logprobs` when a client asks for them: their values are
+ * placeholders (-(1 + id mod 997) / 1000, the sampled id its only alternative).
  *
  * Faults that are not vLLM behaviour (an HTTP status, a hang, a broken socket, delays)
  * can be scripted too, so this stand-in can replace test/e2e/stand-in-vllm.ts.
@@ -560,7 +561,9 @@ function logprobsOf(ids: readonly number[], pl: Plan, decode: (id: number) => st
     text_offset.push(at);
     at += t.length;
   }
-  return { text_offset, token_logprobs: ids.map(() => 0), tokens, top_logprobs: tokens.map((t) => ({ [t]: 0 })) };
+  // placeholder values, one per id (-(1 + id mod 997) / 1000), so a reader's alignment of values to ids can be checked
+  const lp = ids.map((id) => -(1 + (id % 997)) / 1000);
+  return { text_offset, token_logprobs: lp, tokens, top_logprobs: tokens.map((t, i) => ({ [t]: lp[i] })) };
 }
 
 function usageOf(prompt: number, completion: number, details: number | null): Obj {
