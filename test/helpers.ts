@@ -63,3 +63,25 @@ export function fcParams<Ts>(runs: number, examples: NoInfer<Ts>[] = []): fc.Par
   const numRuns = Math.max(1, Math.round(runs * FC_SCALE));
   return FC_SEED === undefined ? { numRuns, examples } : { numRuns, examples, seed: FC_SEED };
 }
+
+/**
+ * One tool-using turn about the weather in Oslo, as tests script an engine
+ * with it: the reasoning, the completion that reasons and calls
+ * `get_weather`, the final answer after the tool's result, and the tool as a
+ * Responses request declares it.
+ */
+export const WEATHER = Object.freeze({
+  cot: "The user wants the weather in Oslo. Call get_weather.",
+  get call(): string {
+    return `<|channel|>analysis<|message|>${this.cot}<|end|><|start|>assistant<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{"city":"Oslo"}<|call|>`;
+  },
+  answer: "<|channel|>final<|message|>It is 3 °C in Oslo.<|return|>",
+  responsesTools: [
+    {
+      type: "function" as const,
+      name: "get_weather",
+      strict: false,
+      parameters: { type: "object", properties: { city: { type: "string" } } },
+    },
+  ],
+});

@@ -187,7 +187,7 @@ export class ChatCompletionChunkAdapter {
       case "tool_call_end":
         if (event.index === this.routeIndex && this.route?.kind === "function") {
           const call = { index: this.route.toolIndex, choice: this.choiceIndex, arguments: event.arguments, valid_json: event.valid_json };
-          out.push({ ...this.chunk({}, null), choices: [], harmony: { tool_call_end: call } });
+          out.push(this.noChoices({ harmony: { tool_call_end: call } }));
         }
         break;
       case "delta":
@@ -251,29 +251,27 @@ export class ChatCompletionChunkAdapter {
     const reason = chatFinishReason(e.finish_reason, this.functionCalls);
     this.finishReason = reason;
     // not OpenAI's: the choice's reasoning tokens, for a front that reports the engine's usage (it does not send this on)
-    out.push({
-      id: this.options.id,
-      object: "chat.completion.chunk",
-      created: this.options.created,
-      model: this.options.model,
-      choices: [],
-      harmony: { reasoning_tokens: e.reasoning_tokens },
-    });
+    out.push(this.noChoices({ harmony: { reasoning_tokens: e.reasoning_tokens } }));
     out.push(this.chunk({}, reason));
     if (this.options.promptTokens !== undefined) {
-      out.push({
-        id: this.options.id,
-        object: "chat.completion.chunk",
-        created: this.options.created,
-        model: this.options.model,
-        choices: [],
-        usage: usageOf(this.options.promptTokens, e.tokens, e.reasoning_tokens),
-      });
+      out.push(this.noChoices({ usage: usageOf(this.options.promptTokens, e.tokens, e.reasoning_tokens) }));
     }
   }
 
   private reasoningDelta(text: string): HarmonyChatDelta {
     return this.reasoningField === "reasoning" ? { reasoning: text } : { reasoning_content: text };
+  }
+
+  /** A chunk with no choices, carrying `extra` (usage, or the harmony extension). */
+  private noChoices(extra: Pick<HarmonyChatCompletionChunk, "usage" | "harmony">): HarmonyChatCompletionChunk {
+    return {
+      id: this.options.id,
+      object: "chat.completion.chunk",
+      created: this.options.created,
+      model: this.options.model,
+      choices: [],
+      ...extra,
+    };
   }
 
   private chunk(delta: HarmonyChatDelta, finish: ChatFinishReason | null): HarmonyChatCompletionChunk {

@@ -17,13 +17,13 @@ import OpenAI from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { HarmonyClient } from "../../src/client/index.js";
 import { KEY_PREFIX } from "../../src/store/redis.js";
-import { harmony } from "../helpers.js";
+import { harmony, WEATHER } from "../helpers.js";
 import { RedisServer } from "../store/redis-server.js";
 import { startVllm, type VllmStandIn } from "./stand-ins/vllm.js";
 
 const CLI = fileURLToPath(new URL("../../dist/src/cli.js", import.meta.url));
 const { enc, vocab } = harmony();
-const COT = "The user wants the weather in Oslo. Call get_weather.";
+const COT = WEATHER.cot;
 const STORE_WARNING = /^reasoning store failing/;
 
 interface Replica {
@@ -257,16 +257,7 @@ describe("two replicas, one response store (Responses store and previous_respons
   let c: Replica;
   let d: Replica;
   const responsesClient = (r: Replica, token = r.token) => new OpenAI({ baseURL: `${r.http}/v1`, apiKey: token, maxRetries: 0 });
-  const CALL = `<|channel|>analysis<|message|>${COT}<|end|><|start|>assistant<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{"city":"Oslo"}<|call|>`;
-  const ANSWER = "<|channel|>final<|message|>It is 3 °C in Oslo.<|return|>";
-  const TOOLS = [
-    {
-      type: "function" as const,
-      name: "get_weather",
-      strict: false,
-      parameters: { type: "object", properties: { city: { type: "string" } } },
-    },
-  ];
+  const { call: CALL, answer: ANSWER, responsesTools: TOOLS } = WEATHER;
 
   beforeAll(async () => {
     vllm = await startVllm({ maxModelLen: 8192 });

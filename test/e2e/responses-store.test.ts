@@ -8,23 +8,13 @@
 import OpenAI from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Server } from "../../src/server.js";
-import { harmony } from "../helpers.js";
+import { harmony, WEATHER } from "../helpers.js";
 import { startVllm, type VllmStandIn } from "./stand-ins/vllm.js";
 import { startTestServer } from "./test-server.js";
 
 const { enc, vocab } = harmony();
 const ids = (text: string) => enc.encode(text);
-const COT = "The user wants the weather in Oslo. Call get_weather.";
-const CALL = `<|channel|>analysis<|message|>${COT}<|end|><|start|>assistant<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{"city":"Oslo"}<|call|>`;
-const ANSWER = "<|channel|>final<|message|>It is 3 °C in Oslo.<|return|>";
-const TOOLS = [
-  {
-    type: "function" as const,
-    name: "get_weather",
-    strict: false,
-    parameters: { type: "object", properties: { city: { type: "string" } } },
-  },
-];
+const { cot: COT, call: CALL, answer: ANSWER, responsesTools: TOOLS } = WEATHER;
 
 /** The prompt the engine was sent last, as text. */
 function lastPrompt(vllm: VllmStandIn): string {
