@@ -13,7 +13,7 @@
  *   reports each repair as a `recovery` event (docs/errors.md lists them).
  *
  * Memory per stream: a ring of the last `windowSize` token ids (it starts
- * small and doubles as the stream grows, so short streams stay small), the current
+ * small and grows with the stream, so short streams stay small), the current
  * header bytes, pending partial UTF-8 bytes, the not-yet-emitted delta text
  * of the current `write`, and the current message's content only when whole
  * messages were requested.
@@ -151,7 +151,7 @@ function describeId(id: unknown): string {
 /** Header and pending-byte buffers up to this size are kept by restart(). */
 const KEPT_BUFFER_BYTES = 1024;
 
-/** Ids the window holds at first; it doubles up to `windowSize` as a stream grows. */
+/** Ids the window holds at first; it grows (fourfold, or at once to what a write needs) up to `windowSize`. */
 const INITIAL_WINDOW = 32;
 
 export class HarmonyParser {
@@ -379,7 +379,7 @@ export class HarmonyParser {
    * messages (their message text is kept as a string).
    */
   takeText(ids: ArrayLike<number>, start: number, end: number): boolean {
-    if (this.state !== S_CONTENT || this.pendLen !== 0 || this.swallowed || this.whole || this.isCall || end <= start) return false;
+    if (this.state !== S_CONTENT || this.pendLen !== 0 || this.swallowed || this.whole || end <= start) return false;
     // the same test and window store as write()'s hot loop, which keeps its
     // own copy inline: helpers shared by both made one-token writes ~5% slower
     const flags = this.flags;
@@ -394,7 +394,7 @@ export class HarmonyParser {
     for (let i = start; i < end; i++) {
       const id = ids[i]!;
       if (pos > mask && mask !== this.maxMask) {
-        win = this.growWindow();
+        win = this.growWindow(pos + end - i);
         mask = this.mask;
       }
       const w = 3 * (pos & mask);
@@ -404,6 +404,13 @@ export class HarmonyParser {
       pos++;
     }
     this.pos = pos;
+    if (this.isCall) {
+      // a call's arguments are kept for its tool_call_end (rule 12), as write() keeps them
+      const vocab = this.vocab;
+      let acc = "";
+      for (let i = start; i < end; i++) acc += vocab.text(ids[i]!);
+      this.appendArguments(acc);
+    }
     return true;
   }
 
@@ -447,7 +454,7 @@ export class HarmonyParser {
           const id = ids[i]!;
           if (id >>> 0 !== id || id >= fs || (flags[id]! & FLAG_WHOLE) === 0) break;
           if (pos > mask && mask !== this.maxMask) {
-            win = this.growWindow();
+            win = this.growWindow(pos + n - i);
             mask = this.mask;
           }
           const w = 3 * (pos & mask);
@@ -468,7 +475,7 @@ export class HarmonyParser {
       const id = ids[i++]!;
       const kept = id >>> 0 === id && id < NOT_A_TOKEN ? id : NOT_A_TOKEN;
       if (this.pos > mask && mask !== this.maxMask) {
-        win = this.growWindow();
+        win = this.growWindow(this.pos + n - i + 1);
         mask = this.mask;
       }
       const w = 3 * (this.pos & mask);
@@ -1251,11 +1258,23 @@ export class HarmonyParser {
    * Double the window (it is full: pos has reached its size, so every id
    * since the start is in it, at index = position, and stays there).
    */
-  private growWindow(): Uint8Array {
-    const grown = new Uint8Array(2 * this.window.length);
+  /**
+   * A larger window, for a write that will have put `need` ids into the
+   * stream: at least four times the size (a window is a typed array of its
+   * own, and allocating one costs more than parsing dozens of tokens), and
+   * at once the size `need` calls for (a whole completion in one write
+   * grows once), never past `windowSize`. What it held keeps its place:
+   * every position so far is below the new size.
+   */
+  private growWindow(need: number): Uint8Array {
+    const ids = this.window.length / 3;
+    let size = 4 * ids;
+    while (size < need) size <<= 1;
+    size = Math.min(size, this.maxMask + 1);
+    const grown = new Uint8Array(3 * size);
     grown.set(this.window);
     this.window = grown;
-    this.mask = 2 * this.mask + 1;
+    this.mask = size - 1;
     return grown;
   }
 

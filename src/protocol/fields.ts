@@ -94,6 +94,21 @@ export const FIELDS = {
     kind: { no: 2, type: "string" },
     text: { no: 3, type: "string" },
   },
+  ToolCallEnd: {
+    index: { no: 1, type: "uint32" },
+    call_index: { no: 2, type: "uint32" },
+    id: { no: 3, type: "string" },
+    name: { no: 4, type: "string" },
+    arguments: { no: 5, type: "string" },
+    valid_json: { no: 6, type: "bool" },
+  },
+  Recovery: {
+    at: { no: 1, type: "uint32" },
+    kind: { no: 2, type: "string" },
+    detail: { no: 3, type: "string" },
+    raw: { no: 4, type: "string" },
+    count: { no: 5, type: "uint32" },
+  },
   MessageEnd: {
     index: { no: 1, type: "uint32" },
     stop: { no: 2, type: "string" },

@@ -12,7 +12,7 @@ import { FIELDS, tagByte } from "./fields.js";
 import { putVarint, varintSize } from "./wire.js";
 
 // the tags written below, one byte each (tagByte checks): the size sums count 1 per tag
-const { ServerFrame, Event, Delta, MessageStart, ToolCallStart, MessageEnd, Done } = FIELDS;
+const { ServerFrame, Event, Delta, MessageStart, ToolCallStart, ToolCallEnd, Recovery, MessageEnd, Done } = FIELDS;
 const FRAME_EVENT = tagByte(ServerFrame.events);
 const EVENT_STREAM = tagByte(Event.stream);
 const EVENT_HANDLE = tagByte(Event.handle);
@@ -21,6 +21,8 @@ const EVENT_TOOL_CALL_START = tagByte(Event.tool_call_start);
 const EVENT_DELTA = tagByte(Event.delta);
 const EVENT_MESSAGE_END = tagByte(Event.message_end);
 const EVENT_DONE = tagByte(Event.done);
+const EVENT_TOOL_CALL_END = tagByte(Event.tool_call_end);
+const EVENT_RECOVERY = tagByte(Event.recovery);
 const DELTA_INDEX = tagByte(Delta.index);
 const DELTA_KIND = tagByte(Delta.kind);
 const DELTA_TEXT = tagByte(Delta.text);
@@ -38,6 +40,17 @@ const TCS_NAMESPACE = tagByte(ToolCallStart.namespace);
 const TCS_NAME = tagByte(ToolCallStart.name);
 const TCS_CHANNEL = tagByte(ToolCallStart.channel);
 const TCS_CONTENT_TYPE = tagByte(ToolCallStart.content_type);
+const TCE_INDEX = tagByte(ToolCallEnd.index);
+const TCE_CALL_INDEX = tagByte(ToolCallEnd.call_index);
+const TCE_ID = tagByte(ToolCallEnd.id);
+const TCE_NAME = tagByte(ToolCallEnd.name);
+const TCE_ARGUMENTS = tagByte(ToolCallEnd.arguments);
+const TCE_VALID_JSON = tagByte(ToolCallEnd.valid_json);
+const REC_AT = tagByte(Recovery.at);
+const REC_KIND = tagByte(Recovery.kind);
+const REC_DETAIL = tagByte(Recovery.detail);
+const REC_RAW = tagByte(Recovery.raw);
+const REC_COUNT = tagByte(Recovery.count);
 const ME_INDEX = tagByte(MessageEnd.index);
 const ME_STOP = tagByte(MessageEnd.stop);
 const DONE_FINISH_REASON = tagByte(Done.finish_reason);
@@ -315,6 +328,20 @@ export class FrameWriter {
         tag = EVENT_MESSAGE_END;
         size = 1 + varintSize(ev.index) + strSize(ev.stop);
         break;
+      case "tool_call_end":
+        tag = EVENT_TOOL_CALL_END;
+        size = 4 + varintSize(ev.index) + varintSize(ev.call_index) + strSize(ev.id) + strSize(ev.name) + strSize(ev.arguments);
+        break;
+      case "recovery":
+        tag = EVENT_RECOVERY;
+        size =
+          1 +
+          varintSize(ev.at) +
+          strSize(ev.kind) +
+          strSize(ev.detail) +
+          (ev.raw === undefined ? 0 : strSize(ev.raw)) +
+          (ev.count === undefined ? 0 : 1 + varintSize(ev.count));
+        break;
       case "done":
         tag = EVENT_DONE;
         size =
@@ -332,7 +359,9 @@ export class FrameWriter {
     this.ensure(1 + varintSize(eventLen) + eventLen);
     this.buf[this.len++] = FRAME_EVENT; // ServerFrame.events
     this.varint(eventLen);
-    const handleAfter = refField.charCodeAt(0) === EVENT_HANDLE; // Event.handle follows the oneof
+    // fields go in number order, as protobufjs writes them: Event.handle (11) follows
+    // the oneof's events up to 10 and precedes tool_call_end (12); the name (1) leads
+    const handleAfter = refField.charCodeAt(0) === EVENT_HANDLE && tag !== EVENT_TOOL_CALL_END;
     if (!handleAfter) this.latin1(refField);
     this.buf[this.len++] = tag;
     this.varint(size);
@@ -358,6 +387,22 @@ export class FrameWriter {
       case "message_end":
         this.uint(ME_INDEX, ev.index);
         this.str(ME_STOP, ev.stop);
+        break;
+      case "tool_call_end":
+        this.uint(TCE_INDEX, ev.index);
+        this.uint(TCE_CALL_INDEX, ev.call_index);
+        this.str(TCE_ID, ev.id);
+        this.str(TCE_NAME, ev.name);
+        this.str(TCE_ARGUMENTS, ev.arguments);
+        this.buf[this.len++] = TCE_VALID_JSON;
+        this.buf[this.len++] = ev.valid_json ? 1 : 0;
+        break;
+      case "recovery":
+        this.uint(REC_AT, ev.at);
+        this.str(REC_KIND, ev.kind);
+        this.str(REC_DETAIL, ev.detail);
+        if (ev.raw !== undefined) this.str(REC_RAW, ev.raw);
+        if (ev.count !== undefined) this.uint(REC_COUNT, ev.count);
         break;
       case "done":
         this.str(DONE_FINISH_REASON, ev.finish_reason);

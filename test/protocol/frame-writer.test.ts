@@ -67,11 +67,25 @@ const common: fc.Arbitrary<HarmonyEvent> = fc.oneof(
     recoveries: u32,
     reasoning_tokens: u32,
   }) as fc.Arbitrary<HarmonyEvent>,
+  fc.record(
+    {
+      type: fc.constant("recovery" as const),
+      at: u32,
+      kind: fc.constantFrom("header_restart", "stray_stop", "after_stop"),
+      detail: text,
+      raw: text,
+      count: fc.integer({ min: 2, max: 1_000_000 }),
+    },
+    { requiredKeys: ["type", "at", "kind", "detail"] },
+  ) as fc.Arbitrary<HarmonyEvent>,
   fc.record({
-    type: fc.constant("recovery" as const),
-    at: u32,
-    kind: fc.constant("header_restart"),
-    detail: text,
+    type: fc.constant("tool_call_end" as const),
+    index: u32,
+    call_index: u32,
+    id: text,
+    name: text,
+    arguments: fc.oneof(text, fc.constant('{"city":"Oslo"}'), fc.constant("x".repeat(70_000))),
+    valid_json: fc.boolean(),
   }) as fc.Arbitrary<HarmonyEvent>,
   fc.constant({
     type: "message_end",
@@ -116,7 +130,7 @@ describe("FrameWriter", () => {
     );
   });
 
-  it("writes message_start, tool_call_start, message_end and done byte for byte as protobufjs, and hands back the rest", () => {
+  it("writes message_start, tool_call_start, tool_call_end, recovery, message_end and done byte for byte as protobufjs, and hands back the rest", () => {
     fc.assert(
       fc.property(fc.array(fc.tuple(ref, common), { minLength: 1, maxLength: 8 }), (items) => {
         const w = new FrameWriter();
@@ -125,7 +139,7 @@ describe("FrameWriter", () => {
           const pb = s.Event.encode(toWire(r, ev)).finish();
           want.event(pb);
           if (!w.common(fieldOf(r), ev)) {
-            expect(ev.type === "recovery" || (ev.type === "message_end" && ev.message !== undefined)).toBe(true);
+            expect(ev.type === "message_end" && ev.message !== undefined).toBe(true);
             w.event(pb);
           }
         }
