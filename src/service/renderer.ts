@@ -9,8 +9,8 @@
 import { existsSync } from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
-import { Worker } from "node:worker_threads";
 import type { RenderOutcome, Restored } from "../openai/render.js";
+import { DeadlineWorker, type Outcome, type WithoutId } from "./deadline-worker.js";
 import type { AnswerCheck, RenderDone, RenderJob } from "./render-worker.js";
 
 /** How long one render may take before it is refused (ms). */
@@ -26,23 +26,16 @@ function workerFile(): string {
   return found;
 }
 
-interface Pending {
-  resolve(d: RenderDone | null, why: string): void;
-  timer: NodeJS.Timeout;
-}
-
 const failed = (message: string): RenderOutcome => ({ ok: false, error: { code: "render_timeout", message, path: "" } });
 
 /** Every job a thread is given: a render or an answer check (without its id). */
-type Job = { kind: "render"; request: unknown; restored: Restored[]; answer?: "json" } | { kind: "check"; schema: unknown; text: string };
+type Job = WithoutId<RenderJob>;
 
 /** A render answered as its HTTP body (UTF-8 JSON), or why it failed. */
 export type RenderBody = { ok: true; body: Uint8Array } | Extract<RenderOutcome, { ok: false }>;
 
 class RenderThread {
-  private worker: Worker | null = null;
-  private next = 1;
-  private readonly pending = new Map<number, Pending>();
+  private readonly thread = new DeadlineWorker<RenderJob, RenderDone>(workerFile, "render");
   users = 0;
 
   render(request: unknown, restored: Restored[], deadlineMs: number): Promise<RenderOutcome> {
@@ -65,63 +58,12 @@ class RenderThread {
   }
 
   /** Run `job` on the thread: its answer, or null (and why) past the deadline or when the thread stopped. */
-  private run(job: Job, deadlineMs: number): Promise<{ done: RenderDone | null; why: string }> {
-    const w = this.thread();
-    const id = this.next++;
-    return new Promise((resolve) => {
-      const timer = setTimeout(() => {
-        this.restart(`the ${job.kind === "render" ? "render" : "answer check"} took longer than ${deadlineMs} ms`);
-      }, deadlineMs);
-      this.pending.set(id, { resolve: (done, why) => resolve({ done, why }), timer });
-      w.ref();
-      w.postMessage({ id, ...job } satisfies RenderJob);
-    });
+  private run(job: Job, deadlineMs: number): Promise<Outcome<RenderDone>> {
+    return this.thread.run(job, deadlineMs, `the ${job.kind === "render" ? "render" : "answer check"} took longer than ${deadlineMs} ms`);
   }
 
-  private thread(): Worker {
-    if (this.worker) return this.worker;
-    const w = new Worker(workerFile());
-    w.unref();
-    w.on("message", (d: RenderDone) => {
-      const p = this.pending.get(d.id);
-      if (!p) return;
-      this.pending.delete(d.id);
-      clearTimeout(p.timer);
-      p.resolve(d, "");
-      if (this.pending.size === 0) w.unref();
-    });
-    const gone = (why: string) => {
-      if (this.worker !== w) return;
-      this.worker = null;
-      this.failAll(why);
-    };
-    w.on("error", (e) => gone(`the render worker failed: ${e.message}`));
-    w.on("exit", () => gone("the render worker stopped"));
-    this.worker = w;
-    return w;
-  }
-
-  /** A render ran past its deadline: every render in progress is refused and a fresh worker takes the next. */
-  private restart(why: string): void {
-    const w = this.worker;
-    this.worker = null;
-    this.failAll(why);
-    void w?.terminate();
-  }
-
-  private failAll(why: string): void {
-    for (const p of this.pending.values()) {
-      clearTimeout(p.timer);
-      p.resolve(null, why);
-    }
-    this.pending.clear();
-  }
-
-  async close(): Promise<void> {
-    const w = this.worker;
-    this.worker = null;
-    this.failAll("the service is stopping");
-    if (w) await w.terminate();
+  close(): Promise<void> {
+    return this.thread.close("the service is stopping");
   }
 }
 

@@ -13,9 +13,9 @@ import { existsSync, readFileSync } from "node:fs";
 import type http from "node:http";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
-import { Worker } from "node:worker_threads";
 import { PARSE_PATH } from "../inspect/parse.js";
 import type { ParseDone, ParseJob } from "../inspect/worker.js";
+import { DeadlineWorker } from "../service/deadline-worker.js";
 import type { Service } from "../service/service.js";
 import { sendJson } from "./respond.js";
 
@@ -41,44 +41,7 @@ function workerFile(): string {
 
 // ------------------------------------------------------------ POST /v1/parse
 
-interface Pending {
-  resolve(d: ParseDone): void;
-}
-
-let worker: Worker | null = null;
-let nextJob = 1;
-const pending = new Map<number, Pending>();
-
-function failAll(message: string): void {
-  const body = Buffer.from(JSON.stringify({ error: { code: "internal", message } }));
-  for (const [id, p] of pending) p.resolve({ id, status: 500, body });
-  pending.clear();
-}
-
-function theWorker(): Worker {
-  if (worker) return worker;
-  const w = new Worker(workerFile());
-  w.unref(); // an idle inspector never keeps the process up
-  w.on("message", (d: ParseDone) => {
-    const p = pending.get(d.id);
-    pending.delete(d.id);
-    p?.resolve(d);
-    if (pending.size === 0) w.unref();
-  });
-  // a thread stopped for its deadline was already replaced: its end must not fail the new thread's work
-  w.on("error", (e) => {
-    if (worker !== w) return;
-    worker = null;
-    failAll(`the parse worker failed: ${e.message}`);
-  });
-  w.on("exit", () => {
-    if (worker !== w) return;
-    worker = null;
-    failAll("the parse worker stopped");
-  });
-  worker = w;
-  return w;
-}
+const parseThread = new DeadlineWorker<ParseJob, ParseDone>(workerFile, "parse");
 
 /** How long one POST /v1/parse may take on the worker before it is answered 503 `parse_timeout` (ms). */
 export const PARSE_DEADLINE_MS = 10_000;
@@ -86,41 +49,20 @@ export const PARSE_DEADLINE_MS = 10_000;
 /**
  * Parse a request body on the inspector's worker thread. Past `deadlineMs`
  * the thread is stopped (what else it was parsing gets the same 503) and the
- * next request starts a fresh one.
+ * next request starts a fresh one; a thread that fails answers 500.
  */
-export function parseOnWorker(body: Uint8Array, maxIds: number, deadlineMs: number = PARSE_DEADLINE_MS): Promise<ParseDone> {
-  const w = theWorker();
-  const id = nextJob++;
+export async function parseOnWorker(body: Uint8Array, maxIds: number, deadlineMs: number = PARSE_DEADLINE_MS): Promise<ParseDone> {
   const copy = new Uint8Array(body); // its own buffer, moved to the worker
-  const job: ParseJob = { id, body: copy, maxIds };
-  return new Promise((resolve) => {
-    const timer = setTimeout(() => {
-      if (!pending.has(id)) return;
-      if (worker === w) worker = null;
-      const late = Buffer.from(
-        JSON.stringify({ error: { code: "parse_timeout", message: `the parse took longer than ${deadlineMs} ms and was stopped` } }),
-      );
-      for (const [pid, p] of pending) p.resolve({ id: pid, status: 503, body: late });
-      pending.clear();
-      void w.terminate();
-    }, deadlineMs);
-    pending.set(id, {
-      resolve: (d) => {
-        clearTimeout(timer);
-        resolve(d);
-      },
-    });
-    w.ref(); // a request in progress keeps it
-    w.postMessage(job, [copy.buffer]);
-  });
+  const late = `the parse took longer than ${deadlineMs} ms and was stopped`;
+  const r = await parseThread.run({ body: copy, maxIds }, deadlineMs, late, [copy.buffer]);
+  if (r.done !== null) return r.done;
+  const code = r.timedOut ? "parse_timeout" : "internal";
+  return { id: 0, status: r.timedOut ? 503 : 500, body: Buffer.from(JSON.stringify({ error: { code, message: r.why } })) };
 }
 
 /** Stop the worker thread (a server's close; the next request starts a new one). */
-export async function closeInspect(): Promise<void> {
-  const w = worker;
-  worker = null;
-  failAll("the server is stopping");
-  if (w) await w.terminate();
+export function closeInspect(): Promise<void> {
+  return parseThread.close("the server is stopping");
 }
 
 function sendError(res: http.ServerResponse, status: number, code: string, message: string): void {
@@ -217,7 +159,7 @@ export function handleInspect(req: http.IncomingMessage, res: http.ServerRespons
     return sendError(res, 500, "internal", "the inspector's files are missing: build with `npx tsc -p tsconfig.json`");
   }
   if (!a) return sendJson(res, 404, { error: "not found" });
-  if (a.type.startsWith("text/html")) theWorker(); // the page will parse soon: build the worker's vocabulary meanwhile
+  if (a.type.startsWith("text/html")) parseThread.start(); // the page will parse soon: build the worker's vocabulary meanwhile
   res.writeHead(200, {
     "content-type": a.type,
     "content-length": a.body.length,
