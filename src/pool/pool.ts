@@ -81,6 +81,17 @@ export class ParserPool extends EventEmitter<PoolEvents> {
   private readonly inlineMax: number;
   private host: SessionHost | null = null;
   private readonly newHost: () => SessionHost;
+  private readonly table: VocabTable;
+  private vocab: Vocabulary | null = null;
+
+  /**
+   * The vocabulary on this (the main) thread, built on first use: for an
+   * inline slot, and for whatever else reads tokens here. One, because its
+   * string cache is per thread.
+   */
+  vocabulary(): Vocabulary {
+    return (this.vocab ??= new Vocabulary(this.table));
+  }
 
   constructor(opts: PoolOptions) {
     super();
@@ -112,8 +123,8 @@ export class ParserPool extends EventEmitter<PoolEvents> {
       this.slots.push(slot);
     }
     this.inlineMax = workers === 0 ? Infinity : Math.max(0, opts.inline);
-    let vocab: Vocabulary | null = null; // built only for an inline slot (its string cache is per thread)
-    this.newHost = () => new SessionHost((vocab ??= new Vocabulary(opts.table)), opts.schema, opts.remember ?? null, true);
+    this.table = opts.table;
+    this.newHost = () => new SessionHost(this.vocabulary(), opts.schema, opts.remember ?? null, true);
     if (this.inlineMax > 0) {
       this.inlineSlot = this.slots.length;
       this.host = this.newHost();

@@ -16,7 +16,7 @@ import { ParserPool } from "../pool/pool.js";
 import type { OpsResult } from "../pool/task.js";
 import { schema, type Schema } from "../protocol/schema.js";
 import { loadHarmonyEncoding, type HarmonyEncoding } from "../vocab/index.js";
-import { Vocabulary } from "../core/vocab.js";
+import type { Vocabulary } from "../core/vocab.js";
 import { missingReasoning, restoreReasoning, type RenderOutcome } from "../openai/render.js";
 import { Renderer } from "./renderer.js";
 import { CotStore } from "../store/memory.js";
@@ -193,11 +193,10 @@ export class Service implements ConnectionHost {
   readonly cot: CotStore;
   /** The o200k_harmony encoding (set by start): for the few ids the OpenAI front writes itself. */
   encoding!: HarmonyEncoding;
-  private vocab: Vocabulary | null = null;
 
-  /** The vocabulary on this thread, built on first use (logprobs' token classification). */
+  /** The vocabulary on this thread (logprobs' token classification), the one the inline parser sessions use. */
   vocabulary(): Vocabulary {
-    return (this.vocab ??= new Vocabulary(this.encoding.table));
+    return this.pool.vocabulary();
   }
   /** Where reasoning is remembered and recalled: the in-process store, and the shared one when configured (set by start). */
   reasoning!: TieredStore;
