@@ -651,7 +651,7 @@ export class HarmonyParser {
     this.swallowed = false;
     this.flushDelta();
     const h = this.header!;
-    if (h.channel === "analysis" && this.pos > this.msgFrom) this.reasoningTokens += this.pos - this.msgFrom;
+    if (h.channel === this.preset.channels.reasoning && this.pos > this.msgFrom) this.reasoningTokens += this.pos - this.msgFrom;
     if (this.isCall && !this.cutShort) this.endCall(h, stop);
     this.isCall = false;
     const ev: HarmonyEvent = { type: "message_end", index: this.msgIndex, stop };

@@ -120,15 +120,16 @@ export function generate(
         const first = { ids: [] as number[], finish: null as string | null };
         const prompt = [...request.prompt, ...force.prefix];
         // the client's limit counts what the sidecar puts into the answer too
-        const budget = typeof request.maxTokens === "number" ? request.maxTokens - force.prefix.length : request.maxTokens;
+        const max = request.maxTokens;
+        const leftAfter = (spent: number) => (typeof max === "number" ? max - spent : max);
+        const budget = leftAfter(force.prefix.length);
         if (typeof budget === "number" && budget < 1) first.finish = "length";
         else await pump({ ...request, prompt, n: 1, stopIds: [END], maxTokens: budget }, first);
         if (first.finish === "stop" && first.ids[first.ids.length - 1] === END) {
           // step 2: the call's header after the reasoning, and the engine goes on from there
           local.send([{ tokens: { stream: names[0], ids: force.header } }]);
           onIds?.(0, force.header, null);
-          const spent = force.prefix.length + first.ids.length + force.header.length;
-          const left = typeof request.maxTokens === "number" ? request.maxTokens - spent : request.maxTokens;
+          const left = leftAfter(force.prefix.length + first.ids.length + force.header.length);
           if (typeof left === "number" && left < 1) finished.set(0, "length");
           else await pump({ ...request, prompt: [...prompt, ...first.ids, ...force.header], n: 1, maxTokens: left }, null);
           injected += force.header.length;

@@ -23,7 +23,7 @@ import {
 } from "../openai/responses-input.js";
 import { generate, isClosing, type ForcedCall } from "../service/generate.js";
 import type { Service } from "../service/service.js";
-import { MAX_RESPONSE_ID } from "../store/responses.js";
+import { MAX_RESPONSE_ID, type Lookup } from "../store/responses.js";
 import { MAX_TOP_LOGPROBS, type Engine, type UpstreamConfig, type UpstreamError } from "../upstream/engine.js";
 import { readJson, sendJson } from "./respond.js";
 
@@ -245,7 +245,8 @@ async function handleChat(
   if (typeof n !== "number" || !Number.isInteger(n) || n < 1 || n > 16) {
     return sendError(res, 400, "invalid_request_error", "bad_request", "n must be an integer from 1 to 16", "n");
   }
-  const forced = forcing(svc, res, request.tool_choice, declaredToolNames(request), n);
+  const tools = declaredToolNames(request);
+  const forced = forcing(svc, res, request.tool_choice, tools, n);
   if (!forced) return;
   const tenant = svc.tenantOf(req.headers.authorization);
   const rendered = await prepare(svc, tenant, res, request, request, "chat");
@@ -275,6 +276,8 @@ async function handleChat(
   };
   let started = false;
   let reasoningTokens = 0;
+  /** A chunk of the front's own (logprobs, a schema mismatch, usage): no choices unless `fields` has some. */
+  const extraChunk = (fields: object) => ({ id, object: "chat.completion.chunk", created, model, choices: [], ...fields });
   const send = (chunk: object) => {
     if (!started) {
       setupSse(res);
@@ -290,7 +293,7 @@ async function handleChat(
     format: "openai.chat",
     model,
     reasoning_field: reasoningField,
-    tools: declaredToolNames(request),
+    tools,
     calls: callsOf(request),
   };
   const gen = generate(
@@ -348,13 +351,7 @@ async function handleChat(
             const content = logprobs[choice]?.push(ids, lps) ?? [];
             // streamed: the content tokens' logprobs in a chunk of their own (an empty delta), as they arrive
             if (stream && content.length > 0)
-              send({
-                id,
-                object: "chat.completion.chunk",
-                created,
-                model,
-                choices: [{ index: choice, delta: {}, logprobs: { content, refusal: null }, finish_reason: null }],
-              });
+              send(extraChunk({ choices: [{ index: choice, delta: {}, logprobs: { content, refusal: null }, finish_reason: null }] }));
           }
         : undefined,
     },
@@ -403,12 +400,8 @@ async function handleChat(
   }
   if (error)
     res.write(`data: ${JSON.stringify({ error: { message: error.message, type: "upstream_error", param: null, code: error.code } })}\n\n`);
-  if (mismatches.length > 0)
-    res.write(
-      `data: ${JSON.stringify({ id, object: "chat.completion.chunk", created, model, choices: [], harmony: { recoveries: mismatches } })}\n\n`,
-    );
-  if (includeUsage && usageObj)
-    res.write(`data: ${JSON.stringify({ id, object: "chat.completion.chunk", created, model, choices: [], usage: usageObj })}\n\n`);
+  if (mismatches.length > 0) res.write(`data: ${JSON.stringify(extraChunk({ harmony: { recoveries: mismatches } }))}\n\n`);
+  if (includeUsage && usageObj) res.write(`data: ${JSON.stringify(extraChunk({ usage: usageObj }))}\n\n`);
   res.end("data: [DONE]\n\n");
 }
 
@@ -444,8 +437,7 @@ async function handleResponses(svc: Service, engine: Engine, req: http.IncomingM
         "this server does not store responses (--response-store-bytes 0): send the whole conversation as input",
         "previous_response_id",
       );
-    const found = await store.get(tenant, previousId);
-    svc.metrics.responses.inc({ op: "get", outcome: found.ok ? "found" : found.reason });
+    const found = await lookup(svc, tenant, previousId);
     if (!found.ok) {
       return found.reason === "unavailable"
         ? sendError(
@@ -471,7 +463,8 @@ async function handleResponses(svc: Service, engine: Engine, req: http.IncomingM
   if (!input.ok) return sendError(res, 400, "invalid_request_error", "bad_request", input.message, input.param);
   const conv = responsesToChat({ ...request, input: input.items });
   if (!conv.ok) return sendError(res, 400, "invalid_request_error", "bad_request", conv.message, conv.param);
-  const forced = forcing(svc, res, request.tool_choice, declaredToolNames(conv.chat), 1);
+  const tools = declaredToolNames(conv.chat);
+  const forced = forcing(svc, res, request.tool_choice, tools, 1);
   if (!forced) return;
   const rendered = await prepare(svc, tenant, res, request, conv.chat, "responses");
   if (!rendered) return;
@@ -488,7 +481,7 @@ async function handleResponses(svc: Service, engine: Engine, req: http.IncomingM
     res.write(`event: ${obj.type as string}\ndata: ${JSON.stringify(obj)}\n\n`);
   };
   const format = answerFormat(conv.chat);
-  const open = { format: "openai.responses", model, tools: declaredToolNames(conv.chat), calls: callsOf(request) };
+  const open = { format: "openai.responses", model, tools, calls: callsOf(request) };
   const gen = generate(
     svc,
     engine,
@@ -555,6 +548,13 @@ async function handleResponses(svc: Service, engine: Engine, req: http.IncomingM
 
 // ---------------------------------------------------------------- stored responses
 
+/** The response stored under `id` for `tenant`, the outcome counted. */
+async function lookup(svc: Service, tenant: string, id: string): Promise<Lookup> {
+  const found = await svc.responses.get(tenant, id);
+  svc.metrics.responses.inc({ op: "get", outcome: found.ok ? "found" : found.reason });
+  return found;
+}
+
 function notFound(res: http.ServerResponse, id: string): void {
   // vLLM's words and status (vllm/entrypoints/openai/serving_responses.py, _make_not_found_error)
   sendError(
@@ -582,8 +582,7 @@ async function getResponse(svc: Service, id: string, url: URL, req: http.Incomin
       "a stored response is not streamed again: GET it without stream",
       "stream",
     );
-  const found = await svc.responses.get(svc.tenantOf(req.headers.authorization), id);
-  svc.metrics.responses.inc({ op: "get", outcome: found.ok ? "found" : found.reason });
+  const found = await lookup(svc, svc.tenantOf(req.headers.authorization), id);
   if (found.ok) return sendJson(res, 200, found.record.response);
   if (found.reason === "unavailable") return storeUnavailable(res);
   notFound(res, id);
@@ -607,8 +606,7 @@ async function listInputItems(svc: Service, id: string, url: URL, req: http.Inco
   const order = q.get("order") ?? "desc";
   if (order !== "asc" && order !== "desc")
     return sendError(res, 400, "invalid_request_error", "bad_request", "order must be asc or desc", "order");
-  const found = await svc.responses.get(svc.tenantOf(req.headers.authorization), id);
-  svc.metrics.responses.inc({ op: "get", outcome: found.ok ? "found" : found.reason });
+  const found = await lookup(svc, svc.tenantOf(req.headers.authorization), id);
   if (!found.ok) return found.reason === "unavailable" ? storeUnavailable(res) : notFound(res, id);
   const items = order === "asc" ? found.record.input : [...found.record.input].reverse();
   const after = q.get("after");
