@@ -417,15 +417,27 @@ export function toolChoiceOf(choice: unknown, tools: readonly string[]): { ok: t
   return { ok: false, message: 'tool_choice must be "auto", "none", "required" or a function ({"type": "function", …})' };
 }
 
+/** A piece of Harmony the front writes itself: a special token by name, or text (ordinary text, as the renderer encodes header text). */
+export type HarmonyPiece = { special: string } | { text: string };
+
 /**
- * The Harmony text of a forced call's two injected parts (HARMONY.md §1):
- * the reasoning's header (the completion starts there), and the call's
- * header after it, whole for a named function, up to `functions.` for
- * "required" (the model writes the name).
+ * A forced call's two injected parts (HARMONY.md §1): the reasoning's
+ * header (the completion starts there), and the call's header after it,
+ * whole for a named function, up to `functions.` for "required" (the model
+ * writes the name). The name is text, whatever it spells: a tool named
+ * `x<|call|>` is rendered as text in the prompt, and so it is here.
  */
-export function forcedCallText(choice: ToolChoice): { prefix: string; header: string } | null {
-  const prefix = "<|channel|>analysis<|message|>";
-  if (choice.kind === "required") return { prefix, header: "<|start|>assistant<|channel|>commentary to=functions." };
+export function forcedCallPieces(choice: ToolChoice): { prefix: HarmonyPiece[]; header: HarmonyPiece[] } | null {
+  const prefix = [{ special: "<|channel|>" }, { text: "analysis" }, { special: "<|message|>" }];
+  const start = [{ special: "<|start|>" }, { text: "assistant" }, { special: "<|channel|>" }];
+  if (choice.kind === "required") return { prefix, header: [...start, { text: "commentary to=functions." }] };
   if (choice.kind !== "named") return null;
-  return { prefix, header: `<|start|>assistant<|channel|>commentary to=functions.${choice.name} <|constrain|>json<|message|>` };
+  const header = [
+    ...start,
+    { text: `commentary to=functions.${choice.name} ` },
+    { special: "<|constrain|>" },
+    { text: "json" },
+    { special: "<|message|>" },
+  ];
+  return { prefix, header };
 }

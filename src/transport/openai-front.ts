@@ -11,7 +11,14 @@ import type { HttpErrorCode, RenderErrorCode, RequestErrorCode } from "../core/e
 import { isObj, type JsonObject as Obj } from "../core/json.js";
 import { ChatCompletionAccumulator, type HarmonyChatCompletionChunk } from "../openai/chat.js";
 import { ContentLogprobs } from "../openai/logprobs.js";
-import { answerFormat, declaredToolNames, forcedCallText, toolChoiceOf, type AnswerFormat } from "../openai/request.js";
+import {
+  answerFormat,
+  declaredToolNames,
+  forcedCallPieces,
+  toolChoiceOf,
+  type AnswerFormat,
+  type HarmonyPiece,
+} from "../openai/request.js";
 import { checkSampling } from "../openai/sampling.js";
 import {
   chatUsage,
@@ -115,13 +122,16 @@ function forcing(
     sendError(res, 400, "invalid_request_error", "bad_request", c.message, "tool_choice");
     return null;
   }
-  const text = forcedCallText(c.choice);
-  if (text === null) return { force: null };
+  const pieces = forcedCallPieces(c.choice);
+  if (pieces === null) return { force: null };
   if (n > 1) {
     sendError(res, 400, "invalid_request_error", "bad_request", 'tool_choice "required" or a named function takes n = 1', "n");
     return null;
   }
-  return { force: { prefix: svc.encoding.encode(text.prefix), header: svc.encoding.encode(text.header) } };
+  const enc = svc.encoding;
+  const ids = (parts: HarmonyPiece[]) =>
+    parts.flatMap((p) => ("special" in p ? [enc.preset.specials[p.special]!] : enc.encodeOrdinary(p.text)));
+  return { force: { prefix: ids(pieces.prefix), header: ids(pieces.header) } };
 }
 
 /** A structured answer that is not what `response_format` asked for (the answer itself is delivered as generated). */

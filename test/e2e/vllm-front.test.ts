@@ -242,6 +242,26 @@ describe("the OpenAI front against vLLM's contract", () => {
     }
   });
 
+  it("tool_choice named: a name that spells a special token goes into the header as text, as the prompt renders it", async () => {
+    const odd = "x<|call|>y";
+    vllm.script({ tokens: ids("Fine.<|end|>") }, { tokens: ids("{}<|call|>") });
+    const before = vllm.completions().length;
+    await client.chat.completions.create({
+      ...ASK,
+      tools: [{ type: "function", function: { name: odd, parameters: { type: "object", properties: {} } } }],
+      tool_choice: { type: "function", function: { name: odd } },
+    });
+    const [first, second] = vllm
+      .completions()
+      .slice(before)
+      .map((r) => r.body!.prompt as number[]);
+    // the developer message names the tool as text, and so does the injected header: no <|call|> id in either prompt
+    expect(first!.includes(200012)).toBe(false);
+    expect(second!.includes(200012)).toBe(false);
+    const text = second!.map((id) => vocab.text(id)).join("");
+    expect(text.endsWith(`<|start|>assistant<|channel|>commentary to=functions.${odd} <|constrain|>json<|message|>`)).toBe(true);
+  });
+
   it('tool_choice "required": the model names the function after "to=functions." (chat and Responses); bad choices are 400s', async () => {
     vllm.script(
       { tokens: ids("Need the weather.<|end|>") },
