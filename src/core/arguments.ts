@@ -74,6 +74,11 @@ function scanValue(text: string, from: number, open: string[]): number {
  */
 export function checkArguments(text: string, contentType: string | null, atEnd: boolean): CheckedArguments {
   if (isJson(text)) return { arguments: text, validJson: true, repair: null };
+  return repairArguments(text, contentType, atEnd);
+}
+
+/** checkArguments for arguments already known not to be JSON. */
+export function repairArguments(text: string, contentType: string | null, atEnd: boolean): CheckedArguments {
   const looksJson = contentType === null || /json/i.test(contentType) || /^\s*[{["`j\\]/.test(text);
   if (!looksJson || text.length > MAX_REPAIR_CHARS) return { arguments: text, validJson: false, repair: null };
   const trimmed = text.trim();

@@ -81,18 +81,38 @@ export function describeValue(v: unknown): string {
 
 /** Whether text is JSON, as JSON.parse would take it (RFC 8259), without building anything. */
 export function isJson(text: string): boolean {
+  // checked as UTF-8: the verdict is the same (JSON's structure is ASCII;
+  // a lone surrogate, which JSON.parse takes inside a string, becomes
+  // U+FFFD, which it takes there too)
+  const need = 3 * text.length + 1;
+  const buf = need <= TEXT_BYTES.length ? TEXT_BYTES : new Uint8Array(need);
+  const { written } = ENCODER.encodeInto(text, buf);
+  return isJsonBytes(buf, written);
+}
+
+const ENCODER = new TextEncoder();
+/** Scratch for isJson's UTF-8 (longer texts get a buffer of their own, not kept). */
+const TEXT_BYTES = new Uint8Array(16 * 1024);
+
+/**
+ * Whether the UTF-8 bytes `b[0, n)` are JSON, as JSON.parse would take
+ * their text, without building anything. `b` must have room for one more
+ * byte: `b[n]` is overwritten with a NUL, which ends every scan (no JSON
+ * value holds a raw NUL), so no read goes past it.
+ */
+export function isJsonBytes(b: Uint8Array, n: number): boolean {
   // One pass with an explicit stack of open containers (no recursion, no
   // allocation but the stack): every tool call's arguments are checked, and
   // JSON.parse, which builds the value, cost a fifth of the parser's time.
-  const n = text.length;
+  b[n] = 0;
   let stack = JSON_STACK;
   let depth = 0;
-  let i = skipWs(text, 0);
+  let i = skipWs(b, 0);
   // after a value: what may follow depends on the container it is in
   for (;;) {
     // a value
     if (i >= n) return false;
-    const c = text.charCodeAt(i);
+    const c = b[i]!;
     if (c === 0x7b || c === 0x5b) {
       if (depth === stack.length) {
         const grown = new Uint8Array(stack.length * 2);
@@ -100,38 +120,41 @@ export function isJson(text: string): boolean {
         stack = grown;
       }
       stack[depth++] = c;
-      i = skipWs(text, i + 1);
-      if (text.charCodeAt(i) === c + 2) {
+      i = skipWs(b, i + 1);
+      if (b[i] === c + 2) {
         // {} or []
         depth--;
         i++;
       } else {
         if (c === 0x7b) {
-          i = key(text, i);
+          i = key(b, i);
           if (i < 0) return false;
         }
         continue;
       }
     } else if (c === 0x22) {
-      i = stringEnd(text, i);
+      i = stringEnd(b, i);
       if (i < 0) return false;
     } else if (c === 0x2d || (c >= 0x30 && c <= 0x39)) {
-      i = numberEnd(text, i);
+      i = numberEnd(b, i);
       if (i < 0) return false;
-    } else if (text.startsWith("true", i)) i += 4;
-    else if (text.startsWith("false", i)) i += 5;
-    else if (text.startsWith("null", i)) i += 4;
+    } else if (c === 0x74 && b[i + 1] === 0x72 && b[i + 2] === 0x75 && b[i + 3] === 0x65)
+      i += 4; // true
+    else if (c === 0x66 && b[i + 1] === 0x61 && b[i + 2] === 0x6c && b[i + 3] === 0x73 && b[i + 4] === 0x65)
+      i += 5; // false
+    else if (c === 0x6e && b[i + 1] === 0x75 && b[i + 2] === 0x6c && b[i + 3] === 0x6c)
+      i += 4; // null
     else return false;
     // what follows a value
     for (;;) {
-      i = skipWs(text, i);
+      i = skipWs(b, i);
       if (depth === 0) return i === n;
       const open = stack[depth - 1]!;
-      const d = text.charCodeAt(i);
+      const d = b[i];
       if (d === 0x2c) {
-        i = skipWs(text, i + 1);
+        i = skipWs(b, i + 1);
         if (open === 0x7b) {
-          i = key(text, i);
+          i = key(b, i);
           if (i < 0) return false;
         }
         break; // the next value
@@ -143,72 +166,66 @@ export function isJson(text: string): boolean {
   }
 }
 
-/** The stack isJson starts with (it grows a copy for deeper text). */
+/** The stack isJsonBytes starts with (it grows a copy for deeper text). */
 const JSON_STACK = new Uint8Array(64);
 
-function skipWs(text: string, i: number): number {
+// The scanners below read up to the NUL at b[n] and stop there.
+
+function skipWs(b: Uint8Array, i: number): number {
   for (;;) {
-    const c = text.charCodeAt(i);
+    const c = b[i];
     if (c !== 0x20 && c !== 0x0a && c !== 0x0d && c !== 0x09) return i;
     i++;
   }
 }
 
 /** A member's `"key" :` from i (at the key's quote); where its value starts, or -1. */
-function key(text: string, i: number): number {
-  if (text.charCodeAt(i) !== 0x22) return -1;
-  i = stringEnd(text, i);
+function key(b: Uint8Array, i: number): number {
+  if (b[i] !== 0x22) return -1;
+  i = stringEnd(b, i);
   if (i < 0) return -1;
-  i = skipWs(text, i);
-  if (text.charCodeAt(i) !== 0x3a) return -1;
-  return skipWs(text, i + 1);
+  i = skipWs(b, i);
+  if (b[i] !== 0x3a) return -1;
+  return skipWs(b, i + 1);
 }
 
 const isHex = (c: number) => (c >= 0x30 && c <= 0x39) || (c >= 0x41 && c <= 0x46) || (c >= 0x61 && c <= 0x66);
 
-/** Past the string that starts at i (its opening quote), or -1. */
-function stringEnd(text: string, i: number): number {
-  const n = text.length;
-  for (i++; i < n; i++) {
-    const c = text.charCodeAt(i);
+/** Past the string that starts at i (its opening quote), or -1 (the NUL ends it as a control character). */
+function stringEnd(b: Uint8Array, i: number): number {
+  for (i++; ; i++) {
+    const c = b[i]!;
     if (c === 0x22) return i + 1;
     if (c < 0x20) return -1;
     if (c === 0x5c) {
-      const e = text.charCodeAt(++i);
+      const e = b[++i]!;
       if (e === 0x75) {
-        if (!(
-          isHex(text.charCodeAt(i + 1)) &&
-          isHex(text.charCodeAt(i + 2)) &&
-          isHex(text.charCodeAt(i + 3)) &&
-          isHex(text.charCodeAt(i + 4))
-        ))
-          return -1;
+        if (!(isHex(b[i + 1]!) && isHex(b[i + 2]!) && isHex(b[i + 3]!) && isHex(b[i + 4]!))) return -1;
         i += 4;
       } else if (e !== 0x22 && e !== 0x5c && e !== 0x2f && e !== 0x62 && e !== 0x66 && e !== 0x6e && e !== 0x72 && e !== 0x74) return -1;
     }
   }
-  return -1;
 }
 
 const isDigit = (c: number) => c >= 0x30 && c <= 0x39;
 
 /** Past the number that starts at i, or -1. */
-function numberEnd(text: string, i: number): number {
-  if (text.charCodeAt(i) === 0x2d) i++;
-  const c = text.charCodeAt(i);
+function numberEnd(b: Uint8Array, i: number): number {
+  if (b[i] === 0x2d) i++;
+  const c = b[i]!;
   if (c === 0x30) i++;
-  else if (c >= 0x31 && c <= 0x39) while (isDigit(text.charCodeAt(i))) i++;
+  else if (c >= 0x31 && c <= 0x39) while (isDigit(b[i]!)) i++;
   else return -1;
-  if (text.charCodeAt(i) === 0x2e) {
-    if (!isDigit(text.charCodeAt(++i))) return -1;
-    while (isDigit(text.charCodeAt(i))) i++;
+  if (b[i] === 0x2e) {
+    if (!isDigit(b[++i]!)) return -1;
+    while (isDigit(b[i]!)) i++;
   }
-  const e = text.charCodeAt(i);
+  const e = b[i];
   if (e === 0x65 || e === 0x45) {
-    const sign = text.charCodeAt(++i);
+    const sign = b[++i];
     if (sign === 0x2b || sign === 0x2d) i++;
-    if (!isDigit(text.charCodeAt(i))) return -1;
-    while (isDigit(text.charCodeAt(i))) i++;
+    if (!isDigit(b[i]!)) return -1;
+    while (isDigit(b[i]!)) i++;
   }
   return i;
 }

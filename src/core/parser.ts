@@ -18,8 +18,8 @@
  * of the current `write`, and the current message's content only when whole
  * messages were requested.
  */
-import { checkArguments } from "./arguments.js";
-import { describeValue, isJson } from "./json.js";
+import { repairArguments } from "./arguments.js";
+import { describeValue, isJsonBytes } from "./json.js";
 import type { DeltaKind, EndReason, FinishReason, HarmonyEvent, RecoveryKind, ReferenceMessage, StopKind } from "./events.js";
 import type { ParseErrorCode } from "./errors.js";
 import {
@@ -96,8 +96,8 @@ const S_AFTER = 4;
 
 /** Text of the tokens after a completion's end kept for the `after_stop` recovery. */
 export const AFTER_STOP_RAW_BYTES = 4096;
-/** A tool call's arguments kept for its `tool_call_end` (longer ones are cut there, and not valid JSON). */
-export const MAX_ARGUMENT_CHARS = 1 << 20;
+/** UTF-8 bytes of a tool call's arguments kept for its `tool_call_end` (longer ones are cut there, at a character's end). */
+export const MAX_ARGUMENT_BYTES = 1 << 20;
 /** Text between messages held before it is reported as junk (and a fresh run begins). */
 const MAX_JUNK_BYTES = 4096;
 
@@ -147,6 +147,10 @@ function appendBytes(buf: Uint8Array, len: number, vocab: Vocabulary, id: number
 function describeId(id: unknown): string {
   return typeof id === "number" ? String(id) : describeValue(id);
 }
+
+/** A call's arguments are decoded once, at its end (ignoreBOM: a leading U+FEFF is text). */
+const UTF8 = new TextDecoder("utf-8", { ignoreBOM: true });
+const ENCODER = new TextEncoder();
 
 /** Header and pending-byte buffers up to this size are kept by restart(). */
 const KEPT_BUFFER_BYTES = 1024;
@@ -221,9 +225,17 @@ export class HarmonyParser {
   private swallowed = false;
   private dtext = "";
   private mtext = "";
-  /** The current tool call's arguments (rule 12), and its event fields. */
+  /**
+   * The current tool call's arguments (rule 12) as UTF-8, and its event
+   * fields. Text tokens are copied from the vocabulary as they are taken
+   * (their bytes are at hand then), other text is encoded; the arguments
+   * are checked and decoded once, when the call ends.
+   */
   private isCall = false;
-  private atext = "";
+  private argBytes: Uint8Array = NO_BYTES;
+  private argLen = 0;
+  /** The arguments outgrew MAX_ARGUMENT_BYTES: nothing more is kept. */
+  private argCut = false;
   private callIndex = 0;
   private callId = "";
   private callName = "";
@@ -323,7 +335,7 @@ export class HarmonyParser {
     this.dtext = "";
     this.mtext = "";
     this.isCall = false;
-    this.atext = "";
+    this.clearArguments();
     this.callIndex = 0;
     this.callId = "";
     this.callName = "";
@@ -404,25 +416,21 @@ export class HarmonyParser {
       pos++;
     }
     this.pos = pos;
-    if (this.isCall) {
-      // a call's arguments are kept for its tool_call_end (rule 12), as write() keeps them
-      const vocab = this.vocab;
-      let acc = "";
-      for (let i = start; i < end; i++) acc += vocab.text(ids[i]!);
-      this.appendArguments(acc);
-    }
+    // a call's arguments are kept for its tool_call_end (rule 12), as write() keeps them
+    if (this.isCall) this.keepArgumentTokens(ids, start, end);
     return true;
   }
 
   /** Bytes this stream holds beyond its fixed-size fields (for limits and tests). */
   heldBytes(): number {
-    const text = this.dtext.length + this.mtext.length + this.atext.length;
-    return this.window.byteLength + this.hdr.byteLength + this.pend.byteLength + this.afterBytes.byteLength + 2 * text;
+    const text = this.dtext.length + this.mtext.length;
+    const buffers = this.window.byteLength + this.hdr.byteLength + this.pend.byteLength + this.afterBytes.byteLength;
+    return buffers + this.argBytes.byteLength + 2 * text;
   }
 
-  /** Of heldBytes(), the current tool call's arguments kept for its tool_call_end (at most 2 × MAX_ARGUMENT_CHARS). */
+  /** Of heldBytes(), the buffer of the current tool call's arguments (at most MAX_ARGUMENT_BYTES + 1). */
   get argumentBytes(): number {
-    return 2 * this.atext.length;
+    return this.argBytes.byteLength;
   }
 
   /**
@@ -450,6 +458,7 @@ export class HarmonyParser {
         // hot loop: whole-UTF-8 text tokens inside a message
         let pos = this.pos;
         let acc = "";
+        const from = i;
         for (; i < n; i++) {
           const id = ids[i]!;
           if (id >>> 0 !== id || id >= fs || (flags[id]! & FLAG_WHOLE) === 0) break;
@@ -468,7 +477,7 @@ export class HarmonyParser {
         if (acc !== "") {
           this.dtext += acc;
           if (this.whole) this.mtext += acc;
-          if (this.isCall) this.appendArguments(acc);
+          if (this.isCall) this.keepArgumentTokens(ids, from, i);
         }
         if (i >= n) break;
       }
@@ -574,10 +583,60 @@ export class HarmonyParser {
     if (this.isCall) this.appendArguments(s);
   }
 
-  /** Keep a call's arguments for its tool_call_end, up to MAX_ARGUMENT_CHARS. */
+  /** Keep text of a call's arguments for its tool_call_end (as UTF-8, up to MAX_ARGUMENT_BYTES). */
   private appendArguments(s: string): void {
-    const room = MAX_ARGUMENT_CHARS - this.atext.length;
-    if (room > 0) this.atext += s.length <= room ? s : s.slice(0, room);
+    if (this.argCut || s === "") return;
+    const len = this.argLen;
+    const room = MAX_ARGUMENT_BYTES - len;
+    // at most 3 bytes per UTF-16 unit; encodeInto writes whole characters only
+    const buf = this.argumentRoom(Math.min(3 * s.length, room));
+    const { read, written } = ENCODER.encodeInto(s, buf.subarray(len, len + Math.min(3 * s.length, room)));
+    this.argLen = len + written;
+    if (read < s.length) this.argCut = true;
+  }
+
+  /** No arguments kept; a buffer grown past KEPT_BUFFER_BYTES is let go. */
+  private clearArguments(): void {
+    this.argLen = 0;
+    this.argCut = false;
+    if (this.argBytes.length > KEPT_BUFFER_BYTES) this.argBytes = NO_BYTES;
+  }
+
+  /** Keep whole-text tokens of a call's arguments: their bytes, copied from the vocabulary. */
+  private keepArgumentTokens(ids: ArrayLike<number>, start: number, end: number): void {
+    if (this.argCut) return;
+    const offsets = this.vocab.offsets;
+    const bytes = this.vocab.bytes;
+    let buf = this.argBytes;
+    let len = this.argLen;
+    for (let i = start; i < end; i++) {
+      const id = ids[i]!;
+      const from = offsets[id]!;
+      const to = offsets[id + 1]!;
+      if (len + to - from >= buf.length) {
+        if (len + to - from > MAX_ARGUMENT_BYTES) {
+          this.argCut = true;
+          break;
+        }
+        this.argLen = len;
+        buf = this.argumentRoom(to - from);
+      }
+      for (let b = from; b < to; b++) buf[len++] = bytes[b]!;
+    }
+    this.argLen = len;
+  }
+
+  /** The argument buffer, with room for `more` bytes past argLen and one beyond (isJsonBytes' end mark). */
+  private argumentRoom(more: number): Uint8Array {
+    const need = this.argLen + more + 1;
+    let buf = this.argBytes;
+    if (need > buf.length) {
+      const size = Math.min(Math.max(need, 2 * buf.length, 64), MAX_ARGUMENT_BYTES + 1);
+      const grown = new Uint8Array(size);
+      grown.set(buf.subarray(0, this.argLen));
+      buf = this.argBytes = grown;
+    }
+    return buf;
   }
 
   private flushDelta(): void {
@@ -608,7 +667,7 @@ export class HarmonyParser {
     this.dtext = "";
     this.mtext = "";
     this.isCall = false;
-    this.atext = "";
+    this.clearArguments();
     this.out.push({
       type: "message_start",
       index: this.msgIndex,
@@ -654,6 +713,7 @@ export class HarmonyParser {
     if (h.channel === this.preset.channels.reasoning && this.pos > this.msgFrom) this.reasoningTokens += this.pos - this.msgFrom;
     if (this.isCall && !this.cutShort) this.endCall(h, stop);
     this.isCall = false;
+    this.clearArguments();
     const ev: HarmonyEvent = { type: "message_end", index: this.msgIndex, stop };
     if (this.whole) {
       // key order is the reference's: role, name, recipient, content, channel, content_type
@@ -685,15 +745,16 @@ export class HarmonyParser {
 
   /** The call's tool_call_end (rule 12): its whole arguments, repaired in resilient mode where a known shape applies. */
   private endCall(h: ParsedHeader, stop: StopKind): void {
-    const raw = this.atext;
-    this.atext = "";
+    const n = this.argLen;
+    // the buffer has room for isJsonBytes' end mark past n (argumentRoom)
+    const valid = n > 0 && isJsonBytes(this.argBytes, n);
+    const raw = n === 0 ? "" : UTF8.decode(this.argBytes.subarray(0, n));
     let args = raw;
-    let valid: boolean;
-    if (this.strict) valid = isJson(raw);
-    else {
-      const checked = checkArguments(raw, h.contentType, stop === "eos");
+    let validJson = valid;
+    if (!this.strict && !valid) {
+      const checked = repairArguments(raw, h.contentType, stop === "eos");
       args = checked.arguments;
-      valid = checked.validJson;
+      validJson = checked.validJson;
       if (checked.repair !== null) {
         this.recover("arguments_repaired", this.pos - 1, `the arguments were not JSON (${checked.repair}); repaired in tool_call_end`, raw);
       }
@@ -705,7 +766,7 @@ export class HarmonyParser {
       id: this.callId,
       name: this.callName,
       arguments: args,
-      valid_json: valid,
+      valid_json: validJson,
     });
   }
 

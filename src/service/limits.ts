@@ -31,7 +31,7 @@ export interface Limits {
  * What an open stream holds, for the connection budget: its parser's bounded
  * state (the 512-id window, header and pending bytes: under 16 KiB, a
  * property test checks it) and its session; a tool call's arguments come on
- * top, up to 1 Mi characters, and are left to the process budget.
+ * top, up to 1 MiB, and are left to the process budget.
  */
 export const STREAM_BYTES = 16 * 1024;
 

@@ -1,7 +1,7 @@
 /** isJson agrees with JSON.parse on every text: JSON values, their mutations, and arbitrary strings. */
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { isJson, jsonTooDeep } from "../../src/core/json.js";
+import { isJson, isJsonBytes, jsonTooDeep } from "../../src/core/json.js";
 import { fcParams } from "../helpers.js";
 
 const parses = (t: string) => {
@@ -55,6 +55,9 @@ describe("isJson", () => {
       "[[[[]]]]",
       "[[[[]]]",
       '"\\ud800"',
+      '"\ud800"',
+      '"\u0000"',
+      "[]\u0000",
       "\u00a0[]",
       "[1]\u2028",
       '{"a":[true,false,null]}',
@@ -85,6 +88,20 @@ describe("isJson", () => {
         },
       ),
       fcParams(5000),
+    );
+  });
+
+  it("isJsonBytes reads only the n bytes it is given (whatever follows them), as JSON.parse reads their text", () => {
+    // the parser hands it a reused buffer: what lies past n is an earlier call's bytes
+    fc.assert(
+      fc.property(fc.oneof(fc.json(), fc.string(), fc.string({ unit: "binary" })), fc.json(), (t, junk) => {
+        const bytes = new TextEncoder().encode(t);
+        const buf = new Uint8Array(bytes.length + junk.length * 3 + 1);
+        const tail = new TextEncoder().encodeInto(junk, buf.subarray(bytes.length)).written;
+        buf.set(bytes);
+        expect(isJsonBytes(buf, bytes.length), JSON.stringify([t, junk, tail])).toBe(parses(new TextDecoder().decode(bytes)));
+      }),
+      fcParams(3000),
     );
   });
 });

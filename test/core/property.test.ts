@@ -10,7 +10,7 @@ import fc from "fast-check";
 import { beforeAll, describe, expect, it } from "vitest";
 import type { DeltaKind, HarmonyEvent, MessageStartEvent, ReferenceMessage } from "../../src/core/events.js";
 import { HeaderMemo } from "../../src/core/header.js";
-import { HarmonyParser, MAX_ARGUMENT_CHARS, type ParserOptions } from "../../src/core/parser.js";
+import { HarmonyParser, MAX_ARGUMENT_BYTES, type ParserOptions } from "../../src/core/parser.js";
 import { HARMONY } from "../../src/core/preset.js";
 import { FLAG_WHOLE, type Vocabulary } from "../../src/core/vocab.js";
 import type { HarmonyEncoding } from "../../src/vocab/index.js";
@@ -472,7 +472,7 @@ describe("property: a restarted parser is a new parser", () => {
           const state = (p: HarmonyParser) => {
             // (the vocabulary's tables and the preset are shared: the same objects)
             // (a kept window may be larger than a new one: its mask then is too)
-            const { window, mask, hdr, pend, vocab: v, flags, scratch, preset, ...rest } = p as unknown as Record<string, unknown>;
+            const { window, mask, hdr, pend, argBytes, vocab: v, flags, scratch, preset, ...rest } = p as unknown as Record<string, unknown>;
             const shared = [v, flags, scratch, preset].every(
               (x, i) => x === [vocab, vocab.flags, vocab.scratch, (fresh as unknown as Record<string, unknown>).preset][i],
             );
@@ -563,7 +563,7 @@ describe("property: bounded memory (resilient)", () => {
     .array(fc.oneof({ arbitrary: piece, weight: 4 }, { arbitrary: longRun, weight: 1 }), { minLength: 5, maxLength: 30 })
     .map((ps) => ps.flat());
 
-  it("heldBytes() stays under 16 KiB at every step, besides a tool call's arguments (at most 1 Mi characters)", () => {
+  it("heldBytes() stays under 16 KiB at every step, besides a tool call's arguments (at most 1 MiB)", () => {
     fc.assert(
       fc.property(
         longStream,
@@ -577,7 +577,7 @@ describe("property: bounded memory (resilient)", () => {
             const held = parser.heldBytes() - parser.argumentBytes;
             if (held > max) max = held;
             expect(held, `after ${i + size} of ${ids.length} ids`).toBeLessThanOrEqual(LIMIT);
-            expect(parser.argumentBytes).toBeLessThanOrEqual(2 * MAX_ARGUMENT_CHARS);
+            expect(parser.argumentBytes).toBeLessThanOrEqual(MAX_ARGUMENT_BYTES + 1);
           }
           parser.end();
           expect(parser.heldBytes()).toBeLessThanOrEqual(LIMIT);
@@ -633,6 +633,52 @@ describe("property: event-stream invariants", () => {
         expect(strip(b)).toEqual(strip(a));
       }),
       params(150),
+    );
+  });
+
+  it("tool_call_end: the call's deltas joined (or, repaired, its recovery's raw), through write() or takeText; valid_json is JSON.parse's verdict", () => {
+    // the arguments are kept as UTF-8 (copied from the vocabulary by takeText and write's
+    // text loop, encoded elsewhere) and decoded once: they must be exactly the deltas' text
+    const parses = (t: string) => {
+      try {
+        JSON.parse(t);
+        return true;
+      } catch {
+        return false;
+      }
+    };
+    fc.assert(
+      fc.property(
+        idStream(60),
+        fc.constantFrom<"assistant" | null>("assistant", null),
+        fc.constantFrom<"resilient" | "strict">("resilient", "strict"),
+        fc.boolean(),
+        chunking,
+        (ids, role, mode, take, sizes) => {
+          const parser = new HarmonyParser(vocab, { role, mode });
+          const events: HarmonyEvent[] = [];
+          for (const c of chunks(ids, sizes)) {
+            if (take && parser.takeText(c, 0, c.length)) {
+              const text = c.map((id) => vocab.text(id)).join("");
+              events.push({ type: "delta", index: parser.messageIndex, kind: parser.textKind, text });
+            } else events.push(...parser.write(c));
+          }
+          events.push(...parser.end());
+          const generated = new Map<number, string>();
+          for (const e of events) if (e.type === "delta") generated.set(e.index, (generated.get(e.index) ?? "") + e.text);
+          let raw: string | null = null;
+          for (const e of events) {
+            if (e.type === "recovery" && e.kind === "arguments_repaired") raw = e.raw ?? "";
+            if (e.type !== "tool_call_end") continue;
+            const text = generated.get(e.index) ?? "";
+            if (raw === null) expect(e.arguments, JSON.stringify(ids)).toBe(text);
+            else expect(raw, JSON.stringify(ids)).toBe(text);
+            expect(e.valid_json, JSON.stringify(ids)).toBe(parses(e.arguments));
+            raw = null;
+          }
+        },
+      ),
+      params(400),
     );
   });
 });
