@@ -287,7 +287,9 @@ export class SessionHost {
     let deltas = 0;
     for (const ev of events) {
       if (cot !== null) followReasoning(cot, ev, this.remember, memos, session.memoScope);
-      if (ev.type === "delta") {
+      // `type` is read once: events come in many shapes, and each read is a megamorphic lookup
+      const type = ev.type;
+      if (type === "delta") {
         if (session.adapter === null) {
           // the common case, written without intermediate objects
           deltas++;
@@ -296,14 +298,13 @@ export class SessionHost {
           continue;
         }
       }
-      c.events[ev.type] = (c.events[ev.type] ?? 0) + 1;
-      if (ev.type === "recovery") {
+      c.events[type] = (c.events[type] ?? 0) + 1;
+      if (type === "recovery") {
         c.recoveries[ev.kind] = (c.recoveries[ev.kind] ?? 0) + (ev.count ?? 1);
         if (notes && notes.length < MAX_NOTES) {
           notes.push({ stream, ...("handle" in ref ? { handle: ref.handle } : {}), kind: ev.kind, at: ev.at, detail: ev.detail });
         }
-      }
-      if (ev.type === "error") c.errors[ev.code] = (c.errors[ev.code] ?? 0) + 1;
+      } else if (type === "error") c.errors[ev.code] = (c.errors[ev.code] ?? 0) + 1;
       if (session.adapter) {
         for (const obj of session.adapter.push(ev)) {
           if (json) text.push(JSON.stringify({ ...ref, openai: obj }));

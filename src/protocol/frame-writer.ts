@@ -87,34 +87,26 @@ function kindField(kind: string): Uint8Array {
             : KIND_FIELDS.get(kind)!;
 }
 
-/** UTF-8 length of a JS string (lone surrogates count 3, as U+FFFD). */
-function utf8Length(s: string): number {
-  let n = 0;
-  for (let i = 0; i < s.length; i++) {
-    const c = s.charCodeAt(i);
-    if (c < 0x80) n += 1;
-    else if (c < 0x800) n += 2;
-    else if (c >= 0xd800 && c <= 0xdbff && i + 1 < s.length) {
-      const d = s.charCodeAt(i + 1);
-      if (d >= 0xdc00 && d <= 0xdfff) {
-        n += 4;
-        i++;
-      } else n += 3;
-    } else n += 3;
-  }
-  return n;
-}
-
 /** Size of the slabs a slabbed FrameWriter writes batches into. */
 const SLAB = 64 * 1024;
 
 /** Below this many UTF-16 units, ASCII text is copied by a JS loop (cheaper than a native call). */
 const SHORT = 48;
 
-/** UTF-8 length of `s`, with the usual all-ASCII case found by one pass. */
+/*
+ * The strings the writer takes come in many of V8's representations (flat,
+ * cons, sliced, internalized; one- or two-byte): a loop reading
+ * `s.length` and `s.charCodeAt` per character turns megamorphic (a stub
+ * cache lookup per character: ~12 ns a character in the service, against
+ * ~2 ns monomorphic; bench/RESULTS.md, 2026-12-01). So lengths are native,
+ * and characters are read through String.prototype.charCodeAt itself,
+ * which TurboFan inlines whatever the string's map.
+ */
+const charCodeAt = String.prototype.charCodeAt;
+
+/** UTF-8 length of `s` (a lone surrogate counts 3, as the U+FFFD it is written as). */
 function textBytes(s: string): number {
-  for (let i = 0; i < s.length; i++) if (s.charCodeAt(i) >= 0x80) return utf8Length(s);
-  return s.length;
+  return Buffer.byteLength(s, "utf8");
 }
 
 /** What a string field takes: tag, length and bytes; 0 when absent (null). */
@@ -213,7 +205,7 @@ export class FrameWriter {
     buf[this.len++] = FRAME_EVENT; // ServerFrame.events
     this.varint(eventLen);
     let at = this.len;
-    for (let i = 0; i < nameField.length; i++) buf[at++] = nameField.charCodeAt(i);
+    for (let i = 0, n = nameField.length; i < n; i++) buf[at++] = charCodeAt.call(nameField, i);
     buf[at++] = EVENT_DELTA; // Event.delta
     this.len = at;
     this.varint(deltaLen);
@@ -229,7 +221,7 @@ export class FrameWriter {
       this.varint(textLen);
       if (textLen === units && units < SHORT) {
         at = this.len;
-        for (let i = 0; i < units; i++) buf[at++] = text.charCodeAt(i);
+        for (let i = 0; i < units; i++) buf[at++] = charCodeAt.call(text, i);
         this.len = at;
       } else this.len += buf.write(text, this.len, "utf8");
     }
@@ -264,7 +256,7 @@ export class FrameWriter {
     buf[this.len++] = FRAME_EVENT; // ServerFrame.events
     this.varint(eventLen);
     let at = this.len;
-    for (let i = 0; i < nameField.length; i++) buf[at++] = nameField.charCodeAt(i);
+    for (let i = 0, n = nameField.length; i < n; i++) buf[at++] = charCodeAt.call(nameField, i);
     buf[at++] = EVENT_DELTA; // Event.delta
     this.len = at;
     this.varint(deltaLen);
@@ -296,9 +288,10 @@ export class FrameWriter {
    * writing nothing, for any other event.
    */
   common(refField: string, ev: HarmonyEvent): boolean {
+    const type = ev.type; // read once: a megamorphic lookup (events come in many shapes)
     let tag: number;
     let size: number;
-    switch (ev.type) {
+    switch (type) {
       case "message_start":
         tag = EVENT_MESSAGE_START;
         size =
@@ -365,7 +358,7 @@ export class FrameWriter {
     if (!handleAfter) this.latin1(refField);
     this.buf[this.len++] = tag;
     this.varint(size);
-    switch (ev.type) {
+    switch (type) {
       case "message_start":
         this.uint(MS_INDEX, ev.index);
         this.str(MS_ROLE, ev.role);
@@ -420,7 +413,7 @@ export class FrameWriter {
   private latin1(field: string): void {
     const buf = this.buf;
     let at = this.len;
-    for (let i = 0; i < field.length; i++) buf[at++] = field.charCodeAt(i);
+    for (let i = 0, n = field.length; i < n; i++) buf[at++] = charCodeAt.call(field, i);
     this.len = at;
   }
 
@@ -439,7 +432,7 @@ export class FrameWriter {
     this.varint(n);
     if (n === s.length && n < SHORT) {
       let at = this.len;
-      for (let i = 0; i < n; i++) buf[at++] = s.charCodeAt(i);
+      for (let i = 0; i < n; i++) buf[at++] = charCodeAt.call(s, i);
       this.len = at;
     } else this.len += buf.write(s, this.len, "utf8");
   }

@@ -160,15 +160,24 @@ export class CotBuffer {
  * and its reasoning is let go.
  */
 export function followReasoning(cot: CotBuffer, ev: HarmonyEvent, sink: MemoSink | null, memos: ReasoningMemo[], scope: string): void {
-  if (ev.type === "delta") {
-    if (ev.kind === "reasoning") cot.append(ev.text);
-  } else if (ev.type === "message_end") cot.separate();
-  else if (ev.type === "tool_call_start") {
-    // the key is the call id in its tenant's scope (src/store/store.ts)
-    if (sink !== null) cot.memoTo(scope + ev.id, sink);
-    else {
-      const bytes = cot.memo();
-      if (bytes !== null) memos.push({ id: scope + ev.id, bytes });
-    }
-  } else if (ev.type === "message_start" && ev.channel === "final" && ev.recipient === null) cot.clear();
+  // one read of `type` (events come in many shapes: each read is a megamorphic lookup)
+  switch (ev.type) {
+    case "delta":
+      if (ev.kind === "reasoning") cot.append(ev.text);
+      break;
+    case "message_end":
+      cot.separate();
+      break;
+    case "tool_call_start":
+      // the key is the call id in its tenant's scope (src/store/store.ts)
+      if (sink !== null) cot.memoTo(scope + ev.id, sink);
+      else {
+        const bytes = cot.memo();
+        if (bytes !== null) memos.push({ id: scope + ev.id, bytes });
+      }
+      break;
+    case "message_start":
+      if (ev.channel === "final" && ev.recipient === null) cot.clear();
+      break;
+  }
 }
