@@ -171,6 +171,8 @@ export class HarmonyParser {
   private readonly flags: Uint8Array;
   private firstSpecial!: number;
   private vocabLimit!: number;
+  /** Ids below this are ordinary tokens. */
+  private ordinaryLimit!: number;
   private tStart!: number;
   private tMessage!: number;
   private tChannel!: number;
@@ -281,6 +283,7 @@ export class HarmonyParser {
     this.memo = options.headers !== undefined && options.headers.preset === preset ? options.headers : null;
     this.firstSpecial = preset.firstSpecial;
     this.vocabLimit = Math.min(preset.vocabLimit, vocab.size);
+    this.ordinaryLimit = Math.min(this.firstSpecial, this.vocabLimit);
     const t = preset.tokens;
     this.tStart = t.start;
     this.tMessage = t.message;
@@ -971,6 +974,20 @@ export class HarmonyParser {
       this.completeHeader();
       return;
     }
+    if (id >>> 0 === id && id < this.ordinaryLimit) {
+      // the common case, an ordinary token, kept small enough for V8 to inline into write()
+      this.appendHeaderToken(id);
+      // resilient: only whitespace (a word completes) or a non-identifier character can reveal text
+      if (!this.strict && ((this.flags[id]! & (FLAG_SPACE | FLAG_PROSE)) !== 0 || this.hdrLen > this.maxHeaderBytes)) {
+        this.checkHeaderIsText(this.pos - 1);
+      }
+      return;
+    }
+    this.headerControlToken(id);
+  }
+
+  /** A header token that is not an ordinary token: a special, or an id that is no token. */
+  private headerControlToken(id: number): void {
     if (this.strict) {
       if (this.nonStrict && this.stopKind(id) !== null) {
         this.nonStrictStopInHeader(id);
