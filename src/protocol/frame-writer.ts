@@ -252,25 +252,27 @@ export class FrameWriter {
     const deltaLen = (index !== 0 ? 1 + varintSize(index) : 0) + kindBytes.length + (textLen > 0 ? 1 + varintSize(textLen) + textLen : 0);
     const eventLen = nameField.length + 1 + varintSize(deltaLen) + deltaLen;
     this.ensure(1 + varintSize(eventLen) + eventLen);
+    // one position in a local throughout, and the usual one-byte varints written in place
     const buf = this.buf;
-    buf[this.len++] = FRAME_EVENT; // ServerFrame.events
-    this.varint(eventLen);
     let at = this.len;
+    buf[at++] = FRAME_EVENT; // ServerFrame.events
+    if (eventLen < 0x80) buf[at++] = eventLen;
+    else at = putVarint(buf, at, eventLen);
     for (let i = 0, n = nameField.length; i < n; i++) buf[at++] = charCodeAt.call(nameField, i);
     buf[at++] = EVENT_DELTA; // Event.delta
-    this.len = at;
-    this.varint(deltaLen);
+    if (deltaLen < 0x80) buf[at++] = deltaLen;
+    else at = putVarint(buf, at, deltaLen);
     if (index !== 0) {
-      buf[this.len++] = DELTA_INDEX; // Delta.index
-      this.varint(index);
+      buf[at++] = DELTA_INDEX; // Delta.index
+      if (index < 0x80) buf[at++] = index;
+      else at = putVarint(buf, at, index);
     }
-    at = this.len;
-    for (let i = 0; i < kindBytes.length; i++) buf[at++] = kindBytes[i]!;
+    buf.set(kindBytes, at);
+    at += kindBytes.length;
     if (textLen > 0) {
       buf[at++] = DELTA_TEXT; // Delta.text
-      this.len = at;
-      this.varint(textLen);
-      at = this.len;
+      if (textLen < 0x80) buf[at++] = textLen;
+      else at = putVarint(buf, at, textLen);
       for (let i = start; i < end; i++) {
         const id = ids[i]!;
         const e = offsets[id + 1]!;
