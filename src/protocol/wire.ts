@@ -55,6 +55,19 @@ export class Reader {
   }
 
   varint(): number {
+    // the usual one-byte varint (a tag, a length, a small handle) first
+    const pos = this.pos;
+    if (pos < this.end) {
+      const b = this.buf[pos]!;
+      if (b < 0x80) {
+        this.pos = pos + 1;
+        return b;
+      }
+    }
+    return this.longVarint();
+  }
+
+  private longVarint(): number {
     // values up to 2^53 are exact; larger ones only matter as "too large"
     let result = 0;
     let mul = 1;
