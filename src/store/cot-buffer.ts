@@ -5,6 +5,8 @@ import type { HarmonyEvent } from "../core/events.js";
 export const MAX_COT_BYTES = 32 * 1024;
 
 const utf8 = new TextDecoder();
+/** Read through the builtin itself: deltas come in many string representations, and `text.charCodeAt` per character went megamorphic. */
+const charCodeAt = String.prototype.charCodeAt;
 const utf8Encoder = new TextEncoder();
 
 /** A tool call's reasoning, to be remembered by its id. */
@@ -46,7 +48,7 @@ export class CotBuffer {
     let i = 0;
     if (n <= room) {
       for (; i < n; i++) {
-        const c = text.charCodeAt(i);
+        const c = charCodeAt.call(text, i);
         if (c >= 0x80) break;
         buf[at++] = c;
       }
