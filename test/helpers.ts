@@ -59,6 +59,16 @@ const FC_SCALE = Number(process.env.FC_SCALE ?? 1) || 1;
  * FC_SCALE), replaying FC_SEED when it is set; `examples` run first on
  * every run (regression cases for bugs the properties found).
  */
+/** Whether JSON.parse takes `t` (what isJson and valid_json must say). */
+export function parsesAsJson(t: string): boolean {
+  try {
+    JSON.parse(t);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 export function fcParams<Ts>(runs: number, examples: NoInfer<Ts>[] = []): fc.Parameters<Ts> {
   const numRuns = Math.max(1, Math.round(runs * FC_SCALE));
   return FC_SEED === undefined ? { numRuns, examples } : { numRuns, examples, seed: FC_SEED };

@@ -2,16 +2,9 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { isJson, isJsonBytes, jsonTooDeep } from "../../src/core/json.js";
-import { fcParams } from "../helpers.js";
+import { fcParams, parsesAsJson } from "../helpers.js";
 
-const parses = (t: string) => {
-  try {
-    JSON.parse(t);
-    return true;
-  } catch {
-    return false;
-  }
-};
+const parses = parsesAsJson;
 
 describe("isJson", () => {
   it("agrees with JSON.parse on fixed cases", () => {

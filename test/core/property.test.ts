@@ -14,7 +14,7 @@ import { HarmonyParser, MAX_ARGUMENT_BYTES, type ParserOptions } from "../../src
 import { HARMONY } from "../../src/core/preset.js";
 import { FLAG_WHOLE, type Vocabulary } from "../../src/core/vocab.js";
 import type { HarmonyEncoding } from "../../src/vocab/index.js";
-import { fcParams as params, harmony } from "../helpers.js";
+import { fcParams as params, harmony, parsesAsJson } from "../helpers.js";
 
 // ---------------------------------------------------------------- fixtures
 
@@ -650,14 +650,6 @@ describe("property: event-stream invariants", () => {
   it("tool_call_end: the call's deltas joined (or, repaired, its recovery's raw), through write() or takeText; valid_json is JSON.parse's verdict", () => {
     // the arguments are kept as UTF-8 (copied from the vocabulary by takeText and write's
     // text loop, encoded elsewhere) and decoded once: they must be exactly the deltas' text
-    const parses = (t: string) => {
-      try {
-        JSON.parse(t);
-        return true;
-      } catch {
-        return false;
-      }
-    };
     fc.assert(
       fc.property(
         idStream(60),
@@ -684,7 +676,7 @@ describe("property: event-stream invariants", () => {
             const text = generated.get(e.index) ?? "";
             if (raw === null) expect(e.arguments, JSON.stringify(ids)).toBe(text);
             else expect(raw, JSON.stringify(ids)).toBe(text);
-            expect(e.valid_json, JSON.stringify(ids)).toBe(parses(e.arguments));
+            expect(e.valid_json, JSON.stringify(ids)).toBe(parsesAsJson(e.arguments));
             raw = null;
           }
         },
