@@ -106,14 +106,7 @@ const charCodeAt = String.prototype.charCodeAt;
 
 /** UTF-8 length of `s` (a lone surrogate counts 3, as the U+FFFD it is written as). */
 function textBytes(s: string): number {
-  return Buffer.byteLength(s, "utf8");
-}
-
-/** What a string field takes: tag, length and bytes; 0 when absent (null). */
-function strSize(s: string | null): number {
-  if (s === null) return 0;
-  const n = textBytes(s);
-  return 1 + varintSize(n) + n;
+  return Buffer.byteLength(s); // no encoding argument: the wrapper goes straight to its UTF-8 count
 }
 
 /**
@@ -156,6 +149,10 @@ export function jsonRef(ref: StreamRef): string {
 export class FrameWriter {
   private buf: Buffer;
   private len = 0;
+  /** The UTF-8 lengths of the event's strings common() sized, for str() to write in the same order (at most 6). */
+  private readonly sizes = new Int32Array(8);
+  private nSized = 0;
+  private nWritten = 0;
   /** Where the current batch starts in `buf` (always 0 unless slabbed). */
   private base = 0;
 
@@ -291,6 +288,9 @@ export class FrameWriter {
    */
   common(refField: string, ev: HarmonyEvent): boolean {
     const type = ev.type; // read once: a megamorphic lookup (events come in many shapes)
+    // each string's UTF-8 length is taken once, for the size, and used again by str()
+    this.nSized = 0;
+    this.nWritten = 0;
     let tag: number;
     let size: number;
     switch (type) {
@@ -299,11 +299,11 @@ export class FrameWriter {
         size =
           1 +
           varintSize(ev.index) +
-          strSize(ev.role) +
-          strSize(ev.name) +
-          strSize(ev.channel) +
-          strSize(ev.recipient) +
-          strSize(ev.content_type);
+          this.sized(ev.role) +
+          this.sized(ev.name) +
+          this.sized(ev.channel) +
+          this.sized(ev.recipient) +
+          this.sized(ev.content_type);
         break;
       case "tool_call_start":
         tag = EVENT_TOOL_CALL_START;
@@ -311,36 +311,36 @@ export class FrameWriter {
           2 +
           varintSize(ev.index) +
           varintSize(ev.call_index) +
-          strSize(ev.id) +
-          strSize(ev.recipient) +
-          strSize(ev.namespace) +
-          strSize(ev.name) +
-          strSize(ev.channel) +
-          strSize(ev.content_type);
+          this.sized(ev.id) +
+          this.sized(ev.recipient) +
+          this.sized(ev.namespace) +
+          this.sized(ev.name) +
+          this.sized(ev.channel) +
+          this.sized(ev.content_type);
         break;
       case "message_end":
         if (ev.message !== undefined) return false;
         tag = EVENT_MESSAGE_END;
-        size = 1 + varintSize(ev.index) + strSize(ev.stop);
+        size = 1 + varintSize(ev.index) + this.sized(ev.stop);
         break;
       case "tool_call_end":
         tag = EVENT_TOOL_CALL_END;
-        size = 4 + varintSize(ev.index) + varintSize(ev.call_index) + strSize(ev.id) + strSize(ev.name) + strSize(ev.arguments);
+        size = 4 + varintSize(ev.index) + varintSize(ev.call_index) + this.sized(ev.id) + this.sized(ev.name) + this.sized(ev.arguments);
         break;
       case "recovery":
         tag = EVENT_RECOVERY;
         size =
           1 +
           varintSize(ev.at) +
-          strSize(ev.kind) +
-          strSize(ev.detail) +
-          (ev.raw === undefined ? 0 : strSize(ev.raw)) +
+          this.sized(ev.kind) +
+          this.sized(ev.detail) +
+          (ev.raw === undefined ? 0 : this.sized(ev.raw)) +
           (ev.count === undefined ? 0 : 1 + varintSize(ev.count));
         break;
       case "done":
         tag = EVENT_DONE;
         size =
-          strSize(ev.finish_reason) +
+          this.sized(ev.finish_reason) +
           4 +
           varintSize(ev.tokens) +
           varintSize(ev.messages) +
@@ -426,9 +426,18 @@ export class FrameWriter {
   }
 
   /** A string field; nothing when null (an absent optional field). */
+  /** What a string field takes: tag, length and bytes; 0 when absent (null). Its length is kept for str(). */
+  private sized(s: string | null): number {
+    if (s === null) return 0;
+    const n = textBytes(s);
+    this.sizes[this.nSized++] = n;
+    return 1 + varintSize(n) + n;
+  }
+
+  /** A string field sized() measured, in the same order. */
   private str(tag: number, s: string | null): void {
     if (s === null) return;
-    const n = textBytes(s);
+    const n = this.sizes[this.nWritten++]!;
     const buf = this.buf;
     buf[this.len++] = tag;
     this.varint(n);
