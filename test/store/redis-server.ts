@@ -9,6 +9,9 @@ import { existsSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { createConnection } from "node:net";
+import { Redis } from "ioredis";
+import { afterAll, afterEach, beforeAll } from "vitest";
+import type { SharedStore } from "../../src/store/redis.js";
 
 const BINARY = process.env.REDIS_SERVER ?? "redis-server";
 
@@ -108,4 +111,42 @@ export class RedisServer {
     await this.stop(true);
     rmSync(this.dir, { recursive: true, force: true });
   }
+}
+
+/**
+ * A redis-server for the suite (a file or a describe block) that calls this:
+ * started before its tests and stopped after them, with `probe`, a client on
+ * it for checking keys, and `opened`, the stores a test opens (closed after
+ * each test).
+ */
+export function redisSuite(): { server: RedisServer; readonly probe: Redis; opened: SharedStore[]; restart(): Promise<void> } {
+  const server = new RedisServer();
+  const connect = () => new Redis({ path: server.socket, protocol: 2 });
+  let probe: Redis | null = null;
+  const opened: SharedStore[] = [];
+  beforeAll(async () => {
+    await server.start();
+    probe = connect();
+  });
+  afterAll(async () => {
+    probe?.disconnect();
+    await server.dispose();
+  });
+  afterEach(async () => {
+    await Promise.all(opened.splice(0).map((s) => s.close()));
+  });
+  return {
+    server,
+    get probe(): Redis {
+      if (probe === null) throw new Error("the redis-server suite has not started");
+      return probe;
+    },
+    opened,
+    /** Start a stopped server again (same socket, no data), and the probe on it. */
+    async restart() {
+      await server.start();
+      probe?.disconnect();
+      probe = connect();
+    },
+  };
 }

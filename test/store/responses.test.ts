@@ -3,11 +3,10 @@
  * two stores (two replicas) sharing a real redis-server on a Unix socket
  * (./redis-server.ts), no mock.
  */
-import { Redis } from "ioredis";
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { KEY_PREFIX, SharedStore } from "../../src/store/redis.js";
 import { MAX_STORED_RESPONSE_BYTES, ResponseStore, type StoredResponse } from "../../src/store/responses.js";
-import { RedisServer } from "./redis-server.js";
+import { redisSuite } from "./redis-server.js";
 
 const record = (id: string, text = "Hi"): StoredResponse => ({
   response: {
@@ -58,20 +57,8 @@ describe("stored responses in one process", () => {
 });
 
 describe("stored responses shared by two replicas (redis-server)", () => {
-  const redis = new RedisServer();
-  let probe: Redis;
-  const opened: SharedStore[] = [];
-  beforeAll(async () => {
-    await redis.start();
-    probe = new Redis({ path: redis.socket, protocol: 2 });
-  });
-  afterAll(async () => {
-    probe.disconnect();
-    await redis.dispose();
-  });
-  afterEach(async () => {
-    await Promise.all(opened.splice(0).map((s) => s.close()));
-  });
+  const suite = redisSuite();
+  const { server: redis, opened } = suite;
 
   async function replica(failures: string[] = []): Promise<ResponseStore> {
     const shared = new SharedStore({ url: redis.url, ttlMs: 60_000, timeoutMs: 5, onFailure: (op, n) => failures.push(`${op}:${n}`) });
@@ -85,8 +72,8 @@ describe("stored responses shared by two replicas (redis-server)", () => {
     const b = await replica();
     expect(await a.put("alice", "resp_x", record("resp_x"))).toBe("stored");
     const key = `${KEY_PREFIX}alice:response:resp_x`;
-    expect(await probe.exists(key)).toBe(1);
-    const ttl = await probe.pttl(key);
+    expect(await suite.probe.exists(key)).toBe(1);
+    const ttl = await suite.probe.pttl(key);
     expect(ttl).toBeGreaterThan(50_000);
     expect(ttl).toBeLessThanOrEqual(60_000);
     const got = await b.get("alice", "resp_x");
@@ -100,9 +87,9 @@ describe("stored responses shared by two replicas (redis-server)", () => {
 
   it("a record in the store that is not one of ours is not found, never thrown", async () => {
     const a = await replica();
-    await probe.set(`${KEY_PREFIX}alice:response:resp_bad`, '{"response": 1}');
+    await suite.probe.set(`${KEY_PREFIX}alice:response:resp_bad`, '{"response": 1}');
     expect(await a.get("alice", "resp_bad")).toEqual({ ok: false, reason: "not_found" });
-    await probe.set(`${KEY_PREFIX}alice:response:resp_deep`, "[".repeat(100_000));
+    await suite.probe.set(`${KEY_PREFIX}alice:response:resp_deep`, "[".repeat(100_000));
     expect(await a.get("alice", "resp_deep")).toEqual({ ok: false, reason: "not_found" });
   });
 
@@ -120,9 +107,7 @@ describe("stored responses shared by two replicas (redis-server)", () => {
       expect(await b.delete("t", "resp_down")).toBe("unavailable");
       expect(failures.length).toBeGreaterThanOrEqual(4);
     } finally {
-      await redis.start();
-      probe.disconnect();
-      probe = new Redis({ path: redis.socket, protocol: 2 });
+      await suite.restart();
     }
     expect(await a.shared!.waitReady(5000)).toBe(true);
     expect(await b.shared!.waitReady(5000)).toBe(true);

@@ -3,30 +3,16 @@
  * front of it (src/store/tiered.ts), against a real redis-server on a Unix
  * socket (./redis-server.ts): no mock.
  */
-import { Redis } from "ioredis";
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { CotStore } from "../../src/store/memory.js";
 import { connectionOptions, isStoreUrl, KEY_PREFIX, redactUrl, SharedStore, type SharedStoreOptions } from "../../src/store/redis.js";
 import { TieredStore } from "../../src/store/tiered.js";
 import { memoScope } from "../../src/store/store.js";
 import { missingReasoning, restoreReasoning } from "../../src/openai/render.js";
-import { RedisServer } from "./redis-server.js";
+import { redisSuite } from "./redis-server.js";
 
-const redis = new RedisServer();
-let probe: Redis;
-const opened: SharedStore[] = [];
-
-beforeAll(async () => {
-  await redis.start();
-  probe = new Redis({ path: redis.socket, protocol: 2 });
-});
-afterAll(async () => {
-  probe.disconnect();
-  await redis.dispose();
-});
-afterEach(async () => {
-  await Promise.all(opened.splice(0).map((s) => s.close()));
-});
+const suite = redisSuite();
+const { server: redis, opened } = suite;
 
 type Line = { level: "warn" | "info"; obj: Record<string, unknown>; msg: string };
 
@@ -97,21 +83,21 @@ describe("the shared store", () => {
     s.write(`${memoScope("t1")}call_a`, Buffer.from("reasoning a"));
     s.write(`${memoScope("t1")}call_b`, Buffer.from("reasoning b — ü"));
     await until(() => s.stats.written === 2);
-    expect(await probe.get(`${KEY_PREFIX}t1:call_a`)).toBe("reasoning a");
-    expect(await probe.get(`${KEY_PREFIX}t1:call_b`)).toBe("reasoning b — ü");
-    const ttl = await probe.pttl(`${KEY_PREFIX}t1:call_a`);
+    expect(await suite.probe.get(`${KEY_PREFIX}t1:call_a`)).toBe("reasoning a");
+    expect(await suite.probe.get(`${KEY_PREFIX}t1:call_b`)).toBe("reasoning b — ü");
+    const ttl = await suite.probe.pttl(`${KEY_PREFIX}t1:call_a`);
     expect(ttl).toBeGreaterThan(40_000);
     expect(ttl).toBeLessThanOrEqual(45_000);
   });
 
   it("fetches many keys in one round trip, in order, null where absent", async () => {
     const s = await open();
-    await probe.set(`${KEY_PREFIX}t:x`, "X");
-    await probe.set(`${KEY_PREFIX}t:z`, "Z");
-    const before = (await probe.info("commandstats")).match(/cmdstat_mget:calls=(\d+)/)?.[1] ?? "0";
+    await suite.probe.set(`${KEY_PREFIX}t:x`, "X");
+    await suite.probe.set(`${KEY_PREFIX}t:z`, "Z");
+    const before = (await suite.probe.info("commandstats")).match(/cmdstat_mget:calls=(\d+)/)?.[1] ?? "0";
     const got = await s.fetch(["t:x", "t:y", "t:z"]);
     expect(got?.map((b) => b?.toString() ?? null)).toEqual(["X", null, "Z"]);
-    const after = (await probe.info("commandstats")).match(/cmdstat_mget:calls=(\d+)/)?.[1];
+    const after = (await suite.probe.info("commandstats")).match(/cmdstat_mget:calls=(\d+)/)?.[1];
     expect(Number(after) - Number(before)).toBe(1);
     expect(s.stats).toMatchObject({ fetches: 1, found: 2, readFailures: 0 });
     expect(await s.fetch([])).toEqual([]);
@@ -162,13 +148,11 @@ describe("the shared store", () => {
     expect(again).toHaveLength(2);
     expect(Number(again[1]!.obj.failures)).toBeGreaterThanOrEqual(10);
 
-    await redis.start();
-    probe.disconnect();
-    probe = new Redis({ path: redis.socket, protocol: 2 });
+    await suite.restart();
     expect(await s.waitReady(5000)).toBe(true);
     expect(lines.some((l) => l.level === "info" && /reachable again/.test(l.msg))).toBe(true);
     s.write("t:back", Buffer.from("back"));
-    await until(async () => (await probe.get(`${KEY_PREFIX}t:back`)) === "back");
+    await until(async () => (await suite.probe.get(`${KEY_PREFIX}t:back`)) === "back");
     expect((await s.fetch(["t:back"]))?.[0]?.toString()).toBe("back");
   });
 
@@ -179,7 +163,7 @@ describe("the shared store", () => {
     s.write("t:w2", Buffer.alloc(60, 98));
     expect(failures).toEqual([1]);
     await until(() => s.stats.written === 1);
-    expect(await probe.exists(`${KEY_PREFIX}t:w1`, `${KEY_PREFIX}t:w2`)).toBe(1);
+    expect(await suite.probe.exists(`${KEY_PREFIX}t:w1`, `${KEY_PREFIX}t:w2`)).toBe(1);
   });
 });
 
