@@ -605,8 +605,9 @@ export class HarmonyParser {
     const len = this.argLen;
     const room = MAX_ARGUMENT_BYTES - len;
     // at most 3 bytes per UTF-16 unit; encodeInto writes whole characters only
-    const buf = this.argumentRoom(Math.min(3 * s.length, room));
-    const { read, written } = ENCODER.encodeInto(s, buf.subarray(len, len + Math.min(3 * s.length, room)));
+    const most = Math.min(3 * s.length, room);
+    const buf = this.argumentRoom(most);
+    const { read, written } = ENCODER.encodeInto(s, buf.subarray(len, len + most));
     this.argLen = len + written;
     if (read < s.length) this.argCut = true;
   }
@@ -768,11 +769,10 @@ export class HarmonyParser {
   private endCall(h: ParsedHeader, stop: StopKind): void {
     const n = this.argLen;
     // the buffer has room for isJsonBytes' end mark past n (argumentRoom)
-    const valid = n > 0 && isJsonBytes(this.argBytes, n);
+    let validJson = n > 0 && isJsonBytes(this.argBytes, n);
     const raw = n === 0 ? "" : UTF8.decode(this.argBytes.subarray(0, n));
     let args = raw;
-    let validJson = valid;
-    if (!this.strict && !valid) {
+    if (!this.strict && !validJson) {
       const checked = repairArguments(raw, h.contentType, stop === "eos");
       args = checked.arguments;
       validJson = checked.validJson;
@@ -1350,10 +1350,6 @@ export class HarmonyParser {
     return th.recipient;
   }
 
-  /**
-   * Double the window (it is full: pos has reached its size, so every id
-   * since the start is in it, at index = position, and stays there).
-   */
   /**
    * A larger window, for a write that will have put `need` ids into the
    * stream: at least four times the size (a window is a typed array of its
