@@ -6,7 +6,7 @@
 import { describe, expect, it } from "vitest";
 import { parseCase } from "../../src/core/reference.js";
 import type { HarmonyEvent } from "../../src/core/events.js";
-import { HarmonyParser } from "../../src/core/parser.js";
+import { HarmonyParser, MAX_ARGUMENT_BYTES } from "../../src/core/parser.js";
 import { harmony } from "../helpers.js";
 
 const { enc, vocab } = harmony();
@@ -261,5 +261,49 @@ describe("done.reasoning_tokens", () => {
     const p = new HarmonyParser(vocab, { mode: "strict" });
     const evs = [...p.write(ids(thought + call)), ...p.end()];
     expect(doneOf(evs)).toMatchObject({ reasoning_tokens: ids(thought).length });
+  });
+});
+
+describe("a call's arguments past MAX_ARGUMENT_BYTES", () => {
+  // a hostile engine can write arguments without end: tool_call_end keeps the first
+  // MAX_ARGUMENT_BYTES of UTF-8, cut where a character ends, whichever path takes the tokens
+  const head = enc.encode("<|start|>assistant<|channel|>commentary to=functions.f <|constrain|>json<|message|>");
+  const body = enc.encodeOrdinary('{"a":"' + "日本語 text ".repeat(Math.ceil((MAX_ARGUMENT_BYTES + 4096) / 14)));
+  const stream = [...head, ...body, enc.encode("<|call|>")[0]!];
+
+  function end(take: boolean, chunk: number): Extract<HarmonyEvent, { type: "tool_call_end" }> {
+    const p = new HarmonyParser(vocab, { role: null });
+    const out: HarmonyEvent[] = [];
+    for (let i = 0; i < stream.length; i += chunk) {
+      const j = Math.min(i + chunk, stream.length);
+      if (!(take && p.takeText(stream, i, j))) out.push(...p.write(stream, i, j));
+      expect(p.argumentBytes).toBeLessThanOrEqual(MAX_ARGUMENT_BYTES + 1);
+    }
+    out.push(...p.end());
+    const ends = out.filter((e) => e.type === "tool_call_end");
+    expect(ends).toHaveLength(1);
+    return ends[0] as Extract<HarmonyEvent, { type: "tool_call_end" }>;
+  }
+
+  it("are cut at a character's end, the same through write() in one go, write() per token and takeText", () => {
+    const whole = end(false, stream.length);
+    const bytes = Buffer.byteLength(whole.arguments);
+    expect(bytes).toBeLessThanOrEqual(MAX_ARGUMENT_BYTES);
+    expect(bytes).toBeGreaterThan(MAX_ARGUMENT_BYTES - 16);
+    expect(whole.arguments).not.toContain("\uFFFD");
+    expect(whole.arguments.startsWith('{"a":"日本語 text ')).toBe(true);
+    expect(whole.valid_json).toBe(false);
+    for (const [take, chunk] of [
+      [false, 1],
+      [true, 1],
+      [true, 7],
+    ] as const) {
+      const e = end(take, chunk);
+      expect(e.valid_json).toBe(false);
+      // token by token the cut falls at a token's end: a prefix of the one-write text, or it
+      expect(whole.arguments.startsWith(e.arguments) || e.arguments.startsWith(whole.arguments)).toBe(true);
+      expect(Buffer.byteLength(e.arguments)).toBeGreaterThan(MAX_ARGUMENT_BYTES - 16);
+      expect(Buffer.byteLength(e.arguments)).toBeLessThanOrEqual(MAX_ARGUMENT_BYTES);
+    }
   });
 });
