@@ -55,29 +55,49 @@ export class Reader {
   }
 
   varint(): number {
-    // the usual one-byte varint (a tag, a length, a small handle) first
+    // the usual one-byte varint (a tag, a length, a small handle) first, then
+    // two bytes (a handle or length up to 16383), inline; the rest in a call
     const pos = this.pos;
-    if (pos < this.end) {
-      const b = this.buf[pos]!;
+    const buf = this.buf;
+    if (pos + 1 < this.end) {
+      const b = buf[pos]!;
       if (b < 0x80) {
         this.pos = pos + 1;
         return b;
       }
+      const c = buf[pos + 1]!;
+      if (c < 0x80) {
+        this.pos = pos + 2;
+        return (b & 0x7f) | (c << 7);
+      }
+    } else if (pos < this.end && buf[pos]! < 0x80) {
+      this.pos = pos + 1;
+      return buf[pos]!;
     }
     return this.longVarint();
   }
 
   private longVarint(): number {
     // values up to 2^53 are exact; larger ones only matter as "too large"
+    const buf = this.buf;
+    const end = this.end;
+    let pos = this.pos;
     let result = 0;
     let mul = 1;
     for (let i = 0; i < 10; i++) {
-      if (this.pos >= this.end) throw new WireError("truncated varint");
-      const b = this.buf[this.pos++]!;
+      if (pos >= end) {
+        this.pos = pos;
+        throw new WireError("truncated varint");
+      }
+      const b = buf[pos++]!;
       result += (b & 0x7f) * mul;
-      if (b < 0x80) return result;
+      if (b < 0x80) {
+        this.pos = pos;
+        return result;
+      }
       mul *= 128;
     }
+    this.pos = pos;
     throw new WireError("varint longer than 10 bytes");
   }
 
