@@ -91,6 +91,7 @@ class FrameErrors {
 
   /** Append the counts of what was left out, and start over for the next frame. */
   flush(immediate: WireEvent[]): void {
+    if (this.seen.size === 0) return; // most frames: no iterator to make
     for (const [code, n] of this.seen) {
       if (n <= MAX_ERRORS_PER_CODE) continue;
       const message = `and ${n - MAX_ERRORS_PER_CODE} more ops with this error in the frame (only the first ${MAX_ERRORS_PER_CODE} are listed)`;
