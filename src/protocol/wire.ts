@@ -70,10 +70,8 @@ export class Reader {
         this.pos = pos + 2;
         return (b & 0x7f) | (c << 7);
       }
-    } else if (pos < this.end && buf[pos]! < 0x80) {
-      this.pos = pos + 1;
-      return buf[pos]!;
     }
+    // (a field's last byte, as well as longer varints, goes the long way)
     return this.longVarint();
   }
 
@@ -111,7 +109,7 @@ export class Reader {
   /** A length-delimited field's payload length; it starts at `pos` (checked to fit). */
   length(): number {
     const len = this.varint();
-    if (len > this.end - this.pos) throw new WireError("length-delimited field runs past its parent");
+    if (len > this.end - this.pos) pastParent();
     return len;
   }
 
@@ -143,6 +141,11 @@ export class Reader {
     }
     if (this.pos > this.end) throw new WireError("truncated fixed-width field");
   }
+}
+
+/** Thrown out of line: the readers' inlined fast paths stay small. */
+function pastParent(): never {
+  throw new WireError("length-delimited field runs past its parent");
 }
 
 /** The ids of a frame, in one growing array; ids past uint32 are kept as OUT_OF_RANGE_ID. */
