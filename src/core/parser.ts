@@ -490,8 +490,6 @@ export class HarmonyParser {
         if (acc !== "") {
           this.dtext += acc;
           if (this.whole) this.mtext += acc;
-          // a call's arguments: a long run's text is at hand as one string (one native
-          // encode), a short one is copied token by token
           if (this.isCall) {
             // one token (a step's write): its text is at hand; a long run's text is one
             // string (one native encode); a short run is copied token by token

@@ -433,7 +433,6 @@ export class FrameWriter {
     this.varint(v);
   }
 
-  /** A string field; nothing when null (an absent optional field). */
   /** What a string field takes: tag, length and bytes; 0 when absent (null). Its length is kept for str(). */
   private sized(s: string | null): number {
     if (s === null) return 0;
@@ -442,7 +441,7 @@ export class FrameWriter {
     return 1 + varintSize(n) + n;
   }
 
-  /** A string field sized() measured, in the same order. */
+  /** A string field sized() measured, in the same order; nothing when null (an absent optional field). */
   private str(tag: number, s: string | null): void {
     if (s === null) return;
     const n = this.sizes[this.nWritten++]!;

@@ -117,7 +117,7 @@ export class Reader {
   bytes(): [number, number] {
     const len = this.varint();
     const start = this.pos;
-    if (len > this.end - start) throw new WireError("length-delimited field runs past its parent");
+    if (len > this.end - start) pastParent();
     this.pos = start + len;
     return [start, start + len];
   }
