@@ -71,27 +71,7 @@ const MAX_NOTES = 64;
  * megamorphic lookup (~2% of the service's thread in the (a) bench).
  */
 const COUNTED = ["message_start", "message_end", "tool_call_start", "tool_call_end", "recovery", "error", "done"] as const;
-
-function countedSlot(type: string): number {
-  switch (type) {
-    case "message_start":
-      return 0;
-    case "message_end":
-      return 1;
-    case "tool_call_start":
-      return 2;
-    case "tool_call_end":
-      return 3;
-    case "recovery":
-      return 4;
-    case "error":
-      return 5;
-    case "done":
-      return 6;
-    default:
-      return -1;
-  }
-}
+const COUNTED_SLOT: ReadonlyMap<string, number> = new Map(COUNTED.map((type, slot) => [type, slot]));
 
 function emptyCounts(): Counts {
   return { tokens: 0, events: {}, recoveries: {}, errors: {} };
@@ -330,8 +310,8 @@ export class SessionHost {
           continue;
         }
       }
-      const slot = countedSlot(type);
-      if (slot >= 0) this.eventCounts[slot]! += 1;
+      const slot = COUNTED_SLOT.get(type);
+      if (slot !== undefined) this.eventCounts[slot]! += 1;
       else c.events[type] = (c.events[type] ?? 0) + 1;
       if (type === "recovery") {
         c.recoveries[ev.kind] = (c.recoveries[ev.kind] ?? 0) + (ev.count ?? 1);
