@@ -1,76 +1,45 @@
 /**
- * The service's main thread alone, in process: the (a) frames of
- * bench/service-bench.ts (256 streams named by handle, one token each per
- * frame, a stream closed and the next opened as its completion runs out) fed
- * straight into a Connection of a Service with no workers, its answers
- * handed to a transport that only counts them. No sockets, no client beside
- * it: a quieter figure than service-bench's (a) for comparing two builds
- * (run it in each checkout in turn), and the thread's cost without the
- * loopback's.
+ * The service's main thread alone, in process: service-bench's (a) frames
+ * (bench/service/workload.ts's laneSource: --streams streams, one token
+ * each per frame, a used-up stream closed and the next opened in the same
+ * frame; by handle with --handles) fed straight into a Connection of a
+ * Service with no workers, its answers handed to a transport that only
+ * counts them. No sockets, no client beside it: a quieter figure than
+ * service-bench's (a) for comparing two builds (run it in each checkout in
+ * turn), and the thread's cost without the loopback's.
  *
- *   node dist/bench/service-thread.js [--seconds 6] [--frames 4000] [--json]
+ *   node dist/bench/service-thread.js [--handles] [--streams 256] [--seconds 2] [--runs 5] [--json]
+ *   (service-bench's flags; these are the ones it reads)
  *
- * A pass sends every frame once on a fresh connection and closes it; the
- * figure is the median pass. Baseline in the same run: the same frames
- * decoded only (BinaryFrameReader, the first step of every frame).
+ * A pass sends FRAMES frames once on a fresh connection and closes it; each
+ * figure is the median pass over --seconds × --runs seconds. Baseline in the
+ * same run: the same frames decoded only (BinaryFrameReader, the first step
+ * of every frame). The warm-up checks that the service answered exactly the
+ * frames the lane source's local replay says produce events.
  */
-import { readFileSync } from "node:fs";
-import { fileURLToPath } from "node:url";
 import { pino } from "pino";
 import { BinaryFrameReader } from "../src/protocol/binary-frame.js";
 import { schema } from "../src/protocol/schema.js";
 import type { Transport } from "../src/service/connection.js";
 import { DEFAULT_LIMITS, DEFAULTS, Service } from "../src/service/service.js";
+import { opts } from "./service/flags.js";
+import { laneSource, loadModules, loadWorkload } from "./service/workload.js";
 
-const args = process.argv.slice(2);
-const opt = (name: string, def: number): number => {
-  const i = args.indexOf(`--${name}`);
-  return i >= 0 && i + 1 < args.length ? Number(args[i + 1]) : def;
-};
-const seconds = opt("seconds", 6);
-const frameCount = opt("frames", 4000);
-const json = args.includes("--json");
-const LANES = 256;
-
-const DATA = fileURLToPath(new URL("../../bench/data/mix-200k.txt", import.meta.url));
-const completions = readFileSync(DATA, "utf8")
-  .trim()
-  .split("\n")
-  .map((l) => Uint32Array.from(l.trim().split(/\s+/).map(Number)).subarray(2)); // primed: drop <|start|>assistant
+/** Frames per pass. */
+const FRAMES = 4000;
 
 // ---------------------------------------------------------------- frames
-type Op =
-  | { open: { stream: string; handle: number } }
-  | { tokens: { handle: number; ids: number[] } }
-  | { close: { handle: number; reason: string } };
-const S = schema();
+const lanes = laneSource(loadWorkload(await loadModules()), opts.streams);
 const frames: Uint8Array[] = [];
-const frameTokens: number[] = [];
-{
-  const lanes = Array.from({ length: LANES }, (_, i) => ({ c: i % completions.length, at: 0, handle: i + 1, open: false }));
-  let nextHandle = LANES + 1;
-  for (let f = 0; f < frameCount; f++) {
-    const ops: Op[] = [];
-    for (const lane of lanes) {
-      const ids = completions[lane.c]!;
-      if (!lane.open) {
-        ops.push({ open: { stream: `s${lane.handle}`, handle: lane.handle } });
-        lane.open = true;
-      }
-      ops.push({ tokens: { handle: lane.handle, ids: [ids[lane.at]!] } });
-      if (++lane.at >= ids.length) {
-        ops.push({ close: { handle: lane.handle, reason: "eos" } });
-        lane.open = false;
-        lane.handle = nextHandle++;
-        lane.at = 0;
-        lane.c = (lane.c + LANES) % completions.length;
-      }
-    }
-    frames.push(S.ClientFrame.encode({ ops }).finish());
-    frameTokens.push(LANES);
-  }
+let passTokens = 0;
+let answeredFrames = 0;
+for (let t = 0; t < FRAMES; t++) {
+  const b = lanes.at(t);
+  frames.push(new Uint8Array(b.buffer, b.byteOffset, b.byteLength)); // as the WebSocket edge hands frames over
+  passTokens += lanes.tokens;
+  if (lanes.events > 0) answeredFrames++;
 }
-const passTokens = frameTokens.reduce((a, b) => a + b, 0);
+const S = schema();
 
 // ---------------------------------------------------------------- the service
 const svc = new Service({ ...DEFAULTS, workers: 0, limits: DEFAULT_LIMITS, logger: pino({ level: "silent" }) });
@@ -114,7 +83,7 @@ async function measure(pass: () => number | Promise<number>): Promise<{ median: 
   for (let i = 0; i < 2; i++) await pass(); // warm-up
   const rates: number[] = [];
   const start = performance.now();
-  while (performance.now() - start < (seconds * 1000) / 2) {
+  while (performance.now() - start < opts.seconds * opts.runs * 1000) {
     const t = performance.now();
     const n = await pass();
     rates.push(n / (performance.now() - t) / 1000);
@@ -124,6 +93,9 @@ async function measure(pass: () => number | Promise<number>): Promise<{ median: 
 }
 
 const baseline = await measure(decodePass);
+answers = 0;
+await servicePass();
+if (answers !== answeredFrames) throw new Error(`the service answered ${answers} frames of a pass, the replay says ${answeredFrames}`);
 answers = 0;
 answerBytes = 0;
 const service = await measure(servicePass);
@@ -137,9 +109,9 @@ const result = {
   baseline_decode_mtoks: baseline.median,
   sink: sink > 0,
 };
-if (json) console.log(JSON.stringify(result));
+if (opts.json) console.log(JSON.stringify(result));
 else {
-  console.log(`Service main thread, in process (${frames.length} frames of ${LANES} streams × 1 token; median of ${service.passes} passes):
+  console.log(`Service main thread, in process (${frames.length} frames of ${opts.streams} streams × 1 token${opts.handles ? ", by handle" : ""}; median of ${service.passes} passes):
 | figure | M tokens/s |
 |---|---|
 | the service's thread (decode, parse, answer) | ${service.median.toFixed(3)} |
