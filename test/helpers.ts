@@ -50,15 +50,6 @@ export function loadReferenceCases(): { file: string; data: any }[] {
 /** A deterministic PRNG (mulberry32) for chunkings: the load tester's. */
 export { rng } from "../src/loadtest/generate.js";
 
-const FC_SEED = process.env.FC_SEED === undefined ? undefined : Number(process.env.FC_SEED);
-/** FC_SCALE=<k> multiplies every property's number of runs (for a longer soak). */
-const FC_SCALE = Number(process.env.FC_SCALE ?? 1) || 1;
-
-/**
- * fast-check parameters for every property test: `runs` runs (times
- * FC_SCALE), replaying FC_SEED when it is set; `examples` run first on
- * every run (regression cases for bugs the properties found).
- */
 /** Whether JSON.parse takes `t` (what isJson and valid_json must say). */
 export function parsesAsJson(t: string): boolean {
   try {
@@ -69,6 +60,15 @@ export function parsesAsJson(t: string): boolean {
   }
 }
 
+const FC_SEED = process.env.FC_SEED === undefined ? undefined : Number(process.env.FC_SEED);
+/** FC_SCALE=<k> multiplies every property's number of runs (for a longer soak). */
+const FC_SCALE = Number(process.env.FC_SCALE ?? 1) || 1;
+
+/**
+ * fast-check parameters for every property test: `runs` runs (times
+ * FC_SCALE), replaying FC_SEED when it is set; `examples` run first on
+ * every run (regression cases for bugs the properties found).
+ */
 export function fcParams<Ts>(runs: number, examples: NoInfer<Ts>[] = []): fc.Parameters<Ts> {
   const numRuns = Math.max(1, Math.round(runs * FC_SCALE));
   return FC_SEED === undefined ? { numRuns, examples } : { numRuns, examples, seed: FC_SEED };
