@@ -70,6 +70,8 @@ const FC_SCALE = Number(process.env.FC_SCALE ?? 1) || 1;
  * every run (regression cases for bugs the properties found).
  */
 export function fcParams<Ts>(runs: number, examples: NoInfer<Ts>[] = []): fc.Parameters<Ts> {
+  // fast-check runs a property 0 times when numRuns is NaN: a call without runs must fail, not pass
+  if (!(runs >= 1)) throw new Error(`fcParams: the number of runs must be at least 1, not ${String(runs)}`);
   const numRuns = Math.max(1, Math.round(runs * FC_SCALE));
   return FC_SEED === undefined ? { numRuns, examples } : { numRuns, examples, seed: FC_SEED };
 }
