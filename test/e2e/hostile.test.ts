@@ -14,6 +14,7 @@ import { HarmonyClient } from "../../src/client/index.js";
 import { HARMONY_SERVICE } from "../../src/protocol/grpc-methods.js";
 import { schema } from "../../src/protocol/schema.js";
 import type { Server, ServerOptions } from "../../src/server.js";
+import { MAX_ARGUMENT_BYTES } from "../../src/core/parser.js";
 import { DEFAULT_LIMITS } from "../../src/service/service.js";
 import { harmony } from "../helpers.js";
 import { startStandIn, type StandIn } from "./stand-in-vllm.js";
@@ -117,6 +118,70 @@ describe("hostile input: nothing recurses, spreads or runs unbounded", () => {
     const frame = JSON.stringify({ ops: [{ open: { stream: "a" } }, { tokens: { stream: "a", ids } }, { close: { stream: "a" } }] });
     const r = await exchange(s.ws, [frame], (a) => eventsOf(a).some((e) => e.done));
     expect(eventsOf(r.answers).some((e) => e.done)).toBe(true);
+    await healthy(s.http);
+  });
+
+  it("a tool call's arguments nested 300,000 deep and past 1 MiB (multi-byte at the cut): cut, checked without recursion, the server goes on", async () => {
+    // rule 12 keeps a call's arguments as UTF-8 up to MAX_ARGUMENT_BYTES and checks them by an
+    // iterative scan; ids repeated by hand (a 300,000-bracket word would take BPE a while)
+    const s = await start();
+    const only = (text: string) => {
+      const ids = enc.encodeOrdinary(text);
+      expect(ids, text).toHaveLength(1);
+      return ids[0]!;
+    };
+    const head = enc.encode("<|channel|>commentary to=functions.f <|constrain|>json<|message|>");
+    const open = only("[");
+    const wide = only("日本");
+    const call = enc.encode("<|call|>")[0]!;
+    const body = [...new Array<number>(300_000).fill(open), ...new Array<number>(200_000).fill(wide)];
+    const frames = [JSON.stringify({ ops: [{ open: { stream: "a" } }, { tokens: { stream: "a", ids: head } }] })];
+    for (let i = 0; i < body.length; i += 200_000)
+      frames.push(JSON.stringify({ ops: [{ tokens: { stream: "a", ids: body.slice(i, i + 200_000) } }] }));
+    frames.push(JSON.stringify({ ops: [{ tokens: { stream: "a", ids: [call] } }, { close: { stream: "a" } }] }));
+    const r = await exchange(s.ws, frames, (a) => eventsOf(a).some((e) => e.done));
+    const ends = eventsOf(r.answers).flatMap((e) =>
+      e.tool_call_end ? [e.tool_call_end as { arguments: string; valid_json?: boolean }] : [],
+    );
+    expect(ends).toHaveLength(1);
+    const args = ends[0]!.arguments;
+    expect(ends[0]!.valid_json ?? false).toBe(false);
+    expect(args.startsWith("[".repeat(300_000) + "日本")).toBe(true);
+    expect(Buffer.byteLength(args)).toBeLessThanOrEqual(MAX_ARGUMENT_BYTES);
+    expect(Buffer.byteLength(args)).toBeGreaterThan(MAX_ARGUMENT_BYTES - 6);
+    expect(args).not.toContain("\uFFFD");
+    expect(errorCodes(r.answers)).toEqual([]);
+    await healthy(s.http);
+  });
+
+  it("broken arguments in a repairable shape around 200,000 open brackets: tried and left as they are, the server goes on", async () => {
+    // the repairs (over-escaped body, code fence) scan and re-check the whole text: iteratively
+    const s = await start();
+    const head = enc.encode("<|channel|>commentary to=functions.f <|constrain|>json<|message|>");
+    const open = enc.encodeOrdinary("[");
+    expect(open).toHaveLength(1);
+    const call = enc.encode("<|call|>")[0]!;
+    for (const [prefix, suffix] of [
+      ['{\\"a\\":', ""],
+      ["```json\n", "\n```"],
+    ] as const) {
+      const ids = [
+        ...head,
+        ...enc.encodeOrdinary(prefix),
+        ...new Array<number>(200_000).fill(open[0]!),
+        ...enc.encodeOrdinary(suffix),
+        call,
+      ];
+      const frame = JSON.stringify({ ops: [{ open: { stream: "a" } }, { tokens: { stream: "a", ids } }, { close: { stream: "a" } }] });
+      const r = await exchange(s.ws, [frame], (a) => eventsOf(a).some((e) => e.done));
+      const ends = eventsOf(r.answers).flatMap((e) =>
+        e.tool_call_end ? [e.tool_call_end as { arguments: string; valid_json?: boolean }] : [],
+      );
+      expect(ends).toHaveLength(1);
+      expect(ends[0]!.arguments === prefix + "[".repeat(200_000) + suffix, prefix).toBe(true);
+      expect(ends[0]!.valid_json ?? false).toBe(false);
+      expect(eventsOf(r.answers).filter((e) => (e.recovery as { kind?: string } | undefined)?.kind === "arguments_repaired")).toEqual([]);
+    }
     await healthy(s.http);
   });
 
