@@ -19,7 +19,7 @@
  * messages were requested.
  */
 import { repairArguments } from "./arguments.js";
-import { describeValue, isJsonBytes } from "./json.js";
+import { describeValue, isJson, isJsonBytes } from "./json.js";
 import type { DeltaKind, EndReason, FinishReason, HarmonyEvent, RecoveryKind, ReferenceMessage, StopKind } from "./events.js";
 import type { ParseErrorCode } from "./errors.js";
 import {
@@ -246,6 +246,14 @@ export class HarmonyParser {
   private isCall = false;
   private argBytes: Uint8Array = NO_BYTES;
   private argLen = 0;
+  /**
+   * A call's arguments while they are still one string (a long run of one
+   * write, as a whole completion per write gives): tool_call_end takes the
+   * string itself, with no copy into argBytes and no decode. Encoded into
+   * argBytes as soon as more text follows. Never longer than
+   * MAX_ARGUMENT_BYTES / 3 UTF-16 units, so never past the cap.
+   */
+  private argText = "";
   /** The arguments outgrew MAX_ARGUMENT_BYTES: nothing more is kept. */
   private argCut = false;
   private callIndex = 0;
@@ -438,7 +446,7 @@ export class HarmonyParser {
   heldBytes(): number {
     const text = this.dtext.length + this.mtext.length;
     const buffers = this.window.byteLength + this.hdr.byteLength + this.pend.byteLength + this.afterBytes.byteLength;
-    return buffers + this.argBytes.byteLength + 2 * text;
+    return buffers + this.argBytes.byteLength + 2 * (text + this.argText.length);
   }
 
   /** Of heldBytes(), the buffer of the current tool call's arguments (at most MAX_ARGUMENT_BYTES + 1). */
@@ -605,6 +613,22 @@ export class HarmonyParser {
   /** Keep text of a call's arguments for its tool_call_end (as UTF-8, up to MAX_ARGUMENT_BYTES). */
   private appendArguments(s: string): void {
     if (this.argCut || s === "") return;
+    if (this.argText !== "") this.encodeArgumentText();
+    else if (this.argLen === 0 && s.length <= MAX_ARGUMENT_BYTES / 3) {
+      this.argText = s;
+      return;
+    }
+    this.encodeArguments(s);
+  }
+
+  /** The arguments held as a string (argText) go into argBytes: more text follows them. */
+  private encodeArgumentText(): void {
+    const t = this.argText;
+    this.argText = "";
+    this.encodeArguments(t);
+  }
+
+  private encodeArguments(s: string): void {
     const len = this.argLen;
     const room = MAX_ARGUMENT_BYTES - len;
     // at most 3 bytes per UTF-16 unit; encodeInto writes whole characters only
@@ -623,18 +647,19 @@ export class HarmonyParser {
    */
   private appendArgumentText(s: string): void {
     if (this.argCut) return;
+    if (this.argText !== "") this.encodeArgumentText();
     const n = s.length;
     let len = this.argLen;
     let buf = this.argBytes;
     if (len + n >= buf.length) {
-      if (len + n > MAX_ARGUMENT_BYTES) return this.appendArguments(s);
+      if (len + n > MAX_ARGUMENT_BYTES) return this.encodeArguments(s);
       buf = this.argumentRoom(n);
     }
     for (let k = 0; k < n; k++) {
       const c = charCodeAt.call(s, k);
       if (c >= 0x80) {
         this.argLen = len;
-        return this.appendArguments(s.slice(k));
+        return this.encodeArguments(s.slice(k));
       }
       buf[len++] = c;
     }
@@ -645,6 +670,7 @@ export class HarmonyParser {
   private releaseArguments(): void {
     this.argLen = 0;
     this.argCut = false;
+    this.argText = "";
     const buf = this.argBytes;
     if (buf === NO_BYTES) return;
     this.argBytes = NO_BYTES;
@@ -654,6 +680,7 @@ export class HarmonyParser {
   /** Keep whole-text tokens of a call's arguments: their bytes, copied from the vocabulary. */
   private keepArgumentTokens(ids: ArrayLike<number>, start: number, end: number): void {
     if (this.argCut) return;
+    if (this.argText !== "") this.encodeArgumentText();
     const offsets = this.vocab.offsets;
     const bytes = this.vocab.bytes;
     let buf = this.argBytes;
@@ -797,9 +824,14 @@ export class HarmonyParser {
   /** The call's tool_call_end (rule 12): its whole arguments, repaired in resilient mode where a known shape applies. */
   private endCall(h: ParsedHeader, stop: StopKind): void {
     const n = this.argLen;
-    // the buffer has room for isJsonBytes' end mark past n (argumentRoom)
-    let validJson = n > 0 && isJsonBytes(this.argBytes, n);
-    const raw = n === 0 ? "" : UTF8.decode(this.argBytes.subarray(0, n));
+    let raw = this.argText;
+    let validJson: boolean;
+    if (raw !== "") validJson = isJson(raw);
+    else {
+      // the buffer has room for isJsonBytes' end mark past n (argumentRoom)
+      validJson = n > 0 && isJsonBytes(this.argBytes, n);
+      raw = n === 0 ? "" : UTF8.decode(this.argBytes.subarray(0, n));
+    }
     let args = raw;
     if (!this.strict && !validJson) {
       const checked = repairArguments(raw, h.contentType, stop === "eos");
