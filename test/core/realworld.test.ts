@@ -110,7 +110,7 @@ function asIntended(c: RealCase, o: Outcome): boolean {
 function parse(c: RealCase, perToken: boolean): HarmonyEvent[] {
   const tools = c.expected.calls.map((k) => bare(k.recipient)).filter((n) => !n.includes("."));
   const p = new HarmonyParser(vocab, { role: c.after_prompt ? "assistant" : null, tools: tools.length > 0 ? tools : null });
-  const ids = enc.encode(c.text, "all");
+  const ids = enc.encode(c.text);
   const out: HarmonyEvent[] = [];
   if (perToken) for (let i = 0; i < ids.length; i++) out.push(...p.write(ids, i, i + 1));
   else out.push(...p.write(ids));

@@ -353,7 +353,7 @@ describe.each([
       const r = await front.client.responses.create({
         model: "gpt-oss",
         input: "Weather in Oslo?",
-        tools: [{ type: "function", name: "get_weather", parameters: TOOLS[0].function.parameters, strict: false }],
+        tools: [{ type: "function", name: "get_weather", parameters: TOOLS[0]!.function.parameters, strict: false }],
       });
       const call = r.output.find((o) => o.type === "function_call");
       expect(call && call.type === "function_call" && call.name).toBe("get_weather");

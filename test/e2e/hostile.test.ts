@@ -17,7 +17,7 @@ import type { Server, ServerOptions } from "../../src/server.js";
 import { MAX_ARGUMENT_BYTES } from "../../src/core/parser.js";
 import { DEFAULT_LIMITS } from "../../src/service/service.js";
 import { harmony } from "../helpers.js";
-import { startStandIn, type StandIn } from "./stand-in-vllm.js";
+import { startStandIn, type Script, type StandIn } from "./stand-in-vllm.js";
 import { startTestServer } from "./test-server.js";
 
 const JSON_BODY = { "content-type": "application/json" };
@@ -330,11 +330,12 @@ describe("honest statuses from the OpenAI front", () => {
     const s = await start({ upstream: { url: upstream.url, idleTimeoutMs: 500, reasoningField: "reasoning" } });
     const client = new OpenAI({ baseURL: `${s.http}/v1`, apiKey: "sk-local", maxRetries: 0 });
     const ask = () => client.chat.completions.create({ model: "gpt-oss", messages: [{ role: "user", content: "hi" }], stream: true });
-    for (const [script, status] of [
+    const cases: [Script, number][] = [
       [{ tokens: [], status: 400, errorBody: JSON.stringify({ object: "error", message: "bad" }) }, 400],
       [{ tokens: [], status: 500 }, 502],
       [{ tokens: [], hang: true }, 504],
-    ] as const) {
+    ];
+    for (const [script, status] of cases) {
       upstream.script(script);
       const err = (await ask().then(
         () => null,

@@ -7,7 +7,7 @@ import fc from "fast-check";
 import { PassThrough, Readable } from "node:stream";
 import { pino } from "pino";
 import { afterEach, describe, expect, it } from "vitest";
-import { HarmonyClient } from "../../src/client/index.js";
+import { HarmonyClient, type RenderedPrompt } from "../../src/client/index.js";
 import { runRender } from "../../src/commands/render.js";
 import { HARMONY_SERVICE } from "../../src/protocol/grpc-methods.js";
 import { CotStore } from "../../src/store/memory.js";
@@ -17,6 +17,12 @@ import { harmony } from "../helpers.js";
 
 /** A JSON POST: the service refuses other content types (a page can send text/plain without asking). */
 const JSON_BODY = { "content-type": "application/json" };
+
+/** POST /v1/render; the answer, as the client library types a render. */
+async function renderOverHttp(http: string, body: unknown): Promise<RenderedPrompt> {
+  const res = await fetch(`${http}/v1/render`, { method: "POST", headers: JSON_BODY, body: JSON.stringify(body) });
+  return (await res.json()) as RenderedPrompt;
+}
 
 const { enc } = harmony();
 const services: Server[] = [];
@@ -96,12 +102,8 @@ describe("chain-of-thought restoration", () => {
     const client = await HarmonyClient.connect(s.ws);
     clients.push(client);
     const id = await callThroughService(client);
-    const kept = await (
-      await fetch(`${s.http}/v1/render`, { method: "POST", headers: JSON_BODY, body: JSON.stringify(history(id, true)) })
-    ).json();
-    const dropped = await (
-      await fetch(`${s.http}/v1/render`, { method: "POST", headers: JSON_BODY, body: JSON.stringify(history(id, false)) })
-    ).json();
+    const kept = await renderOverHttp(s.http, history(id, true));
+    const dropped = await renderOverHttp(s.http, history(id, false));
     expect(kept.text).toContain(`<|channel|>analysis<|message|>${COT}<|end|>`);
     expect(dropped.ids).toEqual(kept.ids);
     expect(dropped.text).toEqual(kept.text);
@@ -120,7 +122,7 @@ describe("chain-of-thought restoration", () => {
     clients.push(client);
     const id = await callThroughService(client);
     const req = { ...history(id, false), harmony: { current_date: "2026-11-30", restore_reasoning: false } };
-    const r = await (await fetch(`${s.http}/v1/render`, { method: "POST", headers: JSON_BODY, body: JSON.stringify(req) })).json();
+    const r = await renderOverHttp(s.http, req);
     expect(r.restored).toEqual([]);
     expect(r.text).not.toContain(COT);
 
@@ -128,9 +130,7 @@ describe("chain-of-thought restoration", () => {
     const c2 = await HarmonyClient.connect(off.ws);
     clients.push(c2);
     const id2 = await callThroughService(c2);
-    const r2 = await (
-      await fetch(`${off.http}/v1/render`, { method: "POST", headers: JSON_BODY, body: JSON.stringify(history(id2, false)) })
-    ).json();
+    const r2 = await renderOverHttp(off.http, history(id2, false));
     expect(r2.restored).toEqual([]);
   });
 
@@ -140,9 +140,7 @@ describe("chain-of-thought restoration", () => {
     clients.push(ws);
     const id = await callThroughService(ws);
     const viaWs = await ws.render(history(id, false));
-    const viaHttp = await (
-      await fetch(`${s.http}/v1/render`, { method: "POST", headers: JSON_BODY, body: JSON.stringify(history(id, true)) })
-    ).json();
+    const viaHttp = await renderOverHttp(s.http, history(id, true));
     expect(viaWs.ids).toEqual(viaHttp.ids);
     expect(viaWs.restored.map((r) => r.tool_call_id)).toEqual([id]);
 
@@ -175,7 +173,7 @@ describe("chain-of-thought restoration", () => {
       body: JSON.stringify({ messages: [{ role: "wizard" }] }),
     });
     expect(res.status).toBe(400);
-    expect((await res.json()).error).toMatchObject({ code: "bad_message", path: "messages[0].role" });
+    expect(((await res.json()) as { error: unknown }).error).toMatchObject({ code: "bad_message", path: "messages[0].role" });
     expect((await fetch(`${s.http}/v1/render`)).status).toBe(405);
     const client = await HarmonyClient.connect(s.ws);
     clients.push(client);

@@ -138,7 +138,7 @@ async function render(
     headers: { "content-type": "application/json", ...auth(r) },
     body: JSON.stringify(body),
   });
-  const json = await res.json();
+  const json = (await res.json()) as { ids: number[]; text: string; restored: unknown[] };
   return { status: res.status, ms: performance.now() - t0, ...json };
 }
 

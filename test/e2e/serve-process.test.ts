@@ -65,7 +65,7 @@ describe("harmony-sidecar serve", () => {
       if (saved === undefined) delete process.env.WS_NO_BUFFER_UTIL;
       else process.env.WS_NO_BUFFER_UTIL = saved;
     }
-    expect(resolveOptions({ cotStoreBytes: String(2 ** 30) }, {}).cotStore.maxBytes).toBe(2 ** 30);
+    expect(resolveOptions({ cotStoreBytes: String(2 ** 30) }, {}).cotStore?.maxBytes).toBe(2 ** 30);
     expect(() => resolveOptions({ cotStoreBytes: String(2 ** 30 + 1) }, {})).toThrow(/cotStoreBytes.*at most/);
   });
 

@@ -198,7 +198,7 @@ describe.each([2, 0])("sidecar mode, %i worker threads", (workers) => {
         const r = await client.chat.completions.create({ model: "gpt-oss", messages: [{ role: "user", content: "go" }], tools: TOOLS });
         const got = r.choices[0]!.message.tool_calls ?? [];
         expect(
-          got.map((c) => [`functions.${c.function.name}`, c.function.arguments]),
+          got.map((c) => (c.type === "function" ? [`functions.${c.function.name}`, c.function.arguments] : [c.type, c.custom.input])),
           `${s.fault} #${i}`,
         ).toEqual(calls.map((m) => [m.recipient, m.content]));
       }
@@ -333,7 +333,7 @@ describe.each([2, 0])("sidecar mode, %i worker threads", (workers) => {
       const { port } = await plain.start();
       const res = await fetch(`http://127.0.0.1:${port}/v1/chat/completions`, { method: "POST", headers: JSON_BODY, body: "{}" });
       expect(res.status).toBe(404);
-      expect((await res.json()).error.code).toBe("no_upstream");
+      expect(((await res.json()) as { error: { code: string } }).error.code).toBe("no_upstream");
       await plain.stop();
     });
   });

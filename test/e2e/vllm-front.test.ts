@@ -276,7 +276,7 @@ describe("the OpenAI front against vLLM's contract", () => {
     const resp = await client.responses.create({
       model: "gpt-oss",
       input: "Weather in Oslo?",
-      tools: [{ type: "function", name: "get_weather", parameters: TOOLS[0].function.parameters, strict: false }],
+      tools: [{ type: "function", name: "get_weather", parameters: TOOLS[0]!.function.parameters, strict: false }],
       tool_choice: { type: "function", name: "get_weather" },
     });
     const fc = resp.output.find((o) => o.type === "function_call");

@@ -880,7 +880,7 @@ describe("openai.responses", () => {
     expect(a.push({ type: "delta", index: 0, kind: "content", text: "late" })).toEqual([]);
     // an empty stream still opens and closes a response
     const empty = new ResponsesStreamAdapter(RESP);
-    const e2 = empty.push({ type: "done", finish_reason: "stop", tokens: 0, messages: 0, recoveries: 0 });
+    const e2 = empty.push({ type: "done", finish_reason: "stop", tokens: 0, messages: 0, recoveries: 0, reasoning_tokens: 0 });
     expect(e2.map((e) => e.type)).toEqual(["response.created", "response.in_progress", "response.completed"]);
     expect(checkResponsesStream(e2).output).toEqual([]);
   });

@@ -26,7 +26,11 @@ const spec = (name: string, handle = 0): OpenWith => ({
   nonStrict: false,
   callIdPrefix: "call_t_",
   rememberReasoning: true,
+  memoScope: "",
   format: { kind: "events" },
+  afterStop: "drop",
+  tools: null,
+  calls: "any",
 });
 
 function heldBytes(): number {
