@@ -29,9 +29,11 @@ $(REDIS_SERVER):
 
 build: $(BUILD)
 
+# the sources, the inspector page and the tests (vitest itself runs tests without checking types)
 typecheck: $(NODE_MODULES)
 	npx tsc -p tsconfig.json --noEmit
 	npx tsc -p src/inspect/tsconfig.json
+	npx tsc -p test/tsconfig.json
 
 format: $(NODE_MODULES)
 	npx prettier --write .
@@ -40,7 +42,7 @@ format: $(NODE_MODULES)
 format-check: $(NODE_MODULES)
 	npx prettier --check .
 
-test: $(BUILD) $(CHROMIUM) $(REDIS_SERVER) format-check
+test: $(BUILD) $(CHROMIUM) $(REDIS_SERVER) format-check typecheck
 	npx vitest run --reporter=default --reporter=json --outputFile.json=dist/test-report.json; \
 	  status=$$?; node scripts/test-summary.mjs dist/test-report.json || status=1; exit $$status
 
