@@ -167,6 +167,38 @@ const KEPT_BUFFER_BYTES = 1024;
 
 /** Ids the window holds at first; it grows (fourfold, or at once to what a write needs) up to `windowSize`. */
 const INITIAL_WINDOW = 32;
+/**
+ * Spare windows of this thread, by size (32 << k ids, up to the default
+ * 512): what a grown window leaves behind, and an ended stream's. A window
+ * is a typed array of its own, and allocating one costs more than parsing
+ * dozens of tokens: a parser made per completion grew three of them.
+ * What a spare still holds is never read (reads stay within [pos - size,
+ * pos), all written by the stream holding it), as with restart(). At most
+ * MAX_SPARE_WINDOWS of each size: 190 KB a thread.
+ */
+const SPARE_WINDOWS: Uint8Array[][] = [[], [], [], [], []];
+const MAX_SPARE_WINDOWS = 64;
+
+/** The spare class of a window of `ids` ids, or -1 (not kept). */
+function windowClass(ids: number): number {
+  if (ids < INITIAL_WINDOW || (ids & (ids - 1)) !== 0) return -1;
+  const k = Math.clz32(INITIAL_WINDOW) - Math.clz32(ids);
+  return k < SPARE_WINDOWS.length ? k : -1;
+}
+
+function takeWindow(ids: number): Uint8Array {
+  const k = windowClass(ids);
+  if (k >= 0) {
+    const spare = SPARE_WINDOWS[k]!.pop();
+    if (spare !== undefined) return spare;
+  }
+  return new Uint8Array(3 * ids);
+}
+
+function giveWindow(w: Uint8Array): void {
+  const k = windowClass(w.length / 3);
+  if (k >= 0 && SPARE_WINDOWS[k]!.length < MAX_SPARE_WINDOWS) SPARE_WINDOWS[k]!.push(w);
+}
 
 export class HarmonyParser {
   // configuration (set by the options; see restart)
@@ -323,7 +355,10 @@ export class HarmonyParser {
     const initial = Math.min(size, INITIAL_WINDOW);
     const held = this.window.length / 3;
     const first = held >= initial && held <= size ? held : initial;
-    if (first !== held) this.window = new Uint8Array(3 * first);
+    if (first !== held) {
+      giveWindow(this.window);
+      this.window = takeWindow(first);
+    }
     this.mask = first - 1;
     this.pos = 0;
     const role = options.role === undefined ? preset.implicitRole : options.role;
@@ -561,6 +596,10 @@ export class HarmonyParser {
       reasoning_tokens: this.reasoningTokens,
     });
     this.state = S_DONE;
+    // nothing reads the window once the stream is done; restart() takes another
+    giveWindow(this.window);
+    this.window = NO_BYTES;
+    this.mask = 0;
     this.out = NO_EVENTS;
     return out;
   }
@@ -1424,8 +1463,9 @@ export class HarmonyParser {
     let size = 4 * ids;
     while (size < need) size <<= 1;
     size = Math.min(size, this.maxMask + 1);
-    const grown = new Uint8Array(3 * size);
+    const grown = takeWindow(size);
     grown.set(this.window);
+    giveWindow(this.window);
     this.window = grown;
     this.mask = size - 1;
     return grown;

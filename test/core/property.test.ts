@@ -790,6 +790,62 @@ describe("the token window grows with the stream", () => {
   });
 });
 
+describe("property: parsers on one thread share spare windows, never a window in use", () => {
+  it("streams interleaved write by write, each ended and followed by a new or restarted parser, give the events each gives alone", () => {
+    // each stream abandons a header and restarts it after some filler, so its
+    // events depend on ids read back from its window: a window that another
+    // parser also writes into (a spare handed out while still in use) changes them
+    const head = enc.encode("<|channel|>analysis<|message|>");
+    const word = enc.encode(" x")[0]!;
+    const tail = enc.encode(
+      '<|end|><|start|>assistant to=functions.get_weather<|start|>assistant<|channel|>commentary json<|message|>{"city":"Paris"}<|call|>',
+    );
+    const stream = fc
+      .tuple(fc.integer({ min: 0, max: 600 }), idStream(20), fc.constantFrom(16, 512))
+      .map(([filler, noise, windowSize]) => ({ ids: [...noise, ...head, ...Array<number>(filler).fill(word), ...tail], windowSize }));
+    fc.assert(
+      fc.property(fc.array(stream, { minLength: 2, maxLength: 10 }), fc.integer({ min: 2, max: 4 }), chunking, (streams, lanes, sizes) => {
+        const alone = streams.map((st) => run(st.ids, { role: null, windowSize: st.windowSize }, sizes).events);
+        const got: HarmonyEvent[][] = streams.map(() => []);
+        // lanes take the streams in turn; a lane's parser is reused (restart) every other stream
+        type Lane = { p: HarmonyParser | null; k: number; parts: number[][]; at: number };
+        const lane: Lane[] = [];
+        let next = 0;
+        const begin = (l: Lane) => {
+          const k = next++;
+          const opts: ParserOptions = { role: null, windowSize: streams[k]!.windowSize };
+          if (l.p !== null && k % 2 === 0) l.p.restart(opts);
+          else l.p = new HarmonyParser(vocab, opts);
+          l.k = k;
+          l.parts = chunks(streams[k]!.ids, sizes);
+          l.at = 0;
+        };
+        for (let i = 0; i < lanes && next < streams.length; i++) {
+          const l: Lane = { p: null, k: 0, parts: [], at: 0 };
+          begin(l);
+          lane.push(l);
+        }
+        let busy = lane.length;
+        while (busy > 0) {
+          busy = 0;
+          for (const l of lane) {
+            if (l.p === null) continue;
+            busy++;
+            if (l.at < l.parts.length) got[l.k]!.push(...l.p.write(l.parts[l.at++]!));
+            else {
+              got[l.k]!.push(...l.p.end());
+              if (next < streams.length) begin(l);
+              else l.p = null;
+            }
+          }
+        }
+        expect(got).toEqual(alone);
+      }),
+      params(150),
+    );
+  });
+});
+
 // ---------------------------------------------------------------- 5. lose nothing
 
 /** Text for contents and junk: ASCII words, emoji, CJK, punctuation, look-alike markers. */
