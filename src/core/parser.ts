@@ -494,12 +494,10 @@ export class HarmonyParser {
    * default); returns the events they complete.
    */
   write(ids: ArrayLike<number>, start = 0, end?: number): HarmonyEvent[] {
-    const out: HarmonyEvent[] = [];
-    this.out = out;
+    this.out = NO_EVENTS;
     if (this.state === S_DONE) {
       this.fail("stream_finished", "write() after the stream ended", this.pos, null);
-      this.out = NO_EVENTS;
-      return out;
+      return this.answer();
     }
     const len = ids == null || typeof ids.length !== "number" ? 0 : ids.length;
     const n = end === undefined || !(end <= len) ? len : end;
@@ -560,18 +558,33 @@ export class HarmonyParser {
       else this.expectToken(id);
     }
     this.flushDelta();
+    return this.answer();
+  }
+
+  /** The events of this write() or end(), made at the first (emit). */
+  private answer(): HarmonyEvent[] {
+    const out = this.out;
     this.out = NO_EVENTS;
-    return out;
+    return out === NO_EVENTS ? [] : out;
+  }
+
+  /**
+   * Add an event to this write()'s or end()'s answer. The array is made at
+   * the first event: most one-token writes give one, and [ev] is the
+   * smallest array that holds it (an empty array's first push makes room
+   * for 17).
+   */
+  private emit(ev: HarmonyEvent): void {
+    if (this.out === NO_EVENTS) this.out = [ev];
+    else this.out.push(ev);
   }
 
   /** Finish the stream: end of input (`eos`), a length cut, or an abort. */
   end(reason: EndReason = "eos"): HarmonyEvent[] {
-    const out: HarmonyEvent[] = [];
-    this.out = out;
+    this.out = NO_EVENTS;
     if (this.state === S_DONE) {
       this.fail("stream_finished", "end() after the stream ended", this.pos, null);
-      this.out = NO_EVENTS;
-      return out;
+      return this.answer();
     }
     this.cutShort = reason !== "eos";
     if (this.state === S_CONTENT) this.endMessage("eos");
@@ -587,7 +600,7 @@ export class HarmonyParser {
     else if (reason === "length") finish = "length";
     else if (this.strict && this.errors > 0) finish = "error";
     else finish = this.lastWasCall ? "tool_calls" : "stop";
-    out.push({
+    this.emit({
       type: "done",
       finish_reason: finish,
       tokens: this.pos,
@@ -600,8 +613,7 @@ export class HarmonyParser {
     giveWindow(this.window);
     this.window = NO_BYTES;
     this.mask = 0;
-    this.out = NO_EVENTS;
-    return out;
+    return this.answer();
   }
 
   // ---------------------------------------------------------------- helpers
@@ -620,7 +632,7 @@ export class HarmonyParser {
   private fail(code: ParseErrorCode, message: string, at: number, token: number | null): void {
     this.flushDelta();
     this.errors++;
-    this.out.push({ type: "error", code, message, at, token });
+    this.emit({ type: "error", code, message, at, token });
   }
 
   private recover(kind: RecoveryKind, at: number, detail: string, raw?: string): void {
@@ -640,7 +652,7 @@ export class HarmonyParser {
     }
     const ev: HarmonyEvent =
       raw === undefined || raw === "" ? { type: "recovery", at, kind, detail } : { type: "recovery", at, kind, detail, raw };
-    this.out.push(ev);
+    this.emit(ev);
   }
 
   private appendText(s: string): void {
@@ -758,7 +770,7 @@ export class HarmonyParser {
 
   private flushDelta(): void {
     if (this.dtext !== "") {
-      this.out.push({ type: "delta", index: this.msgIndex, kind: this.kind, text: this.dtext });
+      this.emit({ type: "delta", index: this.msgIndex, kind: this.kind, text: this.dtext });
       this.dtext = "";
     }
   }
@@ -785,7 +797,7 @@ export class HarmonyParser {
     this.mtext = "";
     this.isCall = false;
     this.releaseArguments();
-    this.out.push({
+    this.emit({
       type: "message_start",
       index: this.msgIndex,
       role: h.role,
@@ -802,7 +814,7 @@ export class HarmonyParser {
       this.callIndex = callIndex;
       this.callId = this.callIdPrefix + callIndex;
       this.callName = name;
-      this.out.push({
+      this.emit({
         type: "tool_call_start",
         index: this.msgIndex,
         call_index: callIndex,
@@ -843,7 +855,7 @@ export class HarmonyParser {
       ev.message = m as ReferenceMessage;
       this.mtext = "";
     }
-    this.out.push(ev);
+    this.emit(ev);
     this.completed++;
     this.lastWasCall = h.recipient !== null && h.role === this.preset.implicitRole;
     this.header = null;
@@ -880,7 +892,7 @@ export class HarmonyParser {
         this.recover("arguments_repaired", this.pos - 1, `the arguments were not JSON (${checked.repair}); repaired in tool_call_end`, raw);
       }
     }
-    this.out.push({
+    this.emit({
       type: "tool_call_end",
       index: this.msgIndex,
       call_index: this.callIndex,
