@@ -153,7 +153,7 @@ export interface ReadFrame {
   /** The ids of the frame's Tokens ops (each op has its [start, end)); it may run longer than the last op's end. */
   ids: Uint32Array;
   /** Problems with single ops (the rest of the frame stands). */
-  errors: OpError[];
+  errors: readonly OpError[];
   /** Set when the frame as a whole could not be read (nothing in it was used). */
   fatal?: OpError;
 }
@@ -164,33 +164,47 @@ export const MAX_OPS_PER_FRAME = 65536;
 /** Errors of one code answered one by one in a frame; past this they are counted in one more error. */
 export const MAX_ERRORS_PER_CODE = 16;
 
+/** The errors of a frame that has none (most frames): shared, so frozen. */
+const NO_OP_ERRORS: readonly OpError[] = Object.freeze([]);
+
 /**
  * A frame's op errors, bounded before the answer is built: the first
  * MAX_ERRORS_PER_CODE of each code are kept as they are, the rest are
- * counted and reported in one error of that code at the end.
+ * counted and reported in one error of that code at the end. Its list and
+ * maps are made at the first error: one per frame read, and most frames
+ * have none (two maps a frame were a third of what reading a step frame
+ * allocated).
  */
 export class OpErrors {
-  readonly list: OpError[] = [];
-  private readonly extra = new Map<OpError["code"], number>();
-  private readonly seen = new Map<OpError["code"], number>();
+  private list: OpError[] | null = null;
+  private extra: Map<OpError["code"], number> | null = null;
+  private seen: Map<OpError["code"], number> | null = null;
 
   push(e: OpError): void {
-    const n = (this.seen.get(e.code) ?? 0) + 1;
-    this.seen.set(e.code, n);
-    if (n <= MAX_ERRORS_PER_CODE) this.list.push(e);
-    else this.extra.set(e.code, (this.extra.get(e.code) ?? 0) + 1);
+    const seen = (this.seen ??= new Map());
+    const n = (seen.get(e.code) ?? 0) + 1;
+    seen.set(e.code, n);
+    if (n <= MAX_ERRORS_PER_CODE) (this.list ??= []).push(e);
+    else {
+      const extra = (this.extra ??= new Map());
+      extra.set(e.code, (extra.get(e.code) ?? 0) + 1);
+    }
   }
 
   /** The errors to answer with, each code's count of the rest last. */
-  done(): OpError[] {
-    for (const [code, n] of this.extra) {
-      this.list.push({
-        code,
-        message: `and ${n} more ops with this error in the frame (only the first ${MAX_ERRORS_PER_CODE} are listed)`,
-        stream: "",
-      });
+  done(): readonly OpError[] {
+    const list = this.list;
+    if (list === null) return NO_OP_ERRORS;
+    if (this.extra !== null) {
+      for (const [code, n] of this.extra) {
+        list.push({
+          code,
+          message: `and ${n} more ops with this error in the frame (only the first ${MAX_ERRORS_PER_CODE} are listed)`,
+          stream: "",
+        });
+      }
     }
-    return this.list;
+    return list;
   }
 }
 
