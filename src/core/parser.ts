@@ -678,6 +678,7 @@ export class HarmonyParser {
     this.encodeArguments(t);
   }
 
+  /** Encode `s` into argBytes after what they hold, up to MAX_ARGUMENT_BYTES (whole characters only). */
   private encodeArguments(s: string): void {
     const len = this.argLen;
     const room = MAX_ARGUMENT_BYTES - len;
