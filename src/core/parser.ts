@@ -694,7 +694,7 @@ export class HarmonyParser {
    * Keep one token's text (a flat string) of a call's arguments: ASCII is
    * copied from the string just read, where the vocabulary's bytes would
    * be two more cache misses a token (~65 ns of a one-token write); from
-   * the first other character on, appendArguments encodes the rest.
+   * the first other character on, encodeArguments encodes the rest.
    */
   private appendArgumentText(s: string): void {
     if (this.argCut) return;
