@@ -164,6 +164,11 @@ export const MAX_OPS_PER_FRAME = 65536;
 /** Errors of one code answered one by one in a frame; past this they are counted in one more error. */
 export const MAX_ERRORS_PER_CODE = 16;
 
+/** The message of the error that counts a code's errors past MAX_ERRORS_PER_CODE (`n` of them) in a frame. */
+export function leftOutMessage(n: number): string {
+  return `and ${n} more ops with this error in the frame (only the first ${MAX_ERRORS_PER_CODE} are listed)`;
+}
+
 /** The errors of a frame that has none (most frames): shared, so frozen. */
 const NO_OP_ERRORS: readonly OpError[] = Object.freeze([]);
 
@@ -197,11 +202,7 @@ export class OpErrors {
     if (list === null) return NO_OP_ERRORS;
     if (this.extra !== null) {
       for (const [code, n] of this.extra) {
-        list.push({
-          code,
-          message: `and ${n} more ops with this error in the frame (only the first ${MAX_ERRORS_PER_CODE} are listed)`,
-          stream: "",
-        });
+        list.push({ code, message: leftOutMessage(n), stream: "" });
       }
     }
     return list;

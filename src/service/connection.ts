@@ -20,6 +20,7 @@ import { BinaryFrameReader } from "../protocol/binary-frame.js";
 import { readJsonFrame } from "../protocol/json-frame.js";
 import {
   MAX_ERRORS_PER_CODE,
+  leftOutMessage,
   OP_CLOSE,
   OP_OPEN,
   OP_TOKENS,
@@ -94,8 +95,7 @@ class FrameErrors {
     if (this.seen.size === 0) return; // most frames: no iterator to make
     for (const [code, n] of this.seen) {
       if (n <= MAX_ERRORS_PER_CODE) continue;
-      const message = `and ${n - MAX_ERRORS_PER_CODE} more ops with this error in the frame (only the first ${MAX_ERRORS_PER_CODE} are listed)`;
-      immediate.push({ stream: "", error: { code, message, at: 0 } } as WireEvent);
+      immediate.push({ stream: "", error: { code, message: leftOutMessage(n - MAX_ERRORS_PER_CODE), at: 0 } } as WireEvent);
     }
     this.seen.clear();
   }
