@@ -10,32 +10,44 @@ import type { EngineKind } from "../upstream/index.js";
 import { commaList } from "./lists.js";
 import { SettingsReader, type ServeFlags } from "./settings.js";
 
-export { DEFAULT_HEAP_GROWTH, type ServeFlags } from "./settings.js";
+export { DEFAULT_HEAP_GROWTH, DEFAULT_INLINE_BUDGET, type ServeFlags } from "./settings.js";
 
-/** The heap growth setting (percent; 0: V8's own heuristics). */
-export function resolveHeapGrowth(flags: ServeFlags, env: NodeJS.ProcessEnv): number {
-  return new SettingsReader(flags, env).int("heapGrowth");
+/** The V8 flags `serve` sets itself, each from its setting (0: V8's own value). */
+export const V8_SETTINGS = [
+  { key: "heapGrowth", flag: "--heap-growing-percent" },
+  { key: "inlineBudget", flag: "--max-inlined-bytecode-size-cumulative" },
+] as const;
+
+/** The V8 settings' values (see V8_SETTINGS). */
+export function resolveV8Settings(flags: ServeFlags, env: NodeJS.ProcessEnv): Record<(typeof V8_SETTINGS)[number]["key"], number> {
+  const r = new SettingsReader(flags, env);
+  return { heapGrowth: r.int("heapGrowth"), inlineBudget: r.int("inlineBudget") };
 }
 
 /**
- * Give V8 the heap growth setting, unless it is 0 or node was started with
- * its own --heap-growing-percent, which then wins (node refuses V8 flags in
- * NODE_OPTIONS, so the command line is the only other place). Says which
- * of the three happened.
+ * Give V8 one of its flags, unless the value is 0 or node was started with
+ * that flag, which then wins (node refuses V8 flags in NODE_OPTIONS, so the
+ * command line is the only other place). Says which of the three happened.
  *
  * Node calls V8 flags changed after start-up undefined behaviour in
- * general; this one is read each time V8 sets the next old-generation
- * limit, and the benchmark shows it taking effect (bench/RESULTS.md). It is
- * process-wide: worker threads' heaps grow the same way. Only
- * --max-old-space-size caps the growth, not a container's memory limit.
+ * general. These two are read when they are used: the heap growth each
+ * time V8 sets the next old-generation limit, the inlining budget each time
+ * it optimizes a function (the service's hot functions are optimized after
+ * start-up); the benchmark shows both taking effect (bench/RESULTS.md).
+ * They are process-wide: worker threads get them too. Only
+ * --max-old-space-size caps the heap's growth, not a container's memory
+ * limit.
  */
-export function applyHeapGrowth(
-  percent: number,
+export function applyV8Flag(
+  flag: string,
+  value: number,
   node: { execArgv: readonly string[]; setFlags: (flags: string) => void },
 ): "set" | "node flag" | "off" {
-  if (percent === 0) return "off";
-  if (node.execArgv.some((a) => /^--heap[-_]growing[-_]percent(=|$)/.test(a))) return "node flag";
-  node.setFlags(`--heap-growing-percent=${percent}`);
+  if (value === 0) return "off";
+  // V8 reads - and _ alike in a flag's name; its value follows = or comes next
+  const canonical = (arg: string) => arg.split("=")[0]!.replace(/_/g, "-");
+  if (node.execArgv.some((a) => canonical(a) === flag)) return "node flag";
+  node.setFlags(`${flag}=${value}`);
   return "set";
 }
 
@@ -85,10 +97,10 @@ export function resolveOptions(flags: ServeFlags, env: NodeJS.ProcessEnv): Serve
 
 export async function runServe(flags: ServeFlags): Promise<void> {
   let options: ServerOptions;
-  let heapGrowth: number;
+  let v8: ReturnType<typeof resolveV8Settings>;
   try {
     options = resolveOptions(flags, process.env);
-    heapGrowth = resolveHeapGrowth(flags, process.env);
+    v8 = resolveV8Settings(flags, process.env);
   } catch (e) {
     process.stderr.write(`serve: ${(e as Error).message}\n`);
     process.exitCode = 2;
@@ -96,11 +108,13 @@ export async function runServe(flags: ServeFlags): Promise<void> {
   }
   // process-wide, so set here rather than by Service (which tests and
   // benchmarks also run inside other processes)
-  const heap = applyHeapGrowth(heapGrowth, { execArgv: process.execArgv, setFlags: setFlagsFromString });
+  const node = { execArgv: process.execArgv, setFlags: setFlagsFromString };
+  const applied = V8_SETTINGS.map(({ key, flag }) => ({ flag, value: v8[key], outcome: applyV8Flag(flag, v8[key], node) }));
   const server = new Server(options);
   const service = server.service;
   await server.start();
-  service.logger.info({ heap_growing_percent: heap === "set" ? heapGrowth : null, heap_growth: heap }, "V8 heap growth");
+  for (const a of applied)
+    service.logger.info({ flag: a.flag, value: a.outcome === "set" ? a.value : null, outcome: a.outcome }, "V8 flag");
   let stopping = false;
   const stop = (signal: string) => {
     if (stopping) return;

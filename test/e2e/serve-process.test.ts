@@ -5,7 +5,7 @@ import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
 import { HarmonyClient } from "../../src/client/index.js";
-import { applyHeapGrowth, DEFAULT_HEAP_GROWTH, resolveHeapGrowth, resolveOptions } from "../../src/commands/serve.js";
+import { applyV8Flag, DEFAULT_HEAP_GROWTH, DEFAULT_INLINE_BUDGET, resolveOptions, resolveV8Settings } from "../../src/commands/serve.js";
 import { defaultWorkers, usableCores } from "../../src/service/service.js";
 import { wsMasking } from "../../src/transport/http.js";
 import { harmony } from "../helpers.js";
@@ -34,21 +34,33 @@ describe("harmony-sidecar serve", () => {
     expect(resolveOptions({ cotStoreTtlMs: "60000" }, {}).cotStore).toMatchObject({ ttlMs: 60000, maxBytes: 64 * 1024 * 1024 });
   });
 
-  it("gives V8 the heap growth setting unless it is 0 or node has its own flag", () => {
-    expect(resolveHeapGrowth({}, {})).toBe(DEFAULT_HEAP_GROWTH);
-    expect(resolveHeapGrowth({}, { HARMONY_HEAP_GROWTH: "0" })).toBe(0);
-    expect(resolveHeapGrowth({ heapGrowth: "150" }, { HARMONY_HEAP_GROWTH: "0" })).toBe(150);
+  it("gives V8 its two settings (heap growth, inlining budget) unless one is 0 or node has its own flag", () => {
+    const defaults = { heapGrowth: DEFAULT_HEAP_GROWTH, inlineBudget: DEFAULT_INLINE_BUDGET };
+    expect(resolveV8Settings({}, {})).toEqual(defaults);
+    expect(resolveV8Settings({}, { HARMONY_HEAP_GROWTH: "0", HARMONY_INLINE_BUDGET: "0" })).toEqual({ heapGrowth: 0, inlineBudget: 0 });
+    expect(
+      resolveV8Settings({ heapGrowth: "150", inlineBudget: "2000" }, { HARMONY_HEAP_GROWTH: "0", HARMONY_INLINE_BUDGET: "0" }),
+    ).toEqual({
+      heapGrowth: 150,
+      inlineBudget: 2000,
+    });
     for (const bad of ["-1", "1001", "1.5", "lots", "", "1e2", "0x12c"])
-      expect(() => resolveHeapGrowth({ heapGrowth: bad }, {})).toThrow(/heapGrowth \(HARMONY_HEAP_GROWTH\)/);
-    expect(resolveHeapGrowth({}, { HARMONY_HEAP_GROWTH: "" })).toBe(DEFAULT_HEAP_GROWTH);
+      expect(() => resolveV8Settings({ heapGrowth: bad }, {})).toThrow(/heapGrowth \(HARMONY_HEAP_GROWTH\)/);
+    for (const bad of ["-1", "100001", "1.5", "", "3e3"])
+      expect(() => resolveV8Settings({ inlineBudget: bad }, {})).toThrow(/inlineBudget \(HARMONY_INLINE_BUDGET\)/);
+    expect(resolveV8Settings({}, { HARMONY_HEAP_GROWTH: "", HARMONY_INLINE_BUDGET: "" })).toEqual(defaults);
     const given: string[] = [];
     const node = (execArgv: string[]) => ({ execArgv, setFlags: (f: string) => given.push(f) });
-    expect(applyHeapGrowth(300, node(["--max-old-space-size=512"]))).toBe("set");
-    expect(given).toEqual(["--heap-growing-percent=300"]);
-    expect(applyHeapGrowth(0, node([]))).toBe("off");
-    expect(applyHeapGrowth(300, node(["--heap-growing-percent=100"]))).toBe("node flag");
-    expect(applyHeapGrowth(300, node(["--heap_growing_percent", "50"]))).toBe("node flag");
-    expect(given).toHaveLength(1);
+    expect(applyV8Flag("--heap-growing-percent", 300, node(["--max-old-space-size=512"]))).toBe("set");
+    expect(applyV8Flag("--max-inlined-bytecode-size-cumulative", 3000, node(["--max-inlined-bytecode-size=500"]))).toBe("set");
+    expect(given).toEqual(["--heap-growing-percent=300", "--max-inlined-bytecode-size-cumulative=3000"]);
+    expect(applyV8Flag("--heap-growing-percent", 0, node([]))).toBe("off");
+    expect(applyV8Flag("--heap-growing-percent", 300, node(["--heap-growing-percent=100"]))).toBe("node flag");
+    expect(applyV8Flag("--heap-growing-percent", 300, node(["--heap_growing_percent", "50"]))).toBe("node flag");
+    expect(applyV8Flag("--max-inlined-bytecode-size-cumulative", 3000, node(["--max_inlined_bytecode_size_cumulative=920"]))).toBe(
+      "node flag",
+    );
+    expect(given).toHaveLength(2);
   });
 
   it("says whether ws unmasks natively: bufferutil's binary where it has one for this platform, else a JS loop", () => {
@@ -103,7 +115,11 @@ describe("harmony-sidecar serve", () => {
     expect(logs.some((l) => l.msg === "stopped")).toBe(true);
     const serving = logs.find((l) => l.msg === "harmony-sidecar serving")!;
     expect(serving.ws_masking).toBe(wsMasking());
-    expect(logs.find((l) => l.msg === "V8 heap growth")).toMatchObject({ heap_growth: "set", heap_growing_percent: DEFAULT_HEAP_GROWTH });
+    const v8 = logs.filter((l) => l.msg === "V8 flag");
+    expect(v8).toEqual([
+      expect.objectContaining({ flag: "--heap-growing-percent", value: DEFAULT_HEAP_GROWTH, outcome: "set" }),
+      expect.objectContaining({ flag: "--max-inlined-bytecode-size-cumulative", value: DEFAULT_INLINE_BUDGET, outcome: "set" }),
+    ]);
     await client.close();
   });
 });
