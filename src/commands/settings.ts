@@ -30,7 +30,7 @@ export const DEFAULT_HEAP_GROWTH = 300;
  * Each op of a step frame goes through the frame loop, the op router, the
  * stream's session, its parser and the frame writer, each a small function,
  * and V8 stops inlining into a function once that budget is spent.
- * With 3000 the service's step-frame throughput rose 4-10% over alternated
+ * With 3000 the service's step-frame throughput rose 3-10% over alternated
  * runs (bench/RESULTS.md, 2026-12-02); 1840 gave under half of that, 5000
  * no more. It costs compile time and code space only for hot functions.
  */
