@@ -18,10 +18,10 @@ export const V8_SETTINGS = [
   { key: "inlineBudget", flag: "--max-inlined-bytecode-size-cumulative" },
 ] as const;
 
-/** The V8 settings' values (see V8_SETTINGS). */
-export function resolveV8Settings(flags: ServeFlags, env: NodeJS.ProcessEnv): Record<(typeof V8_SETTINGS)[number]["key"], number> {
+/** Each V8 flag of V8_SETTINGS with its setting's value. */
+export function resolveV8Settings(flags: ServeFlags, env: NodeJS.ProcessEnv): { flag: string; value: number }[] {
   const r = new SettingsReader(flags, env);
-  return { heapGrowth: r.int("heapGrowth"), inlineBudget: r.int("inlineBudget") };
+  return V8_SETTINGS.map(({ key, flag }) => ({ flag, value: r.int(key) }));
 }
 
 /**
@@ -109,7 +109,7 @@ export async function runServe(flags: ServeFlags): Promise<void> {
   // process-wide, so set here rather than by Service (which tests and
   // benchmarks also run inside other processes)
   const node = { execArgv: process.execArgv, setFlags: setFlagsFromString };
-  const applied = V8_SETTINGS.map(({ key, flag }) => ({ flag, value: v8[key], outcome: applyV8Flag(flag, v8[key], node) }));
+  const applied = v8.map(({ flag, value }) => ({ flag, value, outcome: applyV8Flag(flag, value, node) }));
   const server = new Server(options);
   const service = server.service;
   await server.start();

@@ -35,15 +35,16 @@ describe("harmony-sidecar serve", () => {
   });
 
   it("gives V8 its two settings (heap growth, inlining budget) unless one is 0 or node has its own flag", () => {
-    const defaults = { heapGrowth: DEFAULT_HEAP_GROWTH, inlineBudget: DEFAULT_INLINE_BUDGET };
+    const v8 = (heapGrowth: number, inlineBudget: number) => [
+      { flag: "--heap-growing-percent", value: heapGrowth },
+      { flag: "--max-inlined-bytecode-size-cumulative", value: inlineBudget },
+    ];
+    const defaults = v8(DEFAULT_HEAP_GROWTH, DEFAULT_INLINE_BUDGET);
     expect(resolveV8Settings({}, {})).toEqual(defaults);
-    expect(resolveV8Settings({}, { HARMONY_HEAP_GROWTH: "0", HARMONY_INLINE_BUDGET: "0" })).toEqual({ heapGrowth: 0, inlineBudget: 0 });
+    expect(resolveV8Settings({}, { HARMONY_HEAP_GROWTH: "0", HARMONY_INLINE_BUDGET: "0" })).toEqual(v8(0, 0));
     expect(
       resolveV8Settings({ heapGrowth: "150", inlineBudget: "2000" }, { HARMONY_HEAP_GROWTH: "0", HARMONY_INLINE_BUDGET: "0" }),
-    ).toEqual({
-      heapGrowth: 150,
-      inlineBudget: 2000,
-    });
+    ).toEqual(v8(150, 2000));
     for (const bad of ["-1", "1001", "1.5", "lots", "", "1e2", "0x12c"])
       expect(() => resolveV8Settings({ heapGrowth: bad }, {})).toThrow(/heapGrowth \(HARMONY_HEAP_GROWTH\)/);
     for (const bad of ["-1", "100001", "1.5", "", "3e3"])
