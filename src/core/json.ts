@@ -1,4 +1,5 @@
 /** Helpers for reading parsed JSON (untrusted values): one home for the shape checks every reader needs. */
+import { FLAG_JSON_PLAIN, type Vocabulary } from "./vocab.js";
 
 /** A JSON object (not null, not an array). */
 export type JsonObject = Record<string, unknown>;
@@ -228,4 +229,188 @@ function numberEnd(b: Uint8Array, i: number): number {
     while (isDigit(b[i]!)) i++;
   }
   return i;
+}
+
+// isJsonTokens' states: what the next character may be
+/** A value (the start, after `:`, after `,` in an array). */
+const J_VALUE = 0;
+/** After `[`: a value or `]`. */
+const J_FIRST_ELEMENT = 1;
+/** After `{`: a key or `}`. */
+const J_FIRST_KEY = 2;
+/** After `,` in an object: a key. */
+const J_KEY = 3;
+/** After a key: `:`. */
+const J_COLON = 4;
+/** After a value: `,`, the container's close, or (outside every container) only whitespace. */
+const J_AFTER = 5;
+/** Inside a string (a key's or a value's). */
+const J_STRING = 6;
+/** After a backslash in a string. */
+const J_ESCAPE = 7;
+/** In a `\uXXXX` escape. */
+const J_HEX = 8;
+/** In `true`, `false` or `null`. */
+const J_LITERAL = 9;
+// in a number: after `-`, after a leading 0, in the integer digits, after `.`, in the fraction, after
+// `e`, after the exponent's sign, in the exponent
+const J_MINUS = 10;
+const J_ZERO = 11;
+const J_INT = 12;
+const J_DOT = 13;
+const J_FRACTION = 14;
+const J_E = 15;
+const J_SIGN = 16;
+const J_EXPONENT = 17;
+
+const isWs = (c: number) => c === 0x20 || c === 0x0a || c === 0x0d || c === 0x09;
+
+/**
+ * Whether the text of the whole-UTF-8 tokens `ids[from, to)` is JSON, as
+ * `isJson` would say of their concatenation, without concatenating: one
+ * pass over the tokens' own (flat) strings, a character at a time, with an
+ * explicit stack (no recursion, no allocation but the stack). A token
+ * flagged FLAG_JSON_PLAIN inside a string is skipped whole.
+ *
+ * A call's arguments that arrive as one run of tokens are checked this way
+ * (rule 12): the run's text is a chain of cons strings, and checking it as
+ * a string flattens and encodes it first, ~1 µs a call.
+ */
+export function isJsonTokens(vocab: Vocabulary, ids: ArrayLike<number>, from: number, to: number): boolean {
+  const flags = vocab.flags;
+  let stack = JSON_STACK;
+  let depth = 0;
+  let st = J_VALUE;
+  let key = false; // the string being read is a member's key
+  let left = 0; // hex digits left in a \u escape; the next character's place in a literal
+  let literal = "";
+  for (let t = from; t < to; t++) {
+    const id = ids[t]!;
+    if (st === J_STRING && (flags[id]! & FLAG_JSON_PLAIN) !== 0) continue;
+    const s = vocab.text(id);
+    const n = s.length;
+    for (let k = 0; k < n; k++) {
+      const c = s.charCodeAt(k);
+      switch (st) {
+        case J_STRING: {
+          // the string's content runs to a quote or a backslash
+          let d = c;
+          while (d !== 0x22 && d !== 0x5c) {
+            if (d < 0x20) return false;
+            if (++k === n) break;
+            d = s.charCodeAt(k);
+          }
+          if (d === 0x22) st = key ? J_COLON : J_AFTER;
+          else if (d === 0x5c) st = J_ESCAPE;
+          break;
+        }
+        case J_FIRST_ELEMENT:
+          if (isWs(c)) break;
+          if (c === 0x5d) {
+            depth--;
+            st = J_AFTER;
+            break;
+          }
+          st = J_VALUE;
+          k--; // c is the element's first character
+          break;
+        case J_VALUE:
+          if (isWs(c)) break;
+          if (c === 0x22) {
+            st = J_STRING;
+            key = false;
+          } else if (c === 0x7b || c === 0x5b) {
+            if (depth === stack.length) {
+              const grown = new Uint8Array(stack.length * 2);
+              grown.set(stack);
+              stack = grown;
+            }
+            stack[depth++] = c;
+            st = c === 0x7b ? J_FIRST_KEY : J_FIRST_ELEMENT;
+          } else if (c === 0x2d) st = J_MINUS;
+          else if (c === 0x30) st = J_ZERO;
+          else if (c >= 0x31 && c <= 0x39) st = J_INT;
+          else if (c === 0x74 || c === 0x66 || c === 0x6e) {
+            literal = c === 0x74 ? "true" : c === 0x66 ? "false" : "null";
+            left = 1;
+            st = J_LITERAL;
+          } else return false;
+          break;
+        case J_FIRST_KEY:
+          if (isWs(c)) break;
+          if (c === 0x7d) {
+            depth--;
+            st = J_AFTER;
+          } else if (c === 0x22) {
+            st = J_STRING;
+            key = true;
+          } else return false;
+          break;
+        case J_KEY:
+          if (isWs(c)) break;
+          if (c !== 0x22) return false;
+          st = J_STRING;
+          key = true;
+          break;
+        case J_COLON:
+          if (isWs(c)) break;
+          if (c !== 0x3a) return false;
+          st = J_VALUE;
+          break;
+        case J_AFTER:
+          if (isWs(c)) break;
+          if (depth === 0) return false;
+          if (c === 0x2c) st = stack[depth - 1] === 0x7b ? J_KEY : J_VALUE;
+          else if (c === stack[depth - 1]! + 2)
+            depth--; // } closes {, ] closes [
+          else return false;
+          break;
+        case J_ESCAPE:
+          if (c === 0x75) {
+            st = J_HEX;
+            left = 4;
+          } else if (c === 0x22 || c === 0x5c || c === 0x2f || c === 0x62 || c === 0x66 || c === 0x6e || c === 0x72 || c === 0x74)
+            st = J_STRING;
+          else return false;
+          break;
+        case J_HEX:
+          if (!isHex(c)) return false;
+          if (--left === 0) st = J_STRING;
+          break;
+        case J_LITERAL:
+          if (c !== literal.charCodeAt(left)) return false;
+          if (++left === literal.length) st = J_AFTER;
+          break;
+        case J_MINUS:
+          if (c === 0x30) st = J_ZERO;
+          else if (isDigit(c) && c !== 0x30) st = J_INT;
+          else return false;
+          break;
+        case J_DOT:
+          if (!isDigit(c)) return false;
+          st = J_FRACTION;
+          break;
+        case J_E:
+          if (c === 0x2b || c === 0x2d) st = J_SIGN;
+          else if (isDigit(c)) st = J_EXPONENT;
+          else return false;
+          break;
+        case J_SIGN:
+          if (!isDigit(c)) return false;
+          st = J_EXPONENT;
+          break;
+        default:
+          // J_ZERO, J_INT, J_FRACTION, J_EXPONENT: the number goes on, or ends before c
+          if (isDigit(c) && st !== J_ZERO) break;
+          if (c === 0x2e && (st === J_ZERO || st === J_INT)) st = J_DOT;
+          else if ((c === 0x65 || c === 0x45) && st !== J_EXPONENT) st = J_E;
+          else {
+            st = J_AFTER;
+            k--; // c follows the number
+          }
+      }
+    }
+  }
+  if (depth !== 0) return false;
+  return st === J_AFTER || st === J_ZERO || st === J_INT || st === J_FRACTION || st === J_EXPONENT;
 }

@@ -19,7 +19,7 @@
  * messages were requested.
  */
 import { repairArguments } from "./arguments.js";
-import { describeValue, isJson, isJsonBytes } from "./json.js";
+import { describeValue, isJson, isJsonBytes, isJsonTokens } from "./json.js";
 import type { DeltaKind, EndReason, FinishReason, HarmonyEvent, RecoveryKind, ReferenceMessage, StopKind } from "./events.js";
 import type { ParseErrorCode } from "./errors.js";
 import {
@@ -98,6 +98,10 @@ const S_AFTER = 4;
 export const AFTER_STOP_RAW_BYTES = 4096;
 /** UTF-8 bytes of a tool call's arguments kept for its `tool_call_end` (longer ones are cut there, at a character's end). */
 export const MAX_ARGUMENT_BYTES = 1 << 20;
+/** argJson: whether a call's arguments kept as a string are JSON, as read from their tokens, or not read yet. */
+const JSON_UNKNOWN = -1;
+const JSON_NO = 0;
+const JSON_YES = 1;
 /** Text between messages held before it is reported as junk (and a fresh run begins). */
 const MAX_JUNK_BYTES = 4096;
 
@@ -289,6 +293,8 @@ export class HarmonyParser {
    * MAX_ARGUMENT_BYTES / 3 UTF-16 units, so never past the cap.
    */
   private argText = "";
+  /** Whether argText is JSON, when it was read from its tokens: JSON_YES, JSON_NO or JSON_UNKNOWN. */
+  private argJson = JSON_UNKNOWN;
   /** The arguments outgrew MAX_ARGUMENT_BYTES: nothing more is kept. */
   private argCut = false;
   private callIndex = 0;
@@ -538,7 +544,7 @@ export class HarmonyParser {
             // one token (a step's write): its text is at hand; a long run's text is one
             // string (one native encode); a short run is copied token by token
             if (i - from === 1) this.appendArgumentText(acc);
-            else if (i - from > 8) this.appendArguments(acc);
+            else if (i - from > 8) this.appendArgumentRun(acc, ids, from, i);
             else this.keepArgumentTokens(ids, from, i);
           }
         }
@@ -666,9 +672,25 @@ export class HarmonyParser {
     if (this.argText !== "") this.encodeArgumentText();
     else if (this.argLen === 0 && s.length <= MAX_ARGUMENT_BYTES / 3) {
       this.argText = s;
+      this.argJson = JSON_UNKNOWN;
       return;
     }
     this.encodeArguments(s);
+  }
+
+  /**
+   * A long run of whole tokens of a call's arguments, `s` their text. When
+   * it is the first of them, it stays that string, and whether it is JSON
+   * is read from its tokens now, while they are at hand (rule 12): checking
+   * the string at the call's end would flatten and encode it first.
+   */
+  private appendArgumentRun(s: string, ids: ArrayLike<number>, from: number, to: number): void {
+    if (this.argText !== "" || this.argLen !== 0 || this.argCut || s.length > MAX_ARGUMENT_BYTES / 3) {
+      this.appendArguments(s);
+      return;
+    }
+    this.argText = s;
+    this.argJson = isJsonTokens(this.vocab, ids, from, to) ? JSON_YES : JSON_NO;
   }
 
   /** The arguments held as a string (argText) go into argBytes: more text follows them. */
@@ -877,7 +899,7 @@ export class HarmonyParser {
     const n = this.argLen;
     let raw = this.argText;
     let validJson: boolean;
-    if (raw !== "") validJson = isJson(raw);
+    if (raw !== "") validJson = this.argJson === JSON_UNKNOWN ? isJson(raw) : this.argJson === JSON_YES;
     else {
       // the buffer has room for isJsonBytes' end mark past n (argumentRoom)
       validJson = n > 0 && isJsonBytes(this.argBytes, n);

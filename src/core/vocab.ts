@@ -18,6 +18,12 @@ export const FLAG_SPACE = 4;
 /** Ordinary token whose text has a character no header word holds (not an ASCII identifier character). */
 export const FLAG_PROSE = 8;
 
+/**
+ * Ordinary token whose bytes hold no `"`, `\` or control character (< 0x20):
+ * inside a JSON string the whole token is string content (isJsonTokens skips it).
+ */
+export const FLAG_JSON_PLAIN = 16;
+
 const NOT_HEADER_CHAR = /[^\sA-Za-z0-9_.\-:/@+=]/u;
 
 const WHITESPACE = /[\t\n\v\f\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]/;
@@ -62,6 +68,7 @@ export function buildVocabTable(
       if (WHITESPACE.test(decodeLossyText(b))) f |= FLAG_SPACE;
     }
     if ((f & FLAG_SPECIAL) === 0 && NOT_HEADER_CHAR.test(decodeLossyText(b))) f |= FLAG_PROSE;
+    if ((f & FLAG_SPECIAL) === 0 && b.every((x) => x >= 0x20 && x !== 0x22 && x !== 0x5c)) f |= FLAG_JSON_PLAIN;
     flags[id] = f;
     at += b.length;
   }

@@ -684,6 +684,53 @@ describe("property: event-stream invariants", () => {
       params(400),
     );
   });
+
+  it("tool_call_end of JSON-like arguments: the same from one write (a long run, checked token by token), one token a write, or takeText", () => {
+    // a run of more than 8 whole tokens that begins a call's arguments is checked by isJsonTokens as
+    // it arrives; other paths check the text or the bytes at the call's end: all must agree with JSON.parse
+    const mutated = fc
+      .tuple(fc.json(), fc.nat(), fc.constantFrom("", ",", "]", "}", "{", '"', ":", " ", "1", "\\", "```", "json "))
+      .map(([j, at, c]) => {
+        const k = at % (j.length + 1);
+        return j.slice(0, k) + c + j.slice(k + (at % 2));
+      });
+    fc.assert(
+      fc.property(
+        fc.oneof(
+          fc.json(),
+          fc.json({ stringUnit: "grapheme" }),
+          fc.jsonValue().map((v) => JSON.stringify(v, null, 1)),
+          mutated,
+          fc.string({ unit: "grapheme", minLength: 1 }),
+        ),
+        fc.constantFrom(T.call, T.end, null),
+        (text, stop) => {
+          const head = enc.encode("<|channel|>commentary to=functions.f <|constrain|>json<|message|>");
+          const ids = [...head, ...enc.encodeOrdinary(text), ...(stop === null ? [] : [stop])];
+          const ends = (events: HarmonyEvent[]) => events.filter((e) => e.type === "tool_call_end" || e.type === "recovery");
+          const one = new HarmonyParser(vocab);
+          const whole = ends([...one.write(ids), ...one.end()]);
+          const each = new HarmonyParser(vocab);
+          const perToken = ends([...ids.flatMap((id) => each.write([id])), ...each.end()]);
+          const taker = new HarmonyParser(vocab);
+          const taken = [...taker.write(head)];
+          const last = ids.length - (stop === null ? 0 : 1);
+          if (!taker.takeText(ids, head.length, last)) taken.push(...taker.write(ids, head.length, last));
+          if (stop !== null) taken.push(...taker.write([stop]));
+          taken.push(...taker.end());
+          expect(perToken, text).toEqual(whole);
+          expect(ends(taken), text).toEqual(whole);
+          const end = whole.find((e) => e.type === "tool_call_end");
+          expect(end, text).toBeDefined();
+          if (end?.type === "tool_call_end") {
+            expect(end.valid_json, text).toBe(parsesAsJson(end.arguments));
+            if (parsesAsJson(text)) expect(end.arguments).toBe(text);
+          }
+        },
+      ),
+      params(1500),
+    );
+  });
 });
 
 // ---------------------------------------------------------------- 4. chunking independence
