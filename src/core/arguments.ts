@@ -40,6 +40,9 @@ function parsesToContainer(text: string): boolean {
 
 const CONTAINER_START = /^[ \t\n\r]*[{[]/;
 
+/** What a repairable text starts with, past whitespace: `{` or `[` (over-escaped, trailing text, missing closers), a fence's backquote, `json` in any case. */
+const REPAIRABLE_START = /^\s*[{[`jJ]/;
+
 const FENCE = /^\s*```[A-Za-z]*[ \t]*\r?\n([\s\S]*?)\r?\n?```\s*$/;
 const JSON_WORD = /^\s*json\s*(?=[{[])/i;
 
@@ -82,6 +85,9 @@ export function checkArguments(text: string, contentType: string | null, atEnd: 
 
 /** checkArguments for arguments already known not to be JSON. */
 export function repairArguments(text: string, contentType: string | null, atEnd: boolean): CheckedArguments {
+  // every shape below starts, past whitespace, with one of these characters: other text (code for
+  // a python tool, prose) is left as it is at once
+  if (!REPAIRABLE_START.test(text)) return { arguments: text, validJson: false, repair: null };
   const looksJson = contentType === null || /json/i.test(contentType) || /^\s*[{["`j\\]/.test(text);
   if (!looksJson || text.length > MAX_REPAIR_CHARS) return { arguments: text, validJson: false, repair: null };
   const trimmed = text.trim();

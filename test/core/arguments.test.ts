@@ -13,6 +13,8 @@ describe("checkArguments", () => {
     ["over-escaped (rw-018)", '{\\"url\\":\\"https://x\\",\\"max_length\\":5000}', '{"url":"https://x","max_length":5000}', "over_escaped"],
     ["a code fence", '```json\n{"a":1}\n```', '{"a":1}', "code_fence"],
     ["a leading json word", 'json{"a":1}', '{"a":1}', "json_prefix"],
+    ["a leading JSON word, after whitespace", '\n JSON {"a":1}', '{"a":1}', "json_prefix"],
+    ["a fence after a blank line", "\n```\n[1,2]\n```", "[1,2]", "code_fence"],
     ["a trailing stray word (rw-022)", '{"file_path":"/README.md"}commentary', '{"file_path":"/README.md"}', "trailing_text"],
     ["an extra closing brace", '{"a":{"b":1}}}', '{"a":{"b":1}}', "trailing_text"],
   ])("repairs %s", (_name, raw, fixed, repair) => {
@@ -36,6 +38,9 @@ describe("checkArguments", () => {
   it("leaves what is not meant as JSON alone", () => {
     expect(checkArguments('print("hi")', "code", true)).toEqual({ arguments: 'print("hi")', validJson: false, repair: null });
     expect(checkArguments("not json at all", "<|constrain|>json", true).repair).toBeNull();
+    // a python tool's code, with no content type: returned at once (no shape starts with a letter but j)
+    for (const code of ["import math\nprint(math.pi)", "  x = {'a': [1]}", "(1, 2)"])
+      expect(checkArguments(code, null, true)).toEqual({ arguments: code, validJson: false, repair: null });
   });
 });
 
