@@ -9,7 +9,7 @@
  *   a stray header before the real one) and reports where free text begins,
  *   which is how resilient mode spots a missing `<|message|>`.
  */
-import type { HarmonyPreset } from "./preset.js";
+import { HARMONY, type HarmonyPreset } from "./preset.js";
 
 export interface ParsedHeader {
   role: string;
@@ -377,8 +377,10 @@ export function parseHeaderTolerant(text: string, role: string | null, preset: H
  *
  * Bounded: each table holds at most `maxEntries` texts of at most
  * `maxTextLength` UTF-16 units, and is cleared when full (the common
- * headers come back at once). Only for one preset: a parser whose preset
- * differs does not use it.
+ * headers come back at once); at most MAX_MEMO_ROLES roles of at most
+ * `maxTextLength` units have tables (a parser's role is its caller's
+ * choice). Only for one preset: a parser whose preset differs does not
+ * use it.
  */
 export class HeaderMemo {
   /** role → header text → the reference's successful reading (immutable, shared). */
@@ -398,7 +400,7 @@ export class HeaderMemo {
     const known = byText?.get(text);
     if (known !== undefined) return known;
     const r = parseHeaderReference(text, role, this.preset, true);
-    if (r.ok && text.length <= this.maxTextLength) {
+    if (r.ok && text.length <= this.maxTextLength && (byText !== undefined || this.roomForRole(this.readings, role))) {
       if (byText === undefined) this.readings.set(role, (byText = new Map()));
       else if (byText.size >= this.maxEntries) byText.clear();
       // shared by every parser that reads this header: frozen, so a write would fail loudly
@@ -418,8 +420,32 @@ export class HeaderMemo {
     if (text.length > this.maxTextLength) return;
     const byRole = this.growing[kind];
     let texts = byRole.get(role);
-    if (texts === undefined) byRole.set(role, (texts = new Set()));
-    else if (texts.size >= this.maxEntries) texts.clear();
+    if (texts === undefined) {
+      if (!this.roomForRole(byRole, role)) return;
+      byRole.set(role, (texts = new Set()));
+    } else if (texts.size >= this.maxEntries) texts.clear();
     texts.add(text);
   }
+
+  /** Whether `role` may have a table of its own in `byRole` (emptied when MAX_MEMO_ROLES have one). */
+  private roomForRole(byRole: Map<string | null, unknown>, role: string | null): boolean {
+    if (role !== null && role.length > this.maxTextLength) return false;
+    if (byRole.size >= MAX_MEMO_ROLES) byRole.clear();
+    return true;
+  }
+}
+
+/** Roles a HeaderMemo keeps tables for (a stream's role is `assistant`, none, or a caller's few others). */
+export const MAX_MEMO_ROLES = 4;
+
+let threadMemo: HeaderMemo | null = null;
+
+/**
+ * The HeaderMemo of this thread's parsers given none (`headers`
+ * undefined): made at the first, for HARMONY only (null for another
+ * preset). Module state, so one per thread: worker threads load their own.
+ */
+export function threadHeaderMemo(preset: HarmonyPreset): HeaderMemo | null {
+  if (preset !== HARMONY) return null;
+  return (threadMemo ??= new HeaderMemo(HARMONY));
 }

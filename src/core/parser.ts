@@ -28,6 +28,7 @@ import {
   type HeaderMemo,
   parseHeaderTolerant,
   type ParsedHeader,
+  threadHeaderMemo,
   type TolerantHeader,
 } from "./header.js";
 import { HARMONY, type HarmonyPreset } from "./preset.js";
@@ -82,9 +83,10 @@ export interface ParserOptions {
   /**
    * Header readings shared by the parsers of one thread (see HeaderMemo):
    * the same events, with less work and garbage per message. Used only
-   * when its preset is this parser's.
+   * when its preset is this parser's. Default: the thread's own
+   * (threadHeaderMemo), for HARMONY; null: none.
    */
-  headers?: HeaderMemo;
+  headers?: HeaderMemo | null;
 }
 
 const S_EXPECT = 0;
@@ -339,7 +341,8 @@ export class HarmonyParser {
     this.whole = options.wholeMessages === true;
     this.callIdPrefix = options.callIdPrefix ?? "call_";
     this.maxHeaderBytes = options.maxHeaderBytes ?? 256;
-    this.memo = options.headers !== undefined && options.headers.preset === preset ? options.headers : null;
+    const memo = options.headers === undefined ? threadHeaderMemo(preset) : options.headers;
+    this.memo = memo !== null && memo.preset === preset ? memo : null;
     this.firstSpecial = preset.firstSpecial;
     this.vocabLimit = Math.min(preset.vocabLimit, vocab.size);
     this.ordinaryLimit = Math.min(this.firstSpecial, this.vocabLimit);

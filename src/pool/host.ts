@@ -5,9 +5,7 @@
  * same code answers wherever a stream is pinned.
  */
 import type { HarmonyEvent } from "../core/events.js";
-import { HeaderMemo } from "../core/header.js";
 import { HarmonyParser, type ParserOptions } from "../core/parser.js";
-import { HARMONY } from "../core/preset.js";
 import type { Vocabulary } from "../core/vocab.js";
 import { toWire, type StreamRef } from "../protocol/events.js";
 import { deltaJson, FrameWriter, handleField, jsonRef, streamField } from "../protocol/frame-writer.js";
@@ -91,9 +89,8 @@ export class SessionHost {
   private readonly writer: FrameWriter;
   private open = 0;
   private readonly spare: Session[] = [];
-  /** Header readings shared by this host's parsers (a model repeats a few headers). */
-  private readonly headers = new HeaderMemo(HARMONY);
-  private readonly options: ParserOptions = { headers: this.headers };
+  /** The parsers' options (their header readings are the thread's memo, threadHeaderMemo: a model repeats a few headers). */
+  private readonly options: ParserOptions = {};
 
   /**
    * @param remember where tool calls' reasoning goes as it is found (the

@@ -135,15 +135,17 @@ for (const file of ["wellformed.jsonl", "malformed.jsonl"]) {
           else expect(got.recoveries.length, `${c.id} ${c.fault}`).toBeGreaterThan(0);
         }
       });
-      it("a header memo shared by all cases changes no event, in either mode, whole or per token", () => {
+      it("a header memo shared by all cases (and the thread's, by default) changes no event, in either mode, whole or per token", () => {
         // one memo for the whole corpus (and a tiny one that keeps clearing), as a host shares one
         const memo = new HeaderMemo(HARMONY);
         const tiny = new HeaderMemo(HARMONY, 3);
         const feed = (p: HarmonyParser, chunks: ArrayLike<number>[]) => [...chunks.flatMap((ch) => p.write(ch)), ...p.end()];
         for (const c of [...cases, ...loadJsonl("wellformed.jsonl")]) {
           for (const opts of [{ role: c.role }, { role: c.role, mode: "strict" as const }]) {
-            const whole = feed(new HarmonyParser(vocab, opts), [c.tokens]);
-            const each = feed(new HarmonyParser(vocab, opts), perToken(c.tokens));
+            const whole = feed(new HarmonyParser(vocab, { ...opts, headers: null }), [c.tokens]);
+            const each = feed(new HarmonyParser(vocab, { ...opts, headers: null }), perToken(c.tokens));
+            // and the thread's memo, a parser's default
+            expect(feed(new HarmonyParser(vocab, opts), perToken(c.tokens)), c.id).toEqual(each);
             expect(feed(new HarmonyParser(vocab, { ...opts, headers: memo }), [c.tokens]), c.id).toEqual(whole);
             expect(feed(new HarmonyParser(vocab, { ...opts, headers: memo }), perToken(c.tokens)), c.id).toEqual(each);
             expect(feed(new HarmonyParser(vocab, { ...opts, headers: tiny }), perToken(c.tokens)), c.id).toEqual(each);

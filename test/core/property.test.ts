@@ -9,7 +9,7 @@
 import fc from "fast-check";
 import { beforeAll, describe, expect, it } from "vitest";
 import type { DeltaKind, HarmonyEvent, MessageStartEvent, ReferenceMessage } from "../../src/core/events.js";
-import { HeaderMemo } from "../../src/core/header.js";
+import { HeaderMemo, MAX_MEMO_ROLES, parseHeaderReference, threadHeaderMemo } from "../../src/core/header.js";
 import { HarmonyParser, MAX_ARGUMENT_BYTES, type ParserOptions } from "../../src/core/parser.js";
 import { HARMONY } from "../../src/core/preset.js";
 import { FLAG_WHOLE, type Vocabulary } from "../../src/core/vocab.js";
@@ -498,14 +498,14 @@ describe("property: a restarted parser is a new parser", () => {
     );
   });
 
-  it("a header memo shared across streams (and one small enough to keep clearing) changes no event", () => {
+  it("a header memo shared across streams (one small enough to keep clearing, the thread's default) changes no event", () => {
     const shared = new HeaderMemo(HARMONY);
     const tiny = new HeaderMemo(HARMONY, 2, 24);
     fc.assert(
       fc.property(fc.array(fc.tuple(idStream(60), options), { minLength: 1, maxLength: 4 }), chunking, (streams, sizes) => {
         for (const [ids, opts] of streams) {
-          const plain = new HarmonyParser(vocab, opts);
-          const memoised = [shared, tiny].map((headers) => new HarmonyParser(vocab, { ...opts, headers }));
+          const plain = new HarmonyParser(vocab, { ...opts, headers: null });
+          const memoised = [shared, tiny, undefined].map((headers) => new HarmonyParser(vocab, { ...opts, headers }));
           for (const c of chunks(ids, sizes)) {
             const want = plain.write(c);
             for (const p of memoised) expect(p.write(c)).toEqual(want);
@@ -525,6 +525,38 @@ describe("property: a restarted parser is a new parser", () => {
     p.write(ids);
     expect((p as unknown as { memo: unknown }).memo).toBeNull();
     expect(other.staysHeader(0, "<|channel|>analysis", "assistant")).toBe(false);
+  });
+
+  it("a parser given no memo uses the thread's (HARMONY's only); given null, none", () => {
+    const memoOf = (p: HarmonyParser) => (p as unknown as { memo: HeaderMemo | null }).memo;
+    const byDefault = new HarmonyParser(vocab);
+    expect(memoOf(byDefault)).toBe(threadHeaderMemo(HARMONY));
+    expect(memoOf(new HarmonyParser(vocab, { mode: "strict" }))).toBe(threadHeaderMemo(HARMONY));
+    expect(memoOf(new HarmonyParser(vocab, { headers: null }))).toBeNull();
+    expect(memoOf(new HarmonyParser(vocab, { preset: { ...HARMONY } }))).toBeNull();
+    expect(threadHeaderMemo({ ...HARMONY })).toBeNull();
+    byDefault.write([...enc.encode("<|channel|>analysis<|message|>hi"), T.end]);
+    expect(threadHeaderMemo(HARMONY)!.reference("<|channel|>analysis", "assistant")).toBe(
+      threadHeaderMemo(HARMONY)!.reference("<|channel|>analysis", "assistant"),
+    );
+  });
+
+  it("a header memo keeps tables for a few roles only, and none for a role longer than its texts", () => {
+    const memo = new HeaderMemo(HARMONY, 8, 24);
+    const tables = (m: HeaderMemo) => (m as unknown as { readings: Map<unknown, unknown> }).readings;
+    const roles = Array.from({ length: 3 * MAX_MEMO_ROLES }, (_, k) => `role${k}`);
+    for (const role of roles) {
+      expect(memo.reference("<|channel|>final", role).ok).toBe(true);
+      memo.noteStaysHeader(0, "<|channel|>fi", role);
+      expect(tables(memo).size).toBeLessThanOrEqual(MAX_MEMO_ROLES);
+    }
+    // the last role's tables are there, and a reading is still the reference's
+    expect(memo.staysHeader(0, "<|channel|>fi", roles.at(-1)!)).toBe(true);
+    const long = "r".repeat(25);
+    expect(memo.reference("<|channel|>final", long)).toEqual(parseHeaderReference("<|channel|>final", long, HARMONY, true));
+    memo.noteStaysHeader(0, "<|channel|>fi", long);
+    expect(memo.staysHeader(0, "<|channel|>fi", long)).toBe(false);
+    expect(tables(memo).has(long)).toBe(false);
   });
 
   it("keeps its grown window across restarts; a splice that reads far back in it gives what a new parser gives", () => {
