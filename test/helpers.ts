@@ -1,6 +1,6 @@
 /** Shared test fixtures: one vocabulary per test file (built once, ~0.5 s). */
 import { readFileSync, readdirSync } from "node:fs";
-import type fc from "fast-check";
+import fc from "fast-check";
 import { fileURLToPath } from "node:url";
 import { Vocabulary } from "../src/core/vocab.js";
 import { loadHarmonyEncoding, type HarmonyEncoding } from "../src/vocab/index.js";
@@ -58,6 +58,18 @@ export function parsesAsJson(t: string): boolean {
   } catch {
     return false;
   }
+}
+
+/**
+ * JSON (from fc.json()) with one of `inserts` put in at a random place,
+ * replacing the character there on every other draw: texts that are JSON
+ * or just not, for checks that must agree with JSON.parse.
+ */
+export function mutatedJson(inserts: readonly string[]): fc.Arbitrary<string> {
+  return fc.tuple(fc.json(), fc.nat(), fc.constantFrom(...inserts)).map(([j, at, c]) => {
+    const k = at % (j.length + 1);
+    return j.slice(0, k) + c + j.slice(k + (at % 2));
+  });
 }
 
 const FC_SEED = process.env.FC_SEED === undefined ? undefined : Number(process.env.FC_SEED);

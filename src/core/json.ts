@@ -234,34 +234,32 @@ function numberEnd(b: Uint8Array, i: number): number {
 // isJsonTokens' states: what the next character may be
 /** A value (the start, after `:`, after `,` in an array). */
 const J_VALUE = 0;
-/** After `[`: a value or `]`. */
-const J_FIRST_ELEMENT = 1;
-/** After `{`: a key or `}`. */
-const J_FIRST_KEY = 2;
-/** After `,` in an object: a key. */
-const J_KEY = 3;
+/** After `{` or `[`: its close, or its first key or value. */
+const J_OPENED = 1;
+/** A key (after `,` in an object, or the first). */
+const J_KEY = 2;
 /** After a key: `:`. */
-const J_COLON = 4;
+const J_COLON = 3;
 /** After a value: `,`, the container's close, or (outside every container) only whitespace. */
-const J_AFTER = 5;
+const J_AFTER = 4;
 /** Inside a string (a key's or a value's). */
-const J_STRING = 6;
+const J_STRING = 5;
 /** After a backslash in a string. */
-const J_ESCAPE = 7;
+const J_ESCAPE = 6;
 /** In a `\uXXXX` escape. */
-const J_HEX = 8;
+const J_HEX = 7;
 /** In `true`, `false` or `null`. */
-const J_LITERAL = 9;
+const J_LITERAL = 8;
 // in a number: after `-`, after a leading 0, in the integer digits, after `.`, in the fraction, after
 // `e`, after the exponent's sign, in the exponent
-const J_MINUS = 10;
-const J_ZERO = 11;
-const J_INT = 12;
-const J_DOT = 13;
-const J_FRACTION = 14;
-const J_E = 15;
-const J_SIGN = 16;
-const J_EXPONENT = 17;
+const J_MINUS = 9;
+const J_ZERO = 10;
+const J_INT = 11;
+const J_DOT = 12;
+const J_FRACTION = 13;
+const J_E = 14;
+const J_SIGN = 15;
+const J_EXPONENT = 16;
 
 const isWs = (c: number) => c === 0x20 || c === 0x0a || c === 0x0d || c === 0x09;
 
@@ -304,15 +302,16 @@ export function isJsonTokens(vocab: Vocabulary, ids: ArrayLike<number>, from: nu
           else if (d === 0x5c) st = J_ESCAPE;
           break;
         }
-        case J_FIRST_ELEMENT:
+        case J_OPENED:
           if (isWs(c)) break;
-          if (c === 0x5d) {
+          if (c === stack[depth - 1]! + 2) {
+            // {} or []
             depth--;
             st = J_AFTER;
             break;
           }
-          st = J_VALUE;
-          k--; // c is the element's first character
+          st = stack[depth - 1] === 0x7b ? J_KEY : J_VALUE;
+          k--; // c begins the first member or element
           break;
         case J_VALUE:
           if (isWs(c)) break;
@@ -326,7 +325,7 @@ export function isJsonTokens(vocab: Vocabulary, ids: ArrayLike<number>, from: nu
               stack = grown;
             }
             stack[depth++] = c;
-            st = c === 0x7b ? J_FIRST_KEY : J_FIRST_ELEMENT;
+            st = J_OPENED;
           } else if (c === 0x2d) st = J_MINUS;
           else if (c === 0x30) st = J_ZERO;
           else if (c >= 0x31 && c <= 0x39) st = J_INT;
@@ -334,16 +333,6 @@ export function isJsonTokens(vocab: Vocabulary, ids: ArrayLike<number>, from: nu
             literal = c === 0x74 ? "true" : c === 0x66 ? "false" : "null";
             left = 1;
             st = J_LITERAL;
-          } else return false;
-          break;
-        case J_FIRST_KEY:
-          if (isWs(c)) break;
-          if (c === 0x7d) {
-            depth--;
-            st = J_AFTER;
-          } else if (c === 0x22) {
-            st = J_STRING;
-            key = true;
           } else return false;
           break;
         case J_KEY:
@@ -383,21 +372,19 @@ export function isJsonTokens(vocab: Vocabulary, ids: ArrayLike<number>, from: nu
           break;
         case J_MINUS:
           if (c === 0x30) st = J_ZERO;
-          else if (isDigit(c) && c !== 0x30) st = J_INT;
+          else if (isDigit(c)) st = J_INT;
           else return false;
-          break;
-        case J_DOT:
-          if (!isDigit(c)) return false;
-          st = J_FRACTION;
           break;
         case J_E:
           if (c === 0x2b || c === 0x2d) st = J_SIGN;
           else if (isDigit(c)) st = J_EXPONENT;
           else return false;
           break;
+        case J_DOT:
         case J_SIGN:
+          // a digit must follow
           if (!isDigit(c)) return false;
-          st = J_EXPONENT;
+          st = st === J_DOT ? J_FRACTION : J_EXPONENT;
           break;
         default:
           // J_ZERO, J_INT, J_FRACTION, J_EXPONENT: the number goes on, or ends before c

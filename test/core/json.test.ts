@@ -3,7 +3,7 @@ import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { isJson, isJsonBytes, isJsonTokens, jsonTooDeep } from "../../src/core/json.js";
 import { FLAG_JSON_PLAIN, FLAG_SPECIAL, FLAG_WHOLE } from "../../src/core/vocab.js";
-import { fcParams, harmony, parsesAsJson } from "../helpers.js";
+import { fcParams, harmony, mutatedJson, parsesAsJson } from "../helpers.js";
 
 /** Texts at JSON's edges: numbers, escapes, literals, empty containers, separators, whitespace. */
 const FIXED = [
@@ -63,12 +63,7 @@ describe("isJson", () => {
   });
 
   it("agrees with JSON.parse on JSON, mutated JSON and any string", () => {
-    const mutated = fc
-      .tuple(fc.json(), fc.nat(), fc.constantFrom("", ",", "]", "}", "{", "[", '"', ":", " ", "1", "e", "-", "\\"))
-      .map(([j, at, c]) => {
-        const k = at % (j.length + 1);
-        return j.slice(0, k) + c + j.slice(k + (at % 2));
-      });
+    const mutated = mutatedJson(["", ",", "]", "}", "{", "[", '"', ":", " ", "1", "e", "-", "\\"]);
     fc.assert(
       fc.property(
         fc.oneof(
@@ -110,12 +105,7 @@ describe("isJsonTokens", () => {
   const texts = fc.oneof(
     fc.json(),
     fc.jsonValue().map((v) => JSON.stringify(v, null, 2)),
-    fc
-      .tuple(fc.json(), fc.nat(), fc.constantFrom("", ",", "]", "}", "{", "[", '"', ":", " ", "1", "e", "-", "\\", "\\u", "\n", "tru"))
-      .map(([j, at, c]) => {
-        const k = at % (j.length + 1);
-        return j.slice(0, k) + c + j.slice(k + (at % 2));
-      }),
+    mutatedJson(["", ",", "]", "}", "{", "[", '"', ":", " ", "1", "e", "-", "\\", "\\u", "\n", "tru"]),
     fc.string(),
   );
 
@@ -157,6 +147,9 @@ describe("isJsonTokens", () => {
       '["\\u00e9\\ud83d\\ude00"]',
       "[truefalse]",
       "[nul]",
+      "1,2",
+      "[1],[2]",
+      "{}]",
       '"\\u123"',
       '["\\u123g"]',
       "1.5.3",

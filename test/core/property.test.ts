@@ -14,7 +14,7 @@ import { HarmonyParser, MAX_ARGUMENT_BYTES, type ParserOptions } from "../../src
 import { HARMONY } from "../../src/core/preset.js";
 import { FLAG_WHOLE, type Vocabulary } from "../../src/core/vocab.js";
 import type { HarmonyEncoding } from "../../src/vocab/index.js";
-import { fcParams as params, harmony, parsesAsJson } from "../helpers.js";
+import { fcParams as params, harmony, mutatedJson, parsesAsJson } from "../helpers.js";
 
 // ---------------------------------------------------------------- fixtures
 
@@ -720,12 +720,7 @@ describe("property: event-stream invariants", () => {
   it("tool_call_end of JSON-like arguments: the same from one write (a long run, checked token by token), one token a write, or takeText", () => {
     // a run of more than 8 whole tokens that begins a call's arguments is checked by isJsonTokens as
     // it arrives; other paths check the text or the bytes at the call's end: all must agree with JSON.parse
-    const mutated = fc
-      .tuple(fc.json(), fc.nat(), fc.constantFrom("", ",", "]", "}", "{", '"', ":", " ", "1", "\\", "```", "json "))
-      .map(([j, at, c]) => {
-        const k = at % (j.length + 1);
-        return j.slice(0, k) + c + j.slice(k + (at % 2));
-      });
+    const mutated = mutatedJson(["", ",", "]", "}", "{", '"', ":", " ", "1", "\\", "```", "json "]);
     fc.assert(
       fc.property(
         fc.oneof(
