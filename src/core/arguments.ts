@@ -88,7 +88,8 @@ export function repairArguments(text: string, contentType: string | null, atEnd:
   // every shape below starts, past whitespace, with one of these characters: other text (code for
   // a python tool, prose) is left as it is at once
   if (!REPAIRABLE_START.test(text)) return { arguments: text, validJson: false, repair: null };
-  const looksJson = contentType === null || /json/i.test(contentType) || /^\s*[{["`j\\]/.test(text);
+  // a content type other than JSON: only text that starts as JSON does (a lower-case json word too)
+  const looksJson = contentType === null || /json/i.test(contentType) || /^\s*[{[`j]/.test(text);
   if (!looksJson || text.length > MAX_REPAIR_CHARS) return { arguments: text, validJson: false, repair: null };
   const trimmed = text.trim();
 
