@@ -115,11 +115,7 @@ export function isJsonBytes(b: Uint8Array, n: number): boolean {
     if (i >= n) return false;
     const c = b[i]!;
     if (c === 0x7b || c === 0x5b) {
-      if (depth === stack.length) {
-        const grown = new Uint8Array(stack.length * 2);
-        grown.set(stack);
-        stack = grown;
-      }
+      stack = roomOnStack(stack, depth);
       stack[depth++] = c;
       i = skipWs(b, i + 1);
       if (b[i] === c + 2) {
@@ -170,14 +166,26 @@ export function isJsonBytes(b: Uint8Array, n: number): boolean {
 /** The stack isJsonBytes starts with (it grows a copy for deeper text). */
 const JSON_STACK = new Uint8Array(64);
 
+/** JSON's whitespace: space, line feed, carriage return, tab. */
+const isWs = (c: number | undefined) => c === 0x20 || c === 0x0a || c === 0x0d || c === 0x09;
+
+/** What may follow a backslash in a JSON string, but for `u`: " \ / b f n r t. */
+const isEscaped = (e: number) =>
+  e === 0x22 || e === 0x5c || e === 0x2f || e === 0x62 || e === 0x66 || e === 0x6e || e === 0x72 || e === 0x74;
+
+/** The stack of open containers, with room for one more (a copy twice the size when it is full). */
+function roomOnStack(stack: Uint8Array<ArrayBuffer>, depth: number): Uint8Array<ArrayBuffer> {
+  if (depth < stack.length) return stack;
+  const grown = new Uint8Array(stack.length * 2);
+  grown.set(stack);
+  return grown;
+}
+
 // The scanners below read up to the NUL at b[n] and stop there.
 
 function skipWs(b: Uint8Array, i: number): number {
-  for (;;) {
-    const c = b[i];
-    if (c !== 0x20 && c !== 0x0a && c !== 0x0d && c !== 0x09) return i;
-    i++;
-  }
+  while (isWs(b[i])) i++;
+  return i;
 }
 
 /** A member's `"key" :` from i (at the key's quote); where its value starts, or -1. */
@@ -203,7 +211,7 @@ function stringEnd(b: Uint8Array, i: number): number {
       if (e === 0x75) {
         if (!(isHex(b[i + 1]!) && isHex(b[i + 2]!) && isHex(b[i + 3]!) && isHex(b[i + 4]!))) return -1;
         i += 4;
-      } else if (e !== 0x22 && e !== 0x5c && e !== 0x2f && e !== 0x62 && e !== 0x66 && e !== 0x6e && e !== 0x72 && e !== 0x74) return -1;
+      } else if (!isEscaped(e)) return -1;
     }
   }
 }
@@ -261,8 +269,6 @@ const J_E = 14;
 const J_SIGN = 15;
 const J_EXPONENT = 16;
 
-const isWs = (c: number) => c === 0x20 || c === 0x0a || c === 0x0d || c === 0x09;
-
 /**
  * Whether the text of the whole-UTF-8 tokens `ids[from, to)` is JSON, as
  * `isJson` would say of their concatenation, without concatenating: one
@@ -319,11 +325,7 @@ export function isJsonTokens(vocab: Vocabulary, ids: ArrayLike<number>, from: nu
             st = J_STRING;
             key = false;
           } else if (c === 0x7b || c === 0x5b) {
-            if (depth === stack.length) {
-              const grown = new Uint8Array(stack.length * 2);
-              grown.set(stack);
-              stack = grown;
-            }
+            stack = roomOnStack(stack, depth);
             stack[depth++] = c;
             st = J_OPENED;
           } else if (c === 0x2d) st = J_MINUS;
@@ -358,8 +360,7 @@ export function isJsonTokens(vocab: Vocabulary, ids: ArrayLike<number>, from: nu
           if (c === 0x75) {
             st = J_HEX;
             left = 4;
-          } else if (c === 0x22 || c === 0x5c || c === 0x2f || c === 0x62 || c === 0x66 || c === 0x6e || c === 0x72 || c === 0x74)
-            st = J_STRING;
+          } else if (isEscaped(c)) st = J_STRING;
           else return false;
           break;
         case J_HEX:
