@@ -683,17 +683,14 @@ export class HarmonyParser {
 
   /**
    * A long run of whole tokens of a call's arguments, `s` their text. When
-   * it is the first of them, it stays that string, and whether it is JSON
-   * is read from its tokens now, while they are at hand (rule 12): checking
-   * the string at the call's end would flatten and encode it first.
+   * it stays that string (appendArguments keeps the first text so; any more
+   * empties argText), whether it is JSON is read from its tokens now, while
+   * they are at hand (rule 12): checking the string at the call's end would
+   * flatten and encode it first.
    */
   private appendArgumentRun(s: string, ids: ArrayLike<number>, from: number, to: number): void {
-    if (this.argText !== "" || this.argLen !== 0 || this.argCut || s.length > MAX_ARGUMENT_BYTES / 3) {
-      this.appendArguments(s);
-      return;
-    }
-    this.argText = s;
-    this.argJson = isJsonTokens(this.vocab, ids, from, to) ? JSON_YES : JSON_NO;
+    this.appendArguments(s);
+    if (this.argText !== "") this.argJson = isJsonTokens(this.vocab, ids, from, to) ? JSON_YES : JSON_NO;
   }
 
   /** The arguments held as a string (argText) go into argBytes: more text follows them. */
