@@ -744,6 +744,7 @@ export class HarmonyParser {
     this.argLen = 0;
     this.argCut = false;
     this.argText = "";
+    this.argJson = JSON_UNKNOWN;
     const buf = this.argBytes;
     if (buf === NO_BYTES) return;
     this.argBytes = NO_BYTES;
