@@ -497,18 +497,8 @@ describe("faults", () => {
     const crashes: number[] = [];
     s.svc.service.pool.on("crash", (slot) => crashes.push(slot));
     await faultMidStream(s, async () => {
-      // stand in for a bug: an open op without its spec makes the host throw
-      const bad = s.svc.service.pool.run(0, {
-        t: "ops",
-        conn: 999,
-        json: false,
-        kinds: [1],
-        sids: [1],
-        offs: [0, 0],
-        ids: new Uint32Array(0),
-        extra: [],
-      });
-      await expect(bad).rejects.toBeTruthy();
+      // stand in for a bug: the handler throws (the `throw` drill)
+      await expect(s.svc.service.pool.throwIn(0)).rejects.toBeTruthy();
     });
     expect(crashes).toEqual([0]);
   });
