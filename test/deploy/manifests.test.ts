@@ -486,7 +486,8 @@ describe("deploy/Dockerfile", () => {
       .split("\n")
       .map((l) => l.trim())
       .filter((l) => l !== "" && !l.startsWith("#"));
-    for (const needed of ["package.json", "package-lock.json", "tsconfig.json", "src", "proto"]) expect(ignored).not.toContain(needed);
+    for (const needed of ["package.json", "package-lock.json", "tsconfig.json", "scripts", "src", "proto"])
+      expect(ignored).not.toContain(needed);
     for (const heavy of ["node_modules", "dist", ".git"]) expect(ignored).toContain(heavy);
     for (const copied of [...dockerfile.matchAll(/^COPY (?!--from)(.+) \S+$/gm)].flatMap((m) => m[1]!.split(" ")))
       expect(existsSync(path.join(ROOT, copied)), copied).toBe(true);
