@@ -2,7 +2,7 @@
 NODE_MODULES := node_modules/.package-lock.json
 BUILD := dist/.built
 
-.PHONY: install build test run bench bench-store typecheck format format-check clean
+.PHONY: install build test test-node-lines run bench bench-store typecheck format format-check clean
 
 $(NODE_MODULES): package.json package-lock.json
 	npm ci --no-audit --no-fund
@@ -41,9 +41,14 @@ format: $(NODE_MODULES)
 format-check: $(NODE_MODULES)
 	npx prettier --check .
 
+# the suite, then the build and the tests that differ between Node lines on each other supported line (scripts/node-lines.sh)
 test: $(BUILD) $(CHROMIUM) $(REDIS_SERVER) format-check typecheck
 	npx vitest run --reporter=default --reporter=json --outputFile.json=dist/test-report.json; \
-	  status=$$?; node scripts/test-summary.mjs dist/test-report.json || status=1; exit $$status
+	  status=$$?; node scripts/test-summary.mjs dist/test-report.json || status=1; \
+	  if [ $$status -eq 0 ]; then scripts/node-lines.sh || status=1; fi; exit $$status
+
+test-node-lines: $(BUILD) $(CHROMIUM) $(REDIS_SERVER)
+	scripts/node-lines.sh
 
 run: $(BUILD)
 	node dist/src/cli.js serve
