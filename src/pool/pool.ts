@@ -98,7 +98,7 @@ export class ParserPool extends EventEmitter<PoolEvents> {
 
   constructor(opts: PoolOptions) {
     super();
-    const workerData: WorkerData = { table: opts.table };
+    const workerData: WorkerData = { table: opts.table, schema: opts.schema.root.toJSON() };
     const workers = Math.max(0, opts.workers);
     const filename = workers > 0 ? workerFile() : "";
     for (let i = 0; i < workers; i++) {

@@ -1,4 +1,5 @@
 /** The messages between the pool (main thread) and its workers. */
+import type { SchemaJson } from "../protocol/schema.js";
 import type { VocabTable } from "../core/vocab.js";
 
 export const K_OPEN = 1;
@@ -101,4 +102,6 @@ export interface OpsResult {
 
 export interface WorkerData {
   table: VocabTable;
+  /** The wire schema as JSON: a worker rebuilds it without parsing the .proto files. */
+  schema: SchemaJson;
 }

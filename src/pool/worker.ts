@@ -2,7 +2,8 @@
  * The piscina worker: one SessionHost (many parser sessions, per
  * connection and stream) answering one task of ops with one batch of
  * encoded events. The vocabulary table arrives on SharedArrayBuffers via
- * workerData, so a worker starts without rebuilding it.
+ * workerData, and the wire schema as JSON, so a worker starts without
+ * reading or rebuilding either.
  *
  * The handler is a named export (piscina's `name: "handle"`), never the
  * default one: piscina loads this module with `require()`, and Node's
@@ -15,11 +16,11 @@
 import { workerData } from "node:worker_threads";
 import { Vocabulary } from "../core/vocab.js";
 import { SessionHost } from "./host.js";
-import { schema } from "../protocol/schema.js";
+import { schemaFromJson } from "../protocol/schema.js";
 import type { OpsResult, Task, WorkerData } from "./task.js";
 
 const data = workerData as WorkerData;
-const host = new SessionHost(new Vocabulary(data.table), schema());
+const host = new SessionHost(new Vocabulary(data.table), schemaFromJson(data.schema));
 
 export function handle(task: Task): OpsResult | { sessions: number } {
   if (task.t === "crash") {

@@ -35,6 +35,7 @@ export interface Schema {
 
 let cached: Schema | undefined;
 
+/** The schema, read from proto/ once per thread. */
 export function schema(): Schema {
   if (cached) return cached;
   const dir = protoDir();
@@ -42,8 +43,25 @@ export function schema(): Schema {
   root.resolvePath = (_origin, target) => (path.isAbsolute(target) ? target : path.join(dir, target));
   root.loadSync(["harmony/v1/harmony.proto", "grpc/health/v1/health.proto"], { keepCase: true });
   root.resolveAll();
+  cached = schemaOf(root);
+  return cached;
+}
+
+/** The schema as JSON (`schema().root.toJSON()`), for a worker thread to rebuild without reading and parsing the .proto files again. */
+export type SchemaJson = ReturnType<protobuf.Root["toJSON"]>;
+
+/** The schema from its JSON form (see SchemaJson), kept as this thread's. */
+export function schemaFromJson(json: SchemaJson): Schema {
+  if (cached) return cached;
+  const root = protobuf.Root.fromJSON(json);
+  root.resolveAll();
+  cached = schemaOf(root);
+  return cached;
+}
+
+function schemaOf(root: protobuf.Root): Schema {
   const t = (name: string) => root.lookupType(name);
-  cached = {
+  return {
     root,
     ClientFrame: t("harmony.v1.ClientFrame"),
     Op: t("harmony.v1.Op"),
@@ -56,5 +74,4 @@ export function schema(): Schema {
     HealthCheckRequest: t("grpc.health.v1.HealthCheckRequest"),
     HealthCheckResponse: t("grpc.health.v1.HealthCheckResponse"),
   };
-  return cached;
 }

@@ -9,6 +9,7 @@
 import { Worker } from "node:worker_threads";
 import { describe, expect, it } from "vitest";
 import { WORKER_HANDLER, workerFile } from "../../src/pool/pool.js";
+import { schema } from "../../src/protocol/schema.js";
 import { harmony } from "../helpers.js";
 
 describe("the parser worker's entry", () => {
@@ -16,7 +17,7 @@ describe("the parser worker's entry", () => {
     const { enc } = harmony();
     const code = `const { parentPort } = require("node:worker_threads");
 parentPort.postMessage(Object.keys(require(${JSON.stringify(workerFile())})));`;
-    const w = new Worker(code, { eval: true, workerData: { table: enc.table } });
+    const w = new Worker(code, { eval: true, workerData: { table: enc.table, schema: schema().root.toJSON() } });
     try {
       const keys = await new Promise<string[]>((resolve, reject) => {
         w.once("message", resolve);
