@@ -155,6 +155,14 @@ export async function runParse(
   const vocab = new Vocabulary(enc.table);
   const defaultRole = opts.role === "none" ? null : "assistant";
 
+  // one parser and one set of options per role, for every case of a batch
+  const batchParser = new HarmonyParser(vocab);
+  const batchOptions = new Map<string | null, ParserOptions>();
+  const optionsFor = (role: string | null): ParserOptions => {
+    let o = batchOptions.get(role);
+    if (o === undefined) batchOptions.set(role, (o = parserOptions(opts, role)));
+    return o;
+  };
   /** One --batch line's answer line (null for a blank line), and whether the line was refused. */
   const batchAnswer = (line: Line, lineNo: number): { json: string; bad: boolean } | null => {
     let id: unknown = null;
@@ -174,7 +182,7 @@ export async function runParse(
         }
         role = c.role as string | null;
       }
-      const r = parseCase(vocab, tokens, parserOptions(opts, role));
+      const r = parseCase(vocab, tokens, optionsFor(role), undefined, batchParser);
       return { json: JSON.stringify({ id, ...r }), bad: false };
     } catch (e) {
       if (!(e instanceof InputError)) throw e;

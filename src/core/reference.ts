@@ -28,8 +28,16 @@ export type Chunker = (tokens: ArrayLike<number>) => ArrayLike<number>[];
  * before it, and the error itself (an error at end of input has index =
  * token count and token = null).
  */
-export function parseCase(vocab: Vocabulary, tokens: ArrayLike<number>, options: ParserOptions, chunker?: Chunker): CaseResult {
-  const parser = new HarmonyParser(vocab, { ...options, wholeMessages: true });
+export function parseCase(
+  vocab: Vocabulary,
+  tokens: ArrayLike<number>,
+  options: ParserOptions,
+  chunker?: Chunker,
+  reuse?: HarmonyParser,
+): CaseResult {
+  // a parser of an earlier case, restarted, answers as a new one would (a batch of many cases makes no garbage of parsers)
+  const parser = reuse ?? new HarmonyParser(vocab, { ...options, wholeMessages: true });
+  if (reuse) reuse.restart({ ...options, wholeMessages: true });
   const messages: ReferenceMessage[] = [];
   const recoveries: { kind: RecoveryKind; at: number }[] = [];
   let firstError: FirstError | null = null;
