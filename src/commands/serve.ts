@@ -4,7 +4,7 @@
  * is a row of ./settings.ts.
  */
 import { setFlagsFromString } from "node:v8";
-import { Server, type ServerOptions } from "../server.js";
+import { installLastResort, Server, type ServerOptions } from "../server.js";
 import { DEFAULT_COT_STORE, DEFAULT_LIMITS, type Limits } from "../service/service.js";
 import type { EngineKind } from "../upstream/index.js";
 import { commaList } from "./lists.js";
@@ -113,6 +113,8 @@ export async function runServe(flags: ServeFlags): Promise<void> {
   const server = new Server(options);
   const service = server.service;
   await server.start();
+  // from here on, a bug nothing handled is logged and counted, and the process goes on serving
+  installLastResort(service);
   for (const a of applied)
     service.logger.info({ flag: a.flag, value: a.outcome === "set" ? a.value : null, outcome: a.outcome }, "V8 flag");
   let stopping = false;

@@ -224,11 +224,15 @@ export class Connection {
     const all = Promise.all(results);
     const rendered = renders === null ? null : Promise.all(renders);
     this.enqueue(async () => {
-      const done = await all;
-      if (rendered !== null) await rendered;
-      this.inflight--;
-      answer(done);
-      this.updateFlow();
+      try {
+        const done = await all;
+        if (rendered !== null) await rendered;
+        answer(done);
+      } finally {
+        // (a failed frame is logged by enqueue; the connection reads on)
+        this.inflight--;
+        this.updateFlow();
+      }
     });
   }
 
@@ -298,7 +302,13 @@ export class Connection {
     if (this.ended && this.streams.size === 0) return;
     this.ended = true;
     for (const st of this.streams.all()) this.forget(st);
-    for (const slot of this.slotsUsed) void this.service.pool.drop(slot, this.id);
+    for (const slot of this.slotsUsed)
+      this.service.pool.drop(slot, this.id).catch((e: unknown) => {
+        this.service.logger.error(
+          { conn: this.id, slot, err: e instanceof Error ? e.message : String(e) },
+          "dropping a connection's sessions failed",
+        );
+      });
     this.service.connectionClosed(this);
   }
 
@@ -306,12 +316,18 @@ export class Connection {
 
   private lastJson = false;
 
-  /** Run `fn` after everything sent before it, in order. */
+  /**
+   * Run `fn` after everything sent before it, in order. A `fn` that fails (a
+   * bug) is logged, and the answers after it still go out: the tail never
+   * rejects.
+   */
   private enqueue(fn: () => void | Promise<void>): void {
     this.queued++;
     this.tail = this.tail.then(async () => {
       try {
         await fn();
+      } catch (e) {
+        this.service.logger.error({ conn: this.id, err: e instanceof Error ? e.message : String(e) }, "a frame's answer failed");
       } finally {
         this.queued--;
       }
@@ -394,7 +410,14 @@ export class Connection {
 
   /** A render op's answer. */
   private async render(name: string, json: string): Promise<WireEvent> {
-    const r = await this.service.renderJson(json, this.tenant);
+    let r: RenderOutcome;
+    try {
+      r = await this.service.renderJson(json, this.tenant);
+    } catch (e) {
+      // a bug, not the request's fault: said on the stream, never thrown
+      this.service.logger.error({ conn: this.id, err: e instanceof Error ? e.message : String(e) }, "render failed");
+      return this.errorEvent(name, "bad_request", "internal: the render failed");
+    }
     if (r.ok) return { stream: name, rendered: { request_id: name, ids: r.ids, text: r.text, restored: r.restored } };
     return this.errorEvent(name, "bad_request", `${r.error.code}${r.error.path ? ` at ${r.error.path}` : ""}: ${r.error.message}`);
   }

@@ -418,7 +418,15 @@ export class Service implements ConnectionHost {
       // every id this render would look up, from the local cache, the misses in one fetch from the shared store
       const ids = missingReasoning(request);
       if (ids.length > 0) {
-        const found = await this.reasoning.recallMany(ids.map((id) => scope + id));
+        let found: Map<string, string>;
+        try {
+          found = await this.reasoning.recallMany(ids.map((id) => scope + id));
+        } catch (e) {
+          // never expected (the shared store checks every reply): the render goes on without restoring
+          this.metrics.cotStoreFailures.inc({ op: "read" });
+          this.logger.error({ err: e instanceof Error ? e.message : String(e) }, "restoring reasoning failed");
+          found = new Map();
+        }
         recall = (id) => found.get(scope + id);
       }
     }

@@ -78,7 +78,15 @@ export async function startGrpc(svc: Service, host: string, port: number): Promi
         cb({ code: grpc.status.INVALID_ARGUMENT, details: "bad_frame: not a harmony.v1.Render message" });
         return;
       }
-      const r = await svc.renderJson(req.request_json, svc.tenantOf(call.metadata.get("authorization")[0]?.toString()));
+      let r: Awaited<ReturnType<Service["renderJson"]>>;
+      try {
+        r = await svc.renderJson(req.request_json, svc.tenantOf(call.metadata.get("authorization")[0]?.toString()));
+      } catch (e) {
+        // a bug, not the request's fault: a status, never a rejection nobody handles
+        svc.logger.error({ err: e instanceof Error ? e.message : String(e) }, "render failed");
+        cb({ code: grpc.status.INTERNAL, details: "internal: the render failed" });
+        return;
+      }
       if (!r.ok) {
         cb({
           code: r.error.code === "render_timeout" ? grpc.status.UNAVAILABLE : grpc.status.INVALID_ARGUMENT,
@@ -113,7 +121,9 @@ export async function startGrpc(svc: Service, host: string, port: number): Promi
       };
       const conn = svc.newConnection(transport, svc.tenantOf(call.metadata.get("authorization")[0]?.toString()));
       call.on("data", (b: Buffer) => conn.onFrame(new Uint8Array(b.buffer, b.byteOffset, b.byteLength)));
-      call.on("end", () => void conn.finish());
+      call.on("end", () => {
+        conn.finish().catch((e: unknown) => svc.logger.error({ err: e instanceof Error ? e.message : String(e) }, "ending a call failed"));
+      });
       call.on("cancelled", () => conn.close());
       call.on("error", () => conn.close());
       call.on("close", () => conn.close());

@@ -144,7 +144,7 @@ export async function startHttp(
     if (!OPEN_UPSTREAM_PATHS.has(path) && !svc.authorized(req.headers.authorization)) {
       return refuse(res, 401, "unauthorized", "a valid bearer token is required");
     }
-    void proxy(req, res, front!.url, front!.timeoutMs);
+    proxy(req, res, front!.url, front!.timeoutMs).catch((e: unknown) => internal(res, e, path));
   }
 
   /** The OpenAI-compatible front (sidecar mode, with --upstream). */
@@ -155,11 +155,14 @@ export async function startHttp(
     if (!front) return fail(404, "no_upstream", "sidecar mode is off: start the server with --upstream URL");
     if (!svc.authorized(req.headers.authorization)) return fail(401, "unauthorized", "a valid bearer token is required");
     if (!route.methods.includes(req.method ?? "")) return fail(405, "method_not_allowed", `${path} takes ${route.methods.join(" or ")}`);
-    front.handle(route, url, req, res).catch((e: Error) => {
-      svc.logger.error({ err: e.message, path }, "request failed");
-      if (!res.headersSent) json(res, 500, { error: { message: "internal error", type: "server_error", param: null, code: "internal" } });
-      else res.end();
-    });
+    front.handle(route, url, req, res).catch((e: unknown) => internal(res, e, path));
+  }
+
+  /** A request that failed in a way that is not the client's (a bug): logged, answered 500 (or ended, once started). */
+  function internal(res: http.ServerResponse, e: unknown, path: string): void {
+    svc.logger.error({ err: e instanceof Error ? e.message : String(e), path }, "request failed");
+    if (!res.headersSent) json(res, 500, { error: { message: "internal error", type: "server_error", param: null, code: "internal" } });
+    else res.end();
   }
 
   /** POST /v1/render: a chat request in, {ids, text, restored} out. */
@@ -168,15 +171,17 @@ export async function startHttp(
     if (!svc.authorized(req.headers.authorization))
       return json(res, 401, { error: { code: "unauthorized", message: "a valid bearer token is required" } });
     const tenant = svc.tenantOf(req.headers.authorization);
-    void readJson(req, limits.maxFrameBytes).then(async (read) => {
-      if (!read.ok) return json(res, read.status, { error: { code: read.code, message: read.message, path: "" } });
-      const r = await svc.renderBody(read.value, tenant);
-      if (!r.ok && r.error.code === "render_timeout") return json(res, 503, { error: r.error });
-      if (!r.ok) return json(res, 400, { error: r.error });
-      // made on the render thread: here it is only written out
-      res.writeHead(200, { "content-type": "application/json", "content-length": r.body.byteLength });
-      res.end(r.body);
-    });
+    readJson(req, limits.maxFrameBytes)
+      .then(async (read) => {
+        if (!read.ok) return json(res, read.status, { error: { code: read.code, message: read.message, path: "" } });
+        const r = await svc.renderBody(read.value, tenant);
+        if (!r.ok && r.error.code === "render_timeout") return json(res, 503, { error: r.error });
+        if (!r.ok) return json(res, 400, { error: r.error });
+        // made on the render thread: here it is only written out
+        res.writeHead(200, { "content-type": "application/json", "content-length": r.body.byteLength });
+        res.end(r.body);
+      })
+      .catch((e: unknown) => internal(res, e, RENDER_PATH));
   }
 
   /** An error answer in the shape both the OpenAI front and /v1/render clients read (`error.code`, `error.message`). */

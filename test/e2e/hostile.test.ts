@@ -15,7 +15,8 @@ import { HARMONY_SERVICE } from "../../src/protocol/grpc-methods.js";
 import { schema } from "../../src/protocol/schema.js";
 import type { Server, ServerOptions } from "../../src/server.js";
 import { MAX_ARGUMENT_BYTES } from "../../src/core/parser.js";
-import { DEFAULT_LIMITS } from "../../src/service/service.js";
+import { DEFAULT_COT_STORE, DEFAULT_LIMITS } from "../../src/service/service.js";
+import { startRespPeer } from "../store/resp-peer.js";
 import { harmony } from "../helpers.js";
 import { startStandIn, type Script, type StandIn } from "./stand-in-vllm.js";
 import { startTestServer } from "./test-server.js";
@@ -402,6 +403,52 @@ describe("honest statuses from the OpenAI front", () => {
       expect(r.choices[0]!.message.content).toBe("hi");
     } finally {
       await new Promise<void>((resolve) => engine.close(() => resolve()));
+    }
+  });
+});
+
+describe("a shared store that answers anything (issue #32)", () => {
+  it("MGET answered `:1` or `*1 :5` while renders name tool calls (HTTP, the render op, gRPC): each rendered without restoring, the process up", async () => {
+    const peer = await startRespPeer(() => ":1\r\n");
+    try {
+      const s = await start({ cotStore: { ...DEFAULT_COT_STORE, shared: { url: peer.url, timeoutMs: 2000 } } });
+      expect(await s.server.service.reasoning.shared!.waitReady(10_000)).toBe(true);
+      const history = JSON.stringify({
+        messages: [
+          { role: "user", content: "go" },
+          { role: "assistant", content: null, tool_calls: [{ id: "call_x", type: "function", function: { name: "f", arguments: "{}" } }] },
+          { role: "tool", tool_call_id: "call_x", content: "{}" },
+        ],
+      });
+      const Stub = grpc.makeGenericClientConstructor(HARMONY_SERVICE, "Harmony");
+      const client = new Stub(s.grpc, grpc.credentials.createInsecure()) as unknown as {
+        Render(b: Uint8Array, cb: (e: grpc.ServiceError | null, r?: Buffer) => void): void;
+        close(): void;
+      };
+      try {
+        for (const reply of [":1\r\n", "*1\r\n:5\r\n", "*2\r\n$1\r\nA\r\n$1\r\nB\r\n", "garbage\r\n"]) {
+          peer.answer((cmd) => (cmd === "MGET" ? reply : "-ERR\r\n"));
+          const res = await fetch(`${s.http}/v1/render`, { method: "POST", headers: JSON_BODY, body: history });
+          expect(res.status, reply).toBe(200);
+          expect(((await res.json()) as { restored: unknown[] }).restored).toEqual([]);
+          const op = JSON.stringify({ ops: [{ render: { request_id: "r", request_json: history } }] });
+          const r = await exchange(s.ws, [op], (a) => eventsOf(a).some((e) => e.rendered || e.error));
+          expect(
+            eventsOf(r.answers).find((e) => e.rendered),
+            reply,
+          ).toBeTruthy();
+          const bytes = wire.Render.encode({ request_id: "r", request_json: history }).finish();
+          const err = await new Promise<grpc.ServiceError | null>((resolve) => client.Render(bytes, (e) => resolve(e)));
+          expect(err, reply).toBeNull();
+        }
+      } finally {
+        client.close();
+      }
+      const failures = await s.server.service.metrics.registry.getSingleMetricAsString("harmony_cot_store_failures_total");
+      expect(Number(/op="read"} (\d+)/.exec(failures)?.[1])).toBeGreaterThanOrEqual(9);
+      await healthy(s.http);
+    } finally {
+      await peer.close();
     }
   });
 });
