@@ -19,6 +19,8 @@ export interface Metrics {
   cotStoreFailures: Counter<"op">;
   /** Stored responses (Responses `store`), by operation and outcome. */
   responses: Counter<"op" | "outcome">;
+  /** Answers checked against their response format, by outcome (ok, mismatch, unchecked). */
+  answerChecks: Counter<"outcome">;
   /** Errors nothing handled, caught by the serve command's last-resort handlers (kind: rejection, exception). */
   uncaught: Counter<"kind">;
   /**
@@ -116,6 +118,12 @@ export function createMetrics(): Metrics {
       name: "harmony_responses_total",
       help: "Stored responses by operation (store, get, delete) and outcome (stored, local_only, too_large, found, not_found, unavailable, deleted)",
       labelNames: ["op", "outcome"],
+      registers: [registry],
+    }),
+    answerChecks: new Counter({
+      name: "harmony_answer_checks_total",
+      help: "Structured answers (response_format) checked against their schema, by outcome (ok, mismatch, unchecked: past the check's deadline)",
+      labelNames: ["outcome"],
       registers: [registry],
     }),
     uncaught: new Counter({

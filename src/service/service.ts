@@ -22,7 +22,7 @@ import { Renderer } from "./renderer.js";
 import { CotStore } from "../store/memory.js";
 import { SharedStore, type StoreOp } from "../store/redis.js";
 import { TieredStore } from "../store/tiered.js";
-import type { AnswerCheck } from "./render-worker.js";
+import { AnswerChecker, type CheckOutcome } from "./checker.js";
 import type { RenderBody } from "./renderer.js";
 import { ResponseStore } from "../store/responses.js";
 import { Connection, type ConnectionHost, type Transport } from "./connection.js";
@@ -47,6 +47,8 @@ export interface ServiceOptions {
   responseStore?: ResponseStoreSettings;
   logger?: Logger;
   logLevel?: string;
+  /** How long an answer check may take before the answer is said to be unchecked (default CHECK_DEADLINE_MS). */
+  checkDeadlineMs?: number;
 }
 
 export interface CotStoreSettings {
@@ -207,6 +209,7 @@ export class Service implements ConnectionHost {
   responses!: ResponseStore;
   private readonly connections = new Set<Connection>();
   private renderer?: Renderer;
+  private checker?: AnswerChecker;
   private budgetAt = -Infinity;
   /** Recovery log lines written in the current second, its start, and the recoveries left out since the last line. */
   private recoveryLines = 0;
@@ -263,6 +266,7 @@ export class Service implements ConnectionHost {
     });
     this.idleTimer = setInterval(() => this.closeIdle(), Math.min(this.limits.idleTimeoutMs, 5000)).unref();
     this.renderer = new Renderer();
+    this.checker = new AnswerChecker(this.options.checkDeadlineMs);
   }
 
   ready(): boolean {
@@ -376,12 +380,18 @@ export class Service implements ConnectionHost {
   }
 
   /**
-   * Check an answer asked for as JSON against its schema, on the render
-   * thread (a schema is untrusted: its patterns are regular expressions).
-   * Null when it could not be checked in time.
+   * Check an answer asked for as JSON against its schema, on the answer-check
+   * thread (./checker.ts: a schema is untrusted, its patterns are regular
+   * expressions, run on a linear-time engine), within its short deadline:
+   * past it, unchecked. Never rejects.
    */
-  checkAnswer(schema: unknown, text: string): Promise<AnswerCheck | null> {
-    return this.renderer!.check(schema, text);
+  checkAnswer(schema: unknown, text: string): Promise<CheckOutcome> {
+    return this.checker!.check(schema, text);
+  }
+
+  /** A request that will need its answer checked is on its way: start the check thread now. */
+  warmChecker(): void {
+    this.checker?.warm();
   }
 
   /**
@@ -468,6 +478,7 @@ export class Service implements ConnectionHost {
     clearInterval(this.idleTimer);
     await this.pool?.close();
     await this.renderer?.close();
+    await this.checker?.close();
     await this.reasoning?.close();
     await this.responses?.shared?.close();
   }

@@ -142,25 +142,42 @@ interface SchemaMismatch {
   detail: string;
 }
 
+/** A structured answer whose check did not finish within its deadline (or could not run): delivered, and said to be unchecked. */
+interface Unchecked {
+  choice: number;
+  reason: string;
+}
+
+/** What the answer's `harmony` says of its checks: the mismatches and the answers left unchecked; null when neither. */
+type CheckNote = { recoveries?: SchemaMismatch[]; unchecked?: Unchecked[] } | null;
+
 /**
  * Check each answer (by choice; null: none to check, e.g. a tool call)
- * against the requested format, on the render thread; what does not match
- * is counted, logged and returned, to be said in the answer's `harmony`.
+ * against the requested format, on the answer-check thread; what does not
+ * match, or could not be checked in time, is counted, logged and returned,
+ * to be said in the answer's `harmony`.
  */
-async function checkAnswers(svc: Service, format: AnswerFormat, answers: (string | null)[]): Promise<SchemaMismatch[]> {
-  const checks = await Promise.all(
-    answers.map((text) => (text === null ? Promise.resolve({ ok: true as const }) : svc.checkAnswer(format.schema, text))),
-  );
+async function checkAnswers(svc: Service, format: AnswerFormat, answers: (string | null)[]): Promise<CheckNote> {
+  const checks = await Promise.all(answers.map((text) => (text === null ? Promise.resolve(null) : svc.checkAnswer(format.schema, text))));
   const out: SchemaMismatch[] = [];
+  const unchecked: Unchecked[] = [];
   checks.forEach((c, choice) => {
-    if (c === null) svc.logger.warn({ format: format.name, choice }, "a structured answer could not be checked in time");
-    else if (!c.ok) out.push({ kind: "schema_mismatch", choice, detail: c.reason });
+    if (c === null) return;
+    if ("unchecked" in c) {
+      unchecked.push({ choice, reason: c.unchecked });
+      svc.metrics.answerChecks.inc({ outcome: "unchecked" });
+      svc.logger.warn({ format: format.name, choice, reason: c.unchecked }, "a structured answer could not be checked in time");
+    } else {
+      svc.metrics.answerChecks.inc({ outcome: c.ok ? "ok" : "mismatch" });
+      if (!c.ok) out.push({ kind: "schema_mismatch", choice, detail: c.reason });
+    }
   });
   if (out.length > 0) {
     svc.metrics.recoveries.inc({ kind: "schema_mismatch" }, out.length);
     for (const m of out) svc.logger.warn({ format: format.name, choice: m.choice, detail: m.detail }, "recovered malformed model output");
   }
-  return out;
+  if (out.length === 0 && unchecked.length === 0) return null;
+  return { ...(out.length > 0 ? { recoveries: out } : {}), ...(unchecked.length > 0 ? { unchecked } : {}) };
 }
 
 /** OpenAI's error type for an upstream failure: the client's mistake (4xx) or the server's. */
@@ -297,6 +314,7 @@ async function handleChat(
   };
   // response_format (already checked by the render): each choice's streamed answer, to check at the end
   const format = answerFormat(request);
+  if (format !== null) svc.warmChecker();
   const streamed: (string | null)[] = Array.from({ length: n }, () => null);
   const called: boolean[] = Array.from({ length: n }, () => false);
   const open = {
@@ -376,9 +394,9 @@ async function handleChat(
   if (!stream) {
     if (error) return sendError(res, error.status, errorType(error.status), error.code, error.message);
     const results = accumulators.map((a) => a.result());
-    const mismatches =
+    const note =
       format === null
-        ? []
+        ? null
         : await checkAnswers(
             svc,
             format,
@@ -391,13 +409,13 @@ async function handleChat(
       ...results[0]!,
       choices,
       ...(usageObj ? { usage: usageObj } : {}),
-      ...(mismatches.length > 0 ? { harmony: { recoveries: mismatches } } : {}),
+      ...(note !== null ? { harmony: note } : {}),
     });
     return;
   }
-  const mismatches =
+  const note =
     format === null || error
-      ? []
+      ? null
       : await checkAnswers(
           svc,
           format,
@@ -410,7 +428,7 @@ async function handleChat(
   }
   if (error)
     res.write(`data: ${JSON.stringify({ error: { message: error.message, type: "upstream_error", param: null, code: error.code } })}\n\n`);
-  if (mismatches.length > 0) res.write(`data: ${JSON.stringify(extraChunk({ harmony: { recoveries: mismatches } }))}\n\n`);
+  if (note !== null) res.write(`data: ${JSON.stringify(extraChunk({ harmony: note }))}\n\n`);
   if (includeUsage && usageObj) res.write(`data: ${JSON.stringify(extraChunk({ usage: usageObj }))}\n\n`);
   res.end("data: [DONE]\n\n");
 }
@@ -491,6 +509,7 @@ async function handleResponses(svc: Service, engine: Engine, req: http.IncomingM
     res.write(`event: ${obj.type as string}\ndata: ${JSON.stringify(obj)}\n\n`);
   };
   const format = answerFormat(conv.chat);
+  if (format !== null) svc.warmChecker();
   const open = { format: "openai.responses", model, tools, calls: callsOf(request) };
   const gen = generate(
     svc,
@@ -527,8 +546,8 @@ async function handleResponses(svc: Service, engine: Engine, req: http.IncomingM
   if (format !== null && response && response.status === "completed") {
     // a response that only calls functions has no answer to check
     const text = typeof response.output_text === "string" && response.output_text !== "" ? response.output_text : null;
-    const mismatches = await checkAnswers(svc, format, [text]);
-    if (mismatches.length > 0) response.harmony = { recoveries: mismatches };
+    const note = await checkAnswers(svc, format, [text]);
+    if (note !== null) response.harmony = note;
   }
   if (storing && response && typeof response.id === "string") {
     const id = response.id;

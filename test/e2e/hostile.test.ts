@@ -452,3 +452,56 @@ describe("a shared store that answers anything (issue #32)", () => {
     }
   });
 });
+
+describe("answer checks off the render thread (issue #32)", () => {
+  let upstream: StandIn;
+  beforeAll(async () => {
+    upstream = await startStandIn();
+  });
+  afterAll(async () => {
+    await upstream.close();
+  });
+
+  const render = (base: string) =>
+    fetch(`${base}/v1/render`, {
+      method: "POST",
+      headers: JSON_BODY,
+      body: JSON.stringify({ messages: [{ role: "user", content: "hi" }] }),
+    });
+
+  it("a response_format pattern `^(a+)+$` and an answer of 40 a's and a b: checked at once (schema_mismatch), other clients' renders served", async () => {
+    const s = await start({ upstream: { url: upstream.url, idleTimeoutMs: 5000, reasoningField: "reasoning" } });
+    upstream.script({ tokens: enc.encode(`<|channel|>final<|message|>${JSON.stringify("a".repeat(40) + "b")}<|return|>`) });
+    const client = new OpenAI({ baseURL: `${s.http}/v1`, apiKey: "sk-local", maxRetries: 0 });
+    const asked = client.chat.completions.create({
+      model: "gpt-oss",
+      messages: [{ role: "user", content: "say a" }],
+      response_format: { type: "json_schema", json_schema: { name: "a", schema: { type: "string", pattern: "^(a+)+$" } } },
+    });
+    const others = await Promise.all([render(s.http), render(s.http)]);
+    expect(others.map((r) => r.status)).toEqual([200, 200]);
+    const r = (await asked) as unknown as { harmony?: { recoveries: { kind: string; detail: string }[] } };
+    expect(r.harmony?.recoveries).toEqual([{ kind: "schema_mismatch", choice: 0, detail: expect.stringMatching(/must match pattern/) }]);
+    await healthy(s.http);
+  });
+
+  it("a check past its deadline (uniqueItems over 10,000 objects): the answer says unchecked, no render fails, the server goes on", async () => {
+    const s = await start({ upstream: { url: upstream.url, idleTimeoutMs: 5000, reasoningField: "reasoning" }, checkDeadlineMs: 200 });
+    const answer = JSON.stringify(Array.from({ length: 10_000 }, (_, i) => ({ i })));
+    upstream.script({ tokens: enc.encode(`<|channel|>final<|message|>${answer}<|return|>`) });
+    const client = new OpenAI({ baseURL: `${s.http}/v1`, apiKey: "sk-local", maxRetries: 0 });
+    const asked = client.chat.completions.create({
+      model: "gpt-oss",
+      messages: [{ role: "user", content: "list" }],
+      response_format: { type: "json_schema", json_schema: { name: "list", schema: { type: "array", uniqueItems: true } } },
+    });
+    const others = await Promise.all([render(s.http), render(s.http)]);
+    expect(others.map((r) => r.status)).toEqual([200, 200]);
+    const r = (await asked) as unknown as { choices: { message: { content: string } }[]; harmony?: { unchecked?: unknown[] } };
+    expect(r.choices[0]!.message.content).toBe(answer);
+    expect(r.harmony).toEqual({ unchecked: [{ choice: 0, reason: expect.stringMatching(/did not finish within 200 ms/) }] });
+    const checks = await s.server.service.metrics.registry.getSingleMetricAsString("harmony_answer_checks_total");
+    expect(checks).toContain('harmony_answer_checks_total{outcome="unchecked"} 1');
+    await healthy(s.http);
+  });
+});
