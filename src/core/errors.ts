@@ -127,6 +127,7 @@ export const HTTP_ERROR_CODES = {
   upstream_timeout: "The upstream sent nothing for --upstream-timeout-ms (504).",
   upstream_bad_response: "The upstream answered with something that is not its streaming format, or past a size bound (502).",
   upstream_broken_stream: "The upstream's stream broke or ended without [DONE] (502).",
+  bad_request_target: "The request target is not a path: absolute-form, authority-form, *, or a path starting with // (400).",
 } as const;
 
 export type HttpErrorCode = keyof typeof HTTP_ERROR_CODES;

@@ -19,6 +19,7 @@ import { frontRoute, type FrontRoute, type OpenAIFront } from "./openai-front.js
 import { Access, OPEN_ACCESS, type AccessPolicy } from "./access.js";
 import { closeInspect, handleInspect, handleParse, inspectRoute, PARSE_PATH } from "./inspect.js";
 import { proxy, upstreamMetrics } from "./proxy.js";
+import { readTarget } from "./target.js";
 import { readJson, sendJson as json } from "./respond.js";
 
 export const STREAM_PATH = "/v1/stream";
@@ -103,7 +104,10 @@ export async function startHttp(
   let accepting = true;
 
   const server = http.createServer((req, res) => {
-    const url = new URL(req.url ?? "/", "http://localhost");
+    // one reading of the target decides what is served, whether a token is needed, and what is forwarded
+    const target = readTarget(req.url);
+    if (!target.ok) return refuse(res, 400, "bad_request_target", target.message);
+    const url = target.url;
     // probes stay open whatever sends them
     if (url.pathname === "/healthz") return json(res, 200, { status: "ok" });
     if (url.pathname === "/readyz") return svc.ready() ? json(res, 200, { status: "ready" }) : json(res, 503, { status: "not ready" });
@@ -114,7 +118,7 @@ export async function startHttp(
     const route = frontRoute(url.pathname);
     if (route) return openai(route, url, req, res);
     // in a vLLM pod, the paths the sidecar does not serve reach vLLM unchanged
-    if (front && !OWN_PATHS.has(url.pathname)) return passOn(req, res, url.pathname);
+    if (front && !OWN_PATHS.has(url.pathname)) return passOn(req, res, url.pathname, target.path);
     if (req.method !== "GET" && req.method !== "HEAD") return json(res, 405, { error: "method not allowed" });
     switch (url.pathname) {
       case "/metrics":
@@ -140,11 +144,11 @@ export async function startHttp(
    * A path of the upstream's: passed on, with the token required as for the
    * front (when one is set) except for its health probes.
    */
-  function passOn(req: http.IncomingMessage, res: http.ServerResponse, path: string): void {
+  function passOn(req: http.IncomingMessage, res: http.ServerResponse, path: string, forward: string): void {
     if (!OPEN_UPSTREAM_PATHS.has(path) && !svc.authorized(req.headers.authorization)) {
       return refuse(res, 401, "unauthorized", "a valid bearer token is required");
     }
-    proxy(req, res, front!.url, front!.timeoutMs).catch((e: unknown) => internal(res, e, path));
+    proxy(req, res, front!.url, front!.timeoutMs, forward).catch((e: unknown) => internal(res, e, path));
   }
 
   /** The OpenAI-compatible front (sidecar mode, with --upstream). */
@@ -193,8 +197,9 @@ export async function startHttp(
     const refuse = (status: number, text: string) => {
       socket.end(`HTTP/1.1 ${status} ${text}\r\nconnection: close\r\ncontent-length: 0\r\n\r\n`);
     };
-    const url = new URL(req.url ?? "/", "http://localhost");
-    if (url.pathname !== STREAM_PATH) return refuse(404, "Not Found");
+    const target = readTarget(req.url);
+    if (!target.ok) return refuse(400, "Bad Request");
+    if (target.url.pathname !== STREAM_PATH) return refuse(404, "Not Found");
     if (!accepting) return refuse(503, "Service Unavailable");
     const refusal = access.check(req);
     if (refusal) return refuse(refusal.status, refusal.status === 421 ? "Misdirected Request" : "Forbidden");

@@ -5,6 +5,7 @@
  * leave the process up and answering /healthz, and get a coded answer.
  */
 import http from "node:http";
+import net from "node:net";
 import type { AddressInfo } from "node:net";
 import * as grpc from "@grpc/grpc-js";
 import OpenAI from "openai";
@@ -503,5 +504,68 @@ describe("answer checks off the render thread (issue #32)", () => {
     const checks = await s.server.service.metrics.registry.getSingleMetricAsString("harmony_answer_checks_total");
     expect(checks).toContain('harmony_answer_checks_total{outcome="unchecked"} 1');
     await healthy(s.http);
+  });
+});
+
+describe("one reading of the request target (issue #32)", () => {
+  /** Send `head` as it is (fetch and http.request would normalise the target) and read the status line and body. */
+  function raw(base: string, head: string): Promise<{ status: number; body: string }> {
+    const { hostname, port } = new URL(base);
+    return new Promise((resolve, reject) => {
+      const socket = net.connect(Number(port), hostname, () => socket.write(head));
+      let text = "";
+      socket.on("data", (c: Buffer) => {
+        text += c.toString("latin1");
+        const end = text.indexOf("\r\n\r\n");
+        if (end === -1) return;
+        const length = Number(/content-length: (\d+)/i.exec(text.slice(0, end))?.[1] ?? 0);
+        if (text.length >= end + 4 + length) {
+          socket.destroy();
+          resolve({ status: Number(text.slice(9, 12)), body: text.slice(end + 4, end + 4 + length) });
+        }
+      });
+      socket.on("end", () => resolve({ status: Number(text.slice(9, 12)), body: text.slice(text.indexOf("\r\n\r\n") + 4) }));
+      socket.on("error", reject);
+    });
+  }
+
+  it("absolute-form, //-prefixed, /\\ and * targets: 400 bad_request_target, nothing forwarded; dot segments are read once, for both", async () => {
+    const seen: string[] = [];
+    const engine = http.createServer((req, res) => {
+      seen.push(req.url ?? "");
+      res.writeHead(200, { "content-type": "text/plain" }).end("engine");
+    });
+    await new Promise<void>((resolve) => engine.listen(0, "127.0.0.1", resolve));
+    try {
+      const upstreamUrl = `http://127.0.0.1:${(engine.address() as AddressInfo).port}`;
+      const s = await start({ token: "secret", upstream: { url: upstreamUrl, idleTimeoutMs: 2000, reasoningField: "reasoning" } });
+      const { port } = new URL(s.http);
+      const get = (target: string, extra = "") =>
+        raw(s.http, `GET ${target} HTTP/1.1\r\nhost: 127.0.0.1:${port}\r\n${extra}connection: close\r\n\r\n`);
+      for (const target of ["//x/health", "//tokenize/x/../../health", `http://127.0.0.1:${port}/health`, "/\\x/health", "*"]) {
+        const r = await get(target);
+        expect(r.status, target).toBe(400);
+        if (target !== "/\\x/health" || r.body !== "") expect(JSON.parse(r.body).error.code, target).toBe("bad_request_target");
+      }
+      const options = await raw(s.http, `OPTIONS * HTTP/1.1\r\nhost: 127.0.0.1:${port}\r\nconnection: close\r\n\r\n`);
+      expect(options.status).toBe(400);
+      expect(seen).toEqual([]);
+      // a path with dot segments is authorized as it is forwarded: the one reading
+      expect((await get("/v1/../health")).status).toBe(200);
+      expect((await get("/health/../tokenize")).status).toBe(401);
+      expect((await get("/%2e%2e/health/%2E%2E/tokenize")).status).toBe(401);
+      expect(seen).toEqual(["/health"]);
+      expect((await get("/health/../tokenize?x=1", "authorization: Bearer secret\r\n")).status).toBe(200);
+      expect(seen).toEqual(["/health", "/tokenize?x=1"]);
+      // the WebSocket upgrade reads the target the same way
+      const upgrade = await raw(
+        s.http,
+        `GET //v1/stream HTTP/1.1\r\nhost: 127.0.0.1:${port}\r\nupgrade: websocket\r\nconnection: Upgrade\r\nsec-websocket-key: dGhlIHNhbXBsZSBub25jZQ==\r\nsec-websocket-version: 13\r\n\r\n`,
+      );
+      expect(upgrade.status).toBe(400);
+      await healthy(s.http);
+    } finally {
+      await new Promise<void>((resolve) => engine.close(() => resolve()));
+    }
   });
 });
