@@ -64,6 +64,7 @@ export function resolveOptions(flags: ServeFlags, env: NodeJS.ProcessEnv): Serve
     memoryBudgetBytes: r.int("memoryBudgetMb") * 1024 * 1024,
     idleTimeoutMs: r.int("idleTimeoutMs"),
     pingIntervalMs: r.int("pingIntervalMs"),
+    slowClientTimeoutMs: r.int("slowClientTimeoutMs"),
   };
   const upstreamUrl = r.text("upstream");
   const reasoningField = r.text("reasoningField") as "reasoning" | "reasoning_content";

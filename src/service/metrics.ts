@@ -19,6 +19,8 @@ export interface Metrics {
   cotStoreFailures: Counter<"op">;
   /** Stored responses (Responses `store`), by operation and outcome. */
   responses: Counter<"op" | "outcome">;
+  /** Clients dropped for leaving their answers unread past --slow-client-timeout-ms, by edge (http, ws, grpc). */
+  slowClients: Counter<"transport">;
   /** Answers checked against their response format, by outcome (ok, mismatch, unchecked). */
   answerChecks: Counter<"outcome">;
   /** Errors nothing handled, caught by the serve command's last-resort handlers (kind: rejection, exception). */
@@ -118,6 +120,12 @@ export function createMetrics(): Metrics {
       name: "harmony_responses_total",
       help: "Stored responses by operation (store, get, delete) and outcome (stored, local_only, too_large, found, not_found, unavailable, deleted)",
       labelNames: ["op", "outcome"],
+      registers: [registry],
+    }),
+    slowClients: new Counter({
+      name: "harmony_slow_clients_dropped_total",
+      help: "Clients dropped for leaving their answers unread past --slow-client-timeout-ms, by edge (http: a streamed OpenAI answer, ws, grpc)",
+      labelNames: ["transport"],
       registers: [registry],
     }),
     answerChecks: new Counter({

@@ -25,7 +25,7 @@ import { TieredStore } from "../store/tiered.js";
 import { AnswerChecker, type CheckOutcome } from "./checker.js";
 import type { RenderBody } from "./renderer.js";
 import { ResponseStore } from "../store/responses.js";
-import { Connection, type ConnectionHost, type Transport } from "./connection.js";
+import { Connection, type ConnectionGroup, type ConnectionHost, type Transport } from "./connection.js";
 import type { Limits } from "./limits.js";
 import { createMetrics, type Metrics } from "./metrics.js";
 
@@ -264,7 +264,8 @@ export class Service implements ConnectionHost {
       this.logger.error({ slot, generation }, "worker thread died; its streams are failed and a new thread starts");
       for (const c of this.connections) c.onWorkerCrash(slot, generation);
     });
-    this.idleTimer = setInterval(() => this.closeIdle(), Math.min(this.limits.idleTimeoutMs, 5000)).unref();
+    const every = Math.min(this.limits.idleTimeoutMs, this.limits.slowClientTimeoutMs / 2, 5000);
+    this.idleTimer = setInterval(() => this.closeIdle(), every).unref();
     this.renderer = new Renderer();
     this.checker = new AnswerChecker(this.options.checkDeadlineMs);
   }
@@ -305,8 +306,9 @@ export class Service implements ConnectionHost {
       .slice(0, 32);
   }
 
-  newConnection(transport: Transport, tenant: string = LOCAL_TENANT): Connection {
-    const c = new Connection(this, transport, tenant);
+  /** A new connection; `group`: the budget it shares with others (the gRPC calls of one HTTP/2 connection). */
+  newConnection(transport: Transport, tenant: string = LOCAL_TENANT, group: ConnectionGroup | null = null): Connection {
+    const c = new Connection(this, transport, tenant, group);
     this.connections.add(c);
     this.metrics.connections.inc({ transport: transport.kind });
     return c;
@@ -445,7 +447,8 @@ export class Service implements ConnectionHost {
 
   private closeIdle(): void {
     for (const c of this.connections) {
-      if (c.idleMs > this.limits.idleTimeoutMs) c.idleTimeout();
+      if (c.stalledMs > this.limits.slowClientTimeoutMs) c.slowClient();
+      else if (c.idleMs > this.limits.idleTimeoutMs) c.idleTimeout();
     }
   }
 

@@ -2,9 +2,11 @@
  * The HTTP edge: WebSocket streams on /v1/stream, and the operations
  * endpoints /healthz, /readyz and /metrics, on one port.
  *
- * WebSocket close codes: 1001 server shutting down, 1007 a text frame that is
- * not UTF-8, 1009 a frame over the size limit (both from `ws`), 4408 idle
- * timeout. A missing or wrong bearer token is refused at the upgrade with
+ * WebSocket close codes: 1001 server shutting down, 1002 a frame that breaks
+ * the protocol, 1007 a text frame that is not UTF-8, 1008 too many fragments
+ * or buffered parts of one message, 1009 a frame over the size limit (those
+ * four from `ws`), 4408 idle timeout, 4409 a reader that left its answers
+ * unread (docs/errors.md). A missing or wrong bearer token is refused at the upgrade with
  * HTTP 401.
  */
 import http from "node:http";
@@ -14,7 +16,7 @@ import type { Duplex } from "node:stream";
 import { WebSocketServer, type WebSocket } from "ws";
 import type { Transport } from "../service/connection.js";
 import type { Service } from "../service/service.js";
-import type { HttpErrorCode } from "../core/errors.js";
+import { CLOSE_CODES, type HttpErrorCode } from "../core/errors.js";
 import { frontRoute, type FrontRoute, type OpenAIFront } from "./openai-front.js";
 import { Access, OPEN_ACCESS, type AccessPolicy } from "./access.js";
 import { closeInspect, handleInspect, handleParse, inspectRoute, PARSE_PATH } from "./inspect.js";
@@ -30,6 +32,8 @@ const OPEN_UPSTREAM_PATHS: ReadonlySet<string> = new Set(["/health", "/ping", "/
 /** How long /metrics waits for the upstream's. */
 const METRICS_TIMEOUT_MS = 2000;
 export const RENDER_PATH = "/v1/render";
+/** How long a slow reader's close frame (4409) may wait to be read before its socket is cut. */
+export const SLOW_READER_CLOSE_MS = 1000;
 /** How long a corked WebSocket answer may wait for later answers of the same tick to share its write (checked between frames: a frame being handled finishes first). */
 export const MAX_CORK_MS = 0.5;
 
@@ -226,6 +230,8 @@ export async function startHttp(
         // what is corked goes first: a stop may cut the socket before the next tick
         cork.release();
         ws.close(code, reason);
+        // a reader that does not read would not read the close frame either: cut it soon after
+        if (code === CLOSE_CODES.slow_reader) setTimeout(() => ws.terminate(), SLOW_READER_CLOSE_MS).unref();
       },
     };
     const conn = svc.newConnection(transport, tenant);

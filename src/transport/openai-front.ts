@@ -32,6 +32,7 @@ import { generate, isClosing, type ForcedCall } from "../service/generate.js";
 import type { Service } from "../service/service.js";
 import { MAX_RESPONSE_ID, type Lookup } from "../store/responses.js";
 import { MAX_TOP_LOGPROBS, type Engine, type UpstreamConfig, type UpstreamError } from "../upstream/engine.js";
+import { ClientFlow } from "./client-flow.js";
 import { readJson, sendJson } from "./respond.js";
 
 function sendError(
@@ -190,6 +191,15 @@ function renderStatus(code: string): number {
   return code === "render_timeout" ? 503 : 400;
 }
 
+/** A streamed answer's flow control (./client-flow.ts): its client dropped, counted and logged, once unread for the bound. */
+function clientFlow(svc: Service, res: http.ServerResponse): ClientFlow {
+  const ms = svc.limits.slowClientTimeoutMs;
+  return new ClientFlow(res, ms, () => {
+    svc.metrics.slowClients.inc({ transport: "http" });
+    svc.logger.info({ slow_client_timeout_ms: ms }, "a client left its streamed answer unread; dropping it");
+  });
+}
+
 function setupSse(res: http.ServerResponse): void {
   res.writeHead(200, { "content-type": "text/event-stream", "cache-control": "no-cache", connection: "keep-alive" });
 }
@@ -305,12 +315,13 @@ async function handleChat(
   let reasoningTokens = 0;
   /** A chunk of the front's own (logprobs, a schema mismatch, usage): no choices unless `fields` has some. */
   const extraChunk = (fields: object) => ({ id, object: "chat.completion.chunk", created, model, choices: [], ...fields });
+  const flow = clientFlow(svc, res);
   const send = (chunk: object) => {
     if (!started) {
       setupSse(res);
       started = true;
     }
-    res.write(`data: ${JSON.stringify(chunk)}\n\n`);
+    flow.write(`data: ${JSON.stringify(chunk)}\n\n`);
   };
   // response_format (already checked by the render): each choice's streamed answer, to check at the end
   const format = answerFormat(request);
@@ -374,6 +385,7 @@ async function handleChat(
     },
     {
       force: forced.force,
+      ...(stream ? { backpressure: () => flow.wait() } : {}),
       onIds: logprobs
         ? (choice, ids, lps) => {
             const content = logprobs[choice]?.push(ids, lps) ?? [];
@@ -501,12 +513,13 @@ async function handleResponses(svc: Service, engine: Engine, req: http.IncomingM
   const completion = { client: request, prompt: rendered.ids, n: 1, maxTokens: request.max_output_tokens };
   let started = false;
   let final: Obj | null = null;
+  const flow = clientFlow(svc, res);
   const write = (obj: Obj) => {
     if (!started) {
       setupSse(res);
       started = true;
     }
-    res.write(`event: ${obj.type as string}\ndata: ${JSON.stringify(obj)}\n\n`);
+    flow.write(`event: ${obj.type as string}\ndata: ${JSON.stringify(obj)}\n\n`);
   };
   const format = answerFormat(conv.chat);
   if (format !== null) svc.warmChecker();
@@ -534,7 +547,7 @@ async function handleResponses(svc: Service, engine: Engine, req: http.IncomingM
       }
       if (stream) write(obj);
     },
-    { force: forced.force },
+    { force: forced.force, ...(stream ? { backpressure: () => flow.wait() } : {}) },
   );
   res.on("close", () => {
     if (!res.writableFinished) gen.abort();

@@ -569,3 +569,156 @@ describe("one reading of the request target (issue #32)", () => {
     }
   });
 });
+
+describe("a streamed client that stops reading (issue #32)", () => {
+  let upstream: StandIn;
+  beforeAll(async () => {
+    upstream = await startStandIn();
+  });
+  afterAll(async () => {
+    await upstream.close();
+  });
+
+  /** POST a streamed request on a raw socket, then never read a byte of the answer. */
+  function unreadRequest(base: string, path: string, body: object): net.Socket {
+    const { hostname, port } = new URL(base);
+    const text = JSON.stringify(body);
+    const socket = net.connect(Number(port), hostname, () => {
+      socket.pause();
+      socket.write(
+        `POST ${path} HTTP/1.1\r\nhost: 127.0.0.1:${port}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(text)}\r\n\r\n${text}`,
+      );
+    });
+    socket.on("error", () => undefined);
+    return socket;
+  }
+
+  const TOTAL = 1 << 20;
+  const word = enc.encodeOrdinary(" hello");
+
+  for (const [path, body] of [
+    ["/v1/chat/completions", { model: "gpt-oss", messages: [{ role: "user", content: "go on" }], stream: true }],
+    ["/v1/responses", { model: "gpt-oss", input: "go on", stream: true, store: false }],
+  ] as const) {
+    it(`${path}: the engine's stream stops within a bounded buffer, the client is dropped after --slow-client-timeout-ms, others are served`, async () => {
+      const s = await start({
+        upstream: { url: upstream.url, idleTimeoutMs: 60_000, reasoningField: "reasoning" },
+        limits: { ...DEFAULT_LIMITS, slowClientTimeoutMs: 2000 },
+      });
+      expect(word).toHaveLength(1);
+      const answer = [
+        ...enc.encode("<|channel|>final<|message|>"),
+        ...new Array<number>(TOTAL).fill(word[0]!),
+        ...enc.encode("<|return|>"),
+      ];
+      upstream.script({ tokens: answer, drain: true }, { tokens: enc.encode("<|channel|>final<|message|>hi<|return|>") });
+      const received = upstream.received.length;
+      const socket = unreadRequest(s.http, path, body);
+      try {
+        // the engine is held back: its stream waits for the sidecar to read, far short of the whole answer
+        await until(() => upstream.received[received]?.waiting === true, 60_000);
+        const rec = upstream.received[received]!;
+        // meanwhile, another client is served
+        const client = new OpenAI({ baseURL: `${s.http}/v1`, apiKey: "sk-local", maxRetries: 0 });
+        const other = await client.chat.completions.create({ model: "gpt-oss", messages: [{ role: "user", content: "hi" }] });
+        expect(other.choices[0]!.message.content).toBe("hi");
+        await healthy(s.http);
+        // dropped once unread past the bound: the engine's request ends too, long before the answer's end
+        await until(() => rec.aborted, 60_000);
+        expect(rec.sentTokens).toBeLessThan(TOTAL / 4);
+        const dropped = await s.server.service.metrics.registry.getSingleMetricAsString("harmony_slow_clients_dropped_total");
+        expect(dropped).toContain('harmony_slow_clients_dropped_total{transport="http"} 1');
+        await healthy(s.http);
+      } finally {
+        socket.destroy();
+      }
+    });
+  }
+});
+
+/** Until `f` holds (polled), or fail after `ms`. */
+async function until(f: () => boolean, ms: number): Promise<void> {
+  const end = Date.now() + ms;
+  while (!f()) {
+    if (Date.now() > end) throw new Error(`timed out after ${ms} ms`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
+describe("slow readers and many calls on the WS and gRPC edges (issue #32)", () => {
+  it("a WebSocket client that stops reading its openai.chat answers: it is paused, then closed 4409 after --slow-client-timeout-ms; others are served", async () => {
+    const s = await start({ limits: { ...DEFAULT_LIMITS, maxBufferedBytes: 256 * 1024, slowClientTimeoutMs: 2000 } });
+    const svc = s.server.service;
+    const word = enc.encodeOrdinary(" hello")[0]!;
+    const ws = new WebSocket(s.ws);
+    await new Promise<void>((resolve, reject) => {
+      ws.once("open", () => resolve());
+      ws.once("error", reject);
+    });
+    try {
+      ws.pause(); // never read a byte of the answers
+      ws.send(JSON.stringify({ ops: [{ open: { stream: "a", format: "openai.chat" } }] }));
+      const ids = [...enc.encode("<|channel|>final<|message|>"), ...new Array<number>(5000).fill(word)];
+      // ~2 MB of frames in, ~15 MB of answers out: more than the sockets' kernel buffers hold
+      for (let i = 0; i < 300; i++) ws.send(JSON.stringify({ ops: [{ tokens: { stream: "a", ids: i === 0 ? ids : ids.slice(-5000) } }] }));
+      // another client is served meanwhile
+      const r = await exchange(s.ws, [JSON.stringify({ ops: [{ open: { stream: "b" } }, { close: { stream: "b" } }] })], (a) =>
+        eventsOf(a).some((e) => e.done),
+      );
+      expect(eventsOf(r.answers).some((e) => e.done)).toBe(true);
+      await healthy(s.http);
+      await until(() => svc.connectionCount === 0, 60_000);
+      const dropped = await svc.metrics.registry.getSingleMetricAsString("harmony_slow_clients_dropped_total");
+      expect(dropped).toContain('harmony_slow_clients_dropped_total{transport="ws"} 1');
+      // what it is told, once it reads: 4409
+      const closed = new Promise<number>((resolve) => ws.once("close", (code) => resolve(code)));
+      ws.resume();
+      expect([4409, 1006]).toContain(await closed);
+      await healthy(s.http);
+    } finally {
+      ws.terminate();
+    }
+  });
+
+  it("many gRPC calls on one HTTP/2 connection share one budget: opens past --max-connection-bytes over all of them are over_budget", async () => {
+    const s = await start({ limits: { ...DEFAULT_LIMITS, maxConnectionBytes: 1024 * 1024 } });
+    const Stub = grpc.makeGenericClientConstructor(HARMONY_SERVICE, "Harmony");
+    const client = new Stub(s.grpc, grpc.credentials.createInsecure()) as unknown as {
+      Stream(): grpc.ClientDuplexStream<Uint8Array, Buffer>;
+      close(): void;
+    };
+    try {
+      // 1 MiB is 64 streams of 16 KiB: four calls of 30 opens each would each fit alone
+      const codes = Array.from({ length: 4 }, (_, c) => {
+        const call = client.Stream();
+        call.on("error", () => undefined);
+        const seen: string[] = [];
+        const ops = Array.from({ length: 30 }, (_, i) => ({ open: { stream: `c${c}-s${i}` } }));
+        return { call, seen, ops };
+      });
+      // each call's opens after the previous call's are answered (the budget is taken in order); all calls stay open
+      for (const { call, seen, ops } of codes) {
+        const answered = new Promise<void>((resolve) =>
+          call.once("data", (b: Buffer) => {
+            const frame = wire.ServerFrame.toObject(wire.ServerFrame.decode(b)) as { events?: { error?: { code: string } }[] };
+            for (const e of frame.events ?? []) if (e.error) seen.push(e.error.code);
+            resolve();
+          }),
+        );
+        // a tokens op for a stream never opened: its unknown_stream error is the frame's answer
+        call.write(wire.ClientFrame.encode({ ops: [...ops, { tokens: { stream: "probe", ids: [1] } }] }).finish());
+        await answered;
+      }
+      // (a stream's name counts too: 63 of 16 KiB and their names fit), over all four calls
+      const open = (await s.server.service.metrics.openStreams.get()).values[0]!.value;
+      expect(open).toBeGreaterThanOrEqual(62);
+      expect(open).toBeLessThanOrEqual(64);
+      expect(codes[0]!.seen).toEqual(["unknown_stream"]);
+      expect(codes[3]!.seen).toContain("over_budget");
+      for (const { call } of codes) call.end();
+    } finally {
+      client.close();
+    }
+    await healthy(s.http);
+  });
+});
