@@ -14,6 +14,15 @@
  *   (h) a WebSocket upgrade with `Origin: https://evil.example`, and a text/plain POST to
  *       /v1/chat/completions (the service runs with an --upstream nothing listens on, so that the
  *       OpenAI front exists and the refusal is the access check's).
+ * Issue #32's classes, against the same service (its --cot-store a fake RESP peer on a Unix socket that
+ * answers MGET with `:1`, its --upstream an engine stand-in on loopback that waits for 'drain' as vLLM's
+ * uvicorn does, --slow-client-timeout-ms 2000):
+ *   (i) POST /v1/render naming tool calls while the store answers MGET with `:1`, then `*1 :5`;
+ *   (j) a streamed chat whose response_format pattern is `^(a+)+$`, the answer 40 a's and a b;
+ *   (k) a streamed chat client that never reads an answer of 2^20 tokens (the engine's sent tokens noted);
+ *   (l) a WebSocket client that never reads its openai.chat answers (300 frames of 5,000 ids);
+ *   (m) GET //x/health, //tokenize/x/../../health and an absolute-form target;
+ *   (n) 8 gRPC Stream calls on one HTTP/2 connection, 2,000 opens each (--max-connection-bytes 16 MiB over all).
  * For each: the coded answer, the answer's bytes, the attack's duration (first byte sent to the last
  * answer), /healthz latency p50/p99/max over the probes scheduled meanwhile (measured from the time
  * each was due, so a frozen service is not under-counted; an attack over in under 1 s is sent again, back to
@@ -25,15 +34,20 @@
  *   taskset -c 0 node dist/bench/hostile-bench.js --child-cpus 1   (the service alone on CPU 1)
  */
 import { spawn, type ChildProcess } from "node:child_process";
-import { readFileSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import path from "node:path";
 import http from "node:http";
 import os from "node:os";
 import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
 import { isMainThread, parentPort, Worker, workerData } from "node:worker_threads";
+import net from "node:net";
 import { Command } from "commander";
+import * as grpc from "@grpc/grpc-js";
 import WebSocket from "ws";
+import { HARMONY_SERVICE } from "../src/protocol/grpc-methods.js";
 import { schema } from "../src/protocol/schema.js";
+import { loadHarmonyEncoding } from "../src/vocab/index.js";
 
 const MiB = 1 << 20;
 const PROBE_MS = 10;
@@ -154,6 +168,11 @@ interface Target {
   port: number;
   http: string;
   ws: string;
+  grpc: string;
+  /** The RESP peer standing for the shared store: what it answers MGET with. */
+  store: { mget: string };
+  /** The engine stand-in: the tokens it sent for its last request, and whether that one was cut. */
+  engine: { sent: number; aborted: boolean };
 }
 
 interface Attack {
@@ -395,7 +414,264 @@ const ATTACKS: Attack[] = [
       };
     },
   },
+  {
+    key: "i",
+    name: "POST /v1/render naming tool calls; the store answers MGET `:1`, then `*1 :5`",
+    prepare(t) {
+      const body = Buffer.from(
+        JSON.stringify({
+          messages: [
+            { role: "user", content: "go" },
+            {
+              role: "assistant",
+              content: null,
+              tool_calls: [{ id: "call_x", type: "function", function: { name: "f", arguments: "{}" } }],
+            },
+            { role: "tool", tool_call_id: "call_x", content: "{}" },
+          ],
+        }),
+      );
+      return async () => {
+        t.store.mget = ":1\r\n";
+        const a = await post(t, "/v1/render", "application/json", body);
+        t.store.mget = "*1\r\n:5\r\n";
+        const b = await post(t, "/v1/render", "application/json", body);
+        return { code: `${a.code}; ${b.code}`, bytes: a.bytes + b.bytes };
+      };
+    },
+  },
+  {
+    key: "j",
+    name: "chat with response_format pattern `^(a+)+$`, the answer 40 a's and a b",
+    prepare(t) {
+      const body = JSON.stringify({
+        model: "evil-pattern",
+        messages: [{ role: "user", content: "say a" }],
+        response_format: { type: "json_schema", json_schema: { name: "a", schema: { type: "string", pattern: "^(a+)+$" } } },
+      });
+      return async () => {
+        const res = await fetch(`${t.http}/v1/chat/completions`, { method: "POST", headers: { "content-type": "application/json" }, body });
+        const text = await res.text();
+        const kinds = (JSON.parse(text) as { harmony?: { recoveries?: { kind: string }[] } }).harmony?.recoveries?.map((r) => r.kind) ?? [];
+        return { code: `HTTP ${res.status} ${kinds.join(" ")}`.trim(), bytes: text.length };
+      };
+    },
+  },
+  {
+    key: "k",
+    name: "streamed chat client that never reads (an answer of 2^20 tokens)",
+    prepare(t) {
+      const text = JSON.stringify({ model: "endless", messages: [{ role: "user", content: "go on" }], stream: true });
+      return () =>
+        new Promise<Answer>((resolve) => {
+          const socket = net.connect(t.port, "127.0.0.1", () => {
+            socket.pause();
+            socket.write(
+              `POST /v1/chat/completions HTTP/1.1\r\nhost: 127.0.0.1:${t.port}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(text)}\r\n\r\n${text}`,
+            );
+          });
+          socket.on("error", () => undefined);
+          t.engine.aborted = false;
+          const started = performance.now();
+          const poll = setInterval(() => {
+            if (!t.engine.aborted && performance.now() - started < 120_000) return;
+            clearInterval(poll);
+            socket.destroy();
+            resolve({
+              code: t.engine.aborted ? "dropped (engine request ended)" : "not dropped in 120 s",
+              bytes: 0,
+              note: `engine sent ${t.engine.sent.toLocaleString("en")} of ${(1 << 20).toLocaleString("en")} tokens`,
+            });
+          }, 20);
+        });
+    },
+  },
+  {
+    key: "l",
+    name: "WebSocket client that never reads its openai.chat answers (300 frames of 5,000 ids)",
+    prepare(t) {
+      const enc = loadHarmonyEncoding();
+      const word = enc.encodeOrdinary(" hello")[0]!;
+      const first = JSON.stringify({
+        ops: [
+          { open: { stream: "a", format: "openai.chat" } },
+          { tokens: { stream: "a", ids: enc.encode("<|channel|>final<|message|>") } },
+        ],
+      });
+      const frame = JSON.stringify({ ops: [{ tokens: { stream: "a", ids: new Array<number>(5000).fill(word) } }] });
+      return () =>
+        new Promise<Answer>((resolve, reject) => {
+          const ws = new WebSocket(t.ws, { perMessageDeflate: false });
+          ws.on("error", (e) => reject(e));
+          ws.on("open", () => {
+            ws.pause();
+            ws.send(first);
+            for (let i = 0; i < 300; i++) ws.send(frame);
+            const started = performance.now();
+            const poll = setInterval(() => {
+              const gone = (ws as unknown as { _socket?: { destroyed: boolean } })._socket?.destroyed === true;
+              if (!gone && performance.now() - started < 120_000) return;
+              clearInterval(poll);
+              ws.once("close", (code: number) => resolve({ code: `close ${code}`, bytes: 0 }));
+              ws.resume();
+              setTimeout(() => resolve({ code: gone ? "socket cut" : "not dropped in 120 s", bytes: 0 }), 2000);
+            }, 20);
+          });
+        });
+    },
+  },
+  {
+    key: "m",
+    name: "GET //x/health, //tokenize/x/../../health, http://127.0.0.1/health (absolute-form)",
+    prepare(t) {
+      const raw = (target: string) =>
+        new Promise<string>((resolve) => {
+          const socket = net.connect(t.port, "127.0.0.1", () =>
+            socket.write(`GET ${target} HTTP/1.1\r\nhost: 127.0.0.1:${t.port}\r\nconnection: close\r\n\r\n`),
+          );
+          let text = "";
+          socket.on("data", (c: Buffer) => (text += c.toString("latin1")));
+          socket.on("close", () => resolve(`HTTP ${text.slice(9, 12)} ${/"code":"([a-z_]+)"/.exec(text)?.[1] ?? ""}`.trim()));
+          socket.on("error", () => resolve("socket error"));
+        });
+      return async () => {
+        const codes = [];
+        for (const target of ["//x/health", "//tokenize/x/../../health", `http://127.0.0.1:${t.port}/health`])
+          codes.push(await raw(target));
+        return { code: [...new Set(codes)].join(", "), bytes: 0 };
+      };
+    },
+  },
+  {
+    key: "n",
+    name: "8 gRPC Stream calls on one HTTP/2 connection, 2,000 opens each",
+    prepare(t) {
+      const wire = schema();
+      const Stub = grpc.makeGenericClientConstructor(HARMONY_SERVICE, "Harmony");
+      return async () => {
+        const client = new Stub(t.grpc, grpc.credentials.createInsecure()) as unknown as {
+          Stream(): grpc.ClientDuplexStream<Uint8Array, Buffer>;
+          close(): void;
+        };
+        const seen = new Map<string, number>();
+        const calls = Array.from({ length: 8 }, () => client.Stream());
+        for (const [c, call] of calls.entries()) {
+          call.on("error", () => undefined);
+          const answered = new Promise<void>((resolve) =>
+            call.once("data", (b: Buffer) => {
+              const f = wire.ServerFrame.toObject(wire.ServerFrame.decode(b)) as { events?: { error?: { code: string } }[] };
+              for (const e of f.events ?? []) if (e.error) seen.set(e.error.code, (seen.get(e.error.code) ?? 0) + 1);
+              resolve();
+            }),
+          );
+          const ops = [
+            ...Array.from({ length: 2000 }, (_, i) => ({ open: { stream: `c${c}-${i}` } })),
+            { tokens: { stream: "probe", ids: [1] } },
+          ];
+          call.write(wire.ClientFrame.encode({ ops }).finish());
+          await answered;
+        }
+        for (const call of calls) call.end();
+        client.close();
+        return { code: describe(seen), bytes: 0 };
+      };
+    },
+  },
 ];
+
+// ---------------------------------------------------------------------------------------------------
+// The shared store's stand-in (a RESP peer answering anything) and the engine's (vLLM's completions stream).
+
+/** A RESP peer on a Unix socket: enough for ioredis to connect; MGET answered with `target.mget`, everything else +OK. */
+async function startStorePeer(store: { mget: string }): Promise<{ url: string; close(): void }> {
+  const file = path.join(mkdtempSync(path.join(os.tmpdir(), "hs-bench-resp-")), "peer.sock");
+  const server = net.createServer((socket) => {
+    socket.on("error", () => undefined);
+    let pending = "";
+    socket.on("data", (c: Buffer) => {
+      pending += c.toString("latin1");
+      // commands are arrays of bulk strings: *N\r\n($len\r\nvalue\r\n)×N
+      for (;;) {
+        const m = /^\*(\d+)\r\n/.exec(pending);
+        if (!m) return;
+        let at = m[0].length;
+        const parts: string[] = [];
+        for (let i = 0; i < Number(m[1]); i++) {
+          const l = /^\$(\d+)\r\n/.exec(pending.slice(at));
+          if (!l || pending.length < at + l[0].length + Number(l[1]) + 2) return;
+          parts.push(pending.slice(at + l[0].length, at + l[0].length + Number(l[1])));
+          at += l[0].length + Number(l[1]) + 2;
+        }
+        pending = pending.slice(at);
+        const name = parts[0]!.toUpperCase();
+        if (name === "INFO") socket.write("$22\r\n# Server\r\nloading:0\r\n\r\n");
+        else if (name === "MGET") socket.write(store.mget);
+        else socket.write("+OK\r\n");
+      }
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(file, resolve));
+  return { url: `unix://${file}`, close: () => server.close() };
+}
+
+/** vLLM's /v1/completions stream, by the request's model: `endless` 2^20 tokens, `evil-pattern` a JSON string of 40 a's and a b. */
+async function startEngine(engine: { sent: number; aborted: boolean }): Promise<{ url: string; close(): void }> {
+  const enc = loadHarmonyEncoding();
+  const word = enc.encodeOrdinary(" hello")[0]!;
+  const server = http.createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on("data", (c: Buffer) => chunks.push(c));
+    req.on("end", () => {
+      if (req.method !== "POST") {
+        res.writeHead(200, { "content-type": "application/json" });
+        res.end(JSON.stringify({ object: "list", data: [{ id: "openai/gpt-oss-20b", object: "model", max_model_len: 2_000_000 }] }));
+        return;
+      }
+      let body: { model?: string } = {};
+      try {
+        body = JSON.parse(Buffer.concat(chunks).toString("utf8")) as { model?: string };
+      } catch {
+        // not JSON: the short answer
+      }
+      const head = enc.encode("<|channel|>final<|message|>");
+      const ids =
+        body.model === "endless"
+          ? [...head, ...new Array<number>(1 << 20).fill(word), ...enc.encode("<|return|>")]
+          : [...head, ...enc.encodeOrdinary(JSON.stringify("a".repeat(40) + "b")), ...enc.encode("<|return|>")];
+      res.writeHead(200, { "content-type": "text/event-stream" });
+      engine.sent = 0;
+      res.on("close", () => {
+        if (!res.writableFinished) engine.aborted = true;
+      });
+      void (async () => {
+        for (let at = 0; at < ids.length; at += 4) {
+          if (res.destroyed) return;
+          const piece = ids.slice(at, at + 4);
+          const last = at + 4 >= ids.length;
+          const ok = res.write(
+            `data: ${JSON.stringify({ choices: [{ index: 0, text: "", finish_reason: last ? "stop" : null, token_ids: piece }], usage: null })}\n\n`,
+          );
+          engine.sent = Math.min(ids.length, at + 4);
+          // as uvicorn does: wait for the reader to drain (encode/uvicorn, uvicorn/protocols/http/flow_control.py)
+          if (!ok)
+            await new Promise<void>((resolve) => {
+              res.once("drain", resolve);
+              res.once("close", resolve);
+            });
+        }
+        res.end("data: [DONE]\n\n");
+      })();
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  return {
+    url: `http://127.0.0.1:${(server.address() as { port: number }).port}`,
+    close: () => {
+      server.closeAllConnections();
+      server.close();
+    },
+  };
+}
 
 // ---------------------------------------------------------------------------------------------------
 // The service child and the runs.
@@ -404,13 +680,20 @@ interface Service {
   proc: ChildProcess;
   pid: number;
   port: number;
+  grpcPort: number;
   stderr: string[];
   warnLines: string[];
 }
 
 const CLI = fileURLToPath(new URL("../src/cli.js", import.meta.url));
 
-async function startService(nodeFlags: string[], serveFlags: string[], cpus?: string): Promise<Service> {
+async function startService(
+  nodeFlags: string[],
+  serveFlags: string[],
+  cpus: string | undefined,
+  upstream: string,
+  store: string,
+): Promise<Service> {
   // taskset execs node in place, so the pid stays the service's own
   const cmd = cpus ? ["taskset", "-c", cpus, process.execPath] : [process.execPath];
   const args = [
@@ -426,19 +709,31 @@ async function startService(nodeFlags: string[], serveFlags: string[], cpus?: st
     "0",
     "--log-level",
     "info",
-    // the OpenAI front on, so that (h)'s POST meets the access check and not a 404; nothing listens on port 9
+    // the OpenAI front on (the engine stand-in), so that (h)'s POST meets the access check and not a 404
     "--upstream",
-    "http://127.0.0.1:9",
+    upstream,
+    "--upstream-timeout-ms",
+    "60000",
+    // the shared store: the RESP peer of (i)
+    "--cot-store",
+    store,
+    "--cot-store-timeout-ms",
+    "100",
+    "--slow-client-timeout-ms",
+    "2000",
+    // (n): 16 MiB over all the calls of one HTTP/2 connection (1,000 streams)
+    "--max-connection-bytes",
+    String(16 * MiB),
     ...serveFlags,
   ];
   const proc = spawn(cmd[0]!, args, { stdio: ["ignore", "pipe", "pipe"] });
-  const svc: Service = { proc, pid: proc.pid!, port: 0, stderr: [], warnLines: [] };
+  const svc: Service = { proc, pid: proc.pid!, port: 0, grpcPort: 0, stderr: [], warnLines: [] };
   createInterface({ input: proc.stderr! }).on("line", (l) => svc.stderr.length < 1000 && svc.stderr.push(l));
   svc.port = await new Promise<number>((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error(`the service did not start: ${svc.stderr.join("\n")}`)), 60_000);
     proc.once("exit", (code) => reject(new Error(`the service exited (${code}): ${svc.stderr.join("\n")}`)));
     createInterface({ input: proc.stdout! }).on("line", (l) => {
-      let rec: { msg?: string; port?: number; level?: number } = {};
+      let rec: { msg?: string; port?: number; grpcPort?: number; level?: number } = {};
       try {
         rec = JSON.parse(l) as typeof rec;
       } catch {
@@ -446,6 +741,7 @@ async function startService(nodeFlags: string[], serveFlags: string[], cpus?: st
       }
       if (rec.msg === "harmony-sidecar serving" && typeof rec.port === "number") {
         clearTimeout(timer);
+        svc.grpcPort = rec.grpcPort ?? 0;
         resolve(rec.port);
       } else if ((rec.level ?? 0) >= 40 && svc.warnLines.length < 1000) svc.warnLines.push(l.slice(0, 300));
     });
@@ -483,8 +779,19 @@ async function runOnce(
   cpus: string | undefined,
   log: (s: string) => void,
 ): Promise<Row[]> {
-  const svc = await startService(nodeFlags, serveFlags, cpus);
-  const target: Target = { port: svc.port, http: `http://127.0.0.1:${svc.port}`, ws: `ws://127.0.0.1:${svc.port}/v1/stream` };
+  const store = { mget: "*1\r\n$-1\r\n" };
+  const engineState = { sent: 0, aborted: false };
+  const peer = await startStorePeer(store);
+  const engine = await startEngine(engineState);
+  const svc = await startService(nodeFlags, serveFlags, cpus, engine.url, peer.url);
+  const target: Target = {
+    port: svc.port,
+    http: `http://127.0.0.1:${svc.port}`,
+    ws: `ws://127.0.0.1:${svc.port}/v1/stream`,
+    grpc: `127.0.0.1:${svc.grpcPort}`,
+    store,
+    engine: engineState,
+  };
   const worker = new Worker(fileURLToPath(import.meta.url), { workerData: { port: svc.port, pid: svc.pid } });
   const reports: ProbeReport[] = [];
   let wake: (() => void) | null = null;
@@ -554,6 +861,8 @@ async function runOnce(
     worker.postMessage("stop");
     await stopService(svc);
     await worker.terminate();
+    engine.close();
+    peer.close();
   }
   if (svc.warnLines.length) log(`service warnings: ${svc.warnLines.length}, first: ${svc.warnLines[0]}`);
   return rows;
@@ -604,7 +913,7 @@ function medianTable(runs: Row[][]): string {
 async function main(): Promise<void> {
   const opts = new Command()
     .option("--runs <n>", "runs, each with a fresh service (medians printed when more than one)", (v) => Number(v), 1)
-    .option("--only <letters>", "run a subset of the attacks a–h", "abcdefgh")
+    .option("--only <letters>", "run a subset of the attacks a–n", "abcdefghijklmn")
     .option("--server-flags <flags>", "extra node flags for the service child, space-separated", "")
     .option("--serve-flags <flags>", "extra `serve` flags for the service child, space-separated", "")
     .option(

@@ -30,6 +30,47 @@ export interface ServerOptions extends ServiceOptions {
   shutdownDelayMs?: number;
 }
 
+/** At most one last-resort log line per this many ms; the errors in between are counted in the next line. */
+export const LAST_RESORT_LOG_MS = 1000;
+
+/**
+ * The last resort, for the serve command (a process of its own): a promise
+ * rejected with no handler, or an exception nothing caught (a bug: every
+ * input is answered with a code before it gets here), is logged (at most
+ * one line a second, with how many were left out) and counted in
+ * `harmony_uncaught_errors_total{kind}`, and the process goes on serving
+ * what it can. Node would otherwise exit and take every client with it.
+ * Returns what removes the handlers.
+ */
+export function installLastResort(
+  svc: Pick<Service, "logger" | "metrics">,
+  proc: Pick<NodeJS.Process, "on" | "off"> = process,
+  now: () => number = () => performance.now(),
+): () => void {
+  let last = -Infinity;
+  let unlogged = 0;
+  const handle = (kind: "rejection" | "exception", e: unknown) => {
+    svc.metrics.uncaught.inc({ kind });
+    const t = now();
+    if (t - last < LAST_RESORT_LOG_MS) {
+      unlogged++;
+      return;
+    }
+    last = t;
+    const err = e instanceof Error ? { message: e.message, stack: e.stack?.split("\n").slice(0, 8).join("\n") } : { message: String(e) };
+    svc.logger.error({ kind, err, ...(unlogged > 0 ? { unlogged } : {}) }, "an error nothing handled (a bug): logged, and serving goes on");
+    unlogged = 0;
+  };
+  const onRejection = (reason: unknown) => handle("rejection", reason);
+  const onException = (e: unknown) => handle("exception", e);
+  proc.on("unhandledRejection", onRejection);
+  proc.on("uncaughtException", onException);
+  return () => {
+    proc.off("unhandledRejection", onRejection);
+    proc.off("uncaughtException", onException);
+  };
+}
+
 /** How long start waits for the shared reasoning store before serving without it (it keeps reconnecting). */
 const STORE_CONNECT_WAIT_MS = 2000;
 

@@ -4,7 +4,7 @@
  * is a row of ./settings.ts.
  */
 import { setFlagsFromString } from "node:v8";
-import { Server, type ServerOptions } from "../server.js";
+import { installLastResort, Server, type ServerOptions } from "../server.js";
 import { DEFAULT_COT_STORE, DEFAULT_LIMITS, type Limits } from "../service/service.js";
 import type { EngineKind } from "../upstream/index.js";
 import { commaList } from "./lists.js";
@@ -64,6 +64,7 @@ export function resolveOptions(flags: ServeFlags, env: NodeJS.ProcessEnv): Serve
     memoryBudgetBytes: r.int("memoryBudgetMb") * 1024 * 1024,
     idleTimeoutMs: r.int("idleTimeoutMs"),
     pingIntervalMs: r.int("pingIntervalMs"),
+    slowClientTimeoutMs: r.int("slowClientTimeoutMs"),
   };
   const upstreamUrl = r.text("upstream");
   const reasoningField = r.text("reasoningField") as "reasoning" | "reasoning_content";
@@ -113,6 +114,8 @@ export async function runServe(flags: ServeFlags): Promise<void> {
   const server = new Server(options);
   const service = server.service;
   await server.start();
+  // from here on, a bug nothing handled is logged and counted, and the process goes on serving
+  installLastResort(service);
   for (const a of applied)
     service.logger.info({ flag: a.flag, value: a.outcome === "set" ? a.value : null, outcome: a.outcome }, "V8 flag");
   let stopping = false;

@@ -209,6 +209,15 @@ export const SETTINGS = [
     min: 1000,
   },
   {
+    key: "slowClientTimeoutMs",
+    flag: "--slow-client-timeout-ms <n>",
+    env: "HARMONY_SLOW_CLIENT_TIMEOUT_MS",
+    help: "drop a client whose answers stay unread this long (its buffer over the bound: a streamed OpenAI answer's socket is closed and the engine's request ended, a WebSocket closed 4409, a gRPC call ended RESOURCE_EXHAUSTED)",
+    default: DEFAULT_LIMITS.slowClientTimeoutMs,
+    type: "int",
+    min: 100,
+  },
+  {
     key: "pingIntervalMs",
     flag: "--ping-interval-ms <n>",
     env: "HARMONY_PING_INTERVAL_MS",

@@ -128,6 +128,7 @@ export const HTTP_ERROR_CODES = {
   upstream_timeout: "The upstream sent nothing for --upstream-timeout-ms (504).",
   upstream_bad_response: "The upstream answered with something that is not its streaming format, or past a size bound (502).",
   upstream_broken_stream: "The upstream's stream broke or ended without [DONE] (502).",
+  bad_request_target: "The request target is not a path: absolute-form, authority-form, *, or a path starting with // (400).",
 } as const;
 
 export type HttpErrorCode = keyof typeof HTTP_ERROR_CODES;
@@ -135,13 +136,16 @@ export type HttpErrorCode = keyof typeof HTTP_ERROR_CODES;
 /** The upstream's failures, as the OpenAI front reports them. */
 export type UpstreamErrorCode = Extract<HttpErrorCode, `upstream_${string}` | "context_length_exceeded">;
 
-/** WebSocket close codes the service ends a connection with (1007 and 1009 are sent by `ws` itself). */
+/** WebSocket close codes the service ends a connection with (1002, 1007, 1008 and 1009 are sent by `ws` itself). */
 export const CLOSE_CODES = {
   normal: 1000,
   going_away: 1001,
+  protocol_error: 1002,
   invalid_payload: 1007,
+  policy_violation: 1008,
   message_too_big: 1009,
   idle_timeout: 4408,
+  slow_reader: 4409,
 } as const;
 
 export type CloseCode = (typeof CLOSE_CODES)[keyof typeof CLOSE_CODES];

@@ -109,6 +109,31 @@ const REASONS: ReadonlySet<string> = new Set<CloseReason>(["eos", "length", "abo
 
 let nextConnId = 1;
 
+/**
+ * Connections that share one budget: the gRPC calls of one HTTP/2
+ * connection (each call is a Connection of its own). Their open streams
+ * count together against `maxConnectionBytes`, and their unwritten answers
+ * together against `maxBufferedBytes`: a client does not get a budget per
+ * call by opening many calls.
+ */
+export class ConnectionGroup {
+  readonly members = new Set<Connection>();
+  /** Answer bytes of every member waiting to be written. */
+  buffered = 0;
+
+  /** What the members' open streams hold, by the connection budget's count. */
+  get streamBytes(): number {
+    let n = 0;
+    for (const c of this.members) n += c.streamBytes;
+    return n;
+  }
+
+  /** A member's answers drained: the members paused for the group's sake may read again. */
+  drained(): void {
+    for (const c of this.members) c.reconsiderFlow();
+  }
+}
+
 /** The format of most streams (shared: nothing changes it). */
 const EVENTS: Readonly<OutputFormat> = Object.freeze({ kind: "events" });
 
@@ -133,13 +158,38 @@ export class Connection {
   private readonly opErrors = new FrameErrors();
   private opened = 0;
 
+  /** Since when this client has left its answers unread past the bound (performance.now()), or null. */
+  private stalledSince: number | null = null;
+
   constructor(
     private readonly service: ConnectionHost,
     private readonly transport: Transport,
     /** Whose streams these are (Service.tenantOf): remembered reasoning is scoped by it. */
     readonly tenant: string,
+    /** The budget this connection shares with others (the calls of one HTTP/2 connection), if any. */
+    private readonly group: ConnectionGroup | null = null,
   ) {
     this.memoScope = memoScope(tenant);
+    group?.members.add(this);
+  }
+
+  /** What this connection's open streams hold, by the connection budget's count. */
+  get streamBytes(): number {
+    return this.streams.bytes;
+  }
+
+  /** How long this client has left its answers unread past `maxBufferedBytes` (0: it has not). */
+  get stalledMs(): number {
+    return this.stalledSince === null ? 0 : performance.now() - this.stalledSince;
+  }
+
+  /** The client left its answers unread past --slow-client-timeout-ms: end the connection (its streams are freed). */
+  slowClient(): void {
+    if (this.ended) return;
+    this.service.logger.info({ conn: this.id, buffered: this.buffered }, "a client left its answers unread; dropping it");
+    this.service.metrics.slowClients.inc({ transport: this.transport.kind });
+    this.transport.end(CLOSE_CODES.slow_reader, "slow reader: answers left unread");
+    this.close();
   }
 
   /** Which edge the connection came in on. */
@@ -224,11 +274,15 @@ export class Connection {
     const all = Promise.all(results);
     const rendered = renders === null ? null : Promise.all(renders);
     this.enqueue(async () => {
-      const done = await all;
-      if (rendered !== null) await rendered;
-      this.inflight--;
-      answer(done);
-      this.updateFlow();
+      try {
+        const done = await all;
+        if (rendered !== null) await rendered;
+        answer(done);
+      } finally {
+        // (a failed frame is logged by enqueue; the connection reads on)
+        this.inflight--;
+        this.updateFlow();
+      }
     });
   }
 
@@ -295,10 +349,21 @@ export class Connection {
 
   /** The client went away: free its streams. */
   close(): void {
+    if (this.group !== null && this.group.members.delete(this)) {
+      // its streams and unwritten answers leave the shared budget
+      this.group.buffered -= this.buffered;
+      this.group.drained();
+    }
     if (this.ended && this.streams.size === 0) return;
     this.ended = true;
     for (const st of this.streams.all()) this.forget(st);
-    for (const slot of this.slotsUsed) void this.service.pool.drop(slot, this.id);
+    for (const slot of this.slotsUsed)
+      this.service.pool.drop(slot, this.id).catch((e: unknown) => {
+        this.service.logger.error(
+          { conn: this.id, slot, err: e instanceof Error ? e.message : String(e) },
+          "dropping a connection's sessions failed",
+        );
+      });
     this.service.connectionClosed(this);
   }
 
@@ -306,12 +371,18 @@ export class Connection {
 
   private lastJson = false;
 
-  /** Run `fn` after everything sent before it, in order. */
+  /**
+   * Run `fn` after everything sent before it, in order. A `fn` that fails (a
+   * bug) is logged, and the answers after it still go out: the tail never
+   * rejects.
+   */
   private enqueue(fn: () => void | Promise<void>): void {
     this.queued++;
     this.tail = this.tail.then(async () => {
       try {
         await fn();
+      } catch (e) {
+        this.service.logger.error({ conn: this.id, err: e instanceof Error ? e.message : String(e) }, "a frame's answer failed");
       } finally {
         this.queued--;
       }
@@ -356,8 +427,10 @@ export class Connection {
       // named by its first 64 characters: echoing a 4 MB name would make the answer as big as the attack
       return this.errorEvent(name.slice(0, 64), "bad_option", `a stream name is at most ${l.maxStreamName} characters`);
     }
-    if (this.streams.bytes + STREAM_BYTES + 2 * name.length > l.maxConnectionBytes) {
-      return this.errorEvent(name, "over_budget", `the connection's streams are at their budget (${l.maxConnectionBytes} bytes)`);
+    const held = this.group !== null ? this.group.streamBytes : this.streams.bytes;
+    if (held + STREAM_BYTES + 2 * name.length > l.maxConnectionBytes) {
+      const whose = this.group !== null ? "the HTTP/2 connection's calls" : "the connection's streams";
+      return this.errorEvent(name, "over_budget", `${whose} are at their budget (${l.maxConnectionBytes} bytes)`);
     }
     if (this.service.overBudget())
       return this.errorEvent(name, "over_budget", "the server is near its memory budget; no new streams for now");
@@ -394,7 +467,14 @@ export class Connection {
 
   /** A render op's answer. */
   private async render(name: string, json: string): Promise<WireEvent> {
-    const r = await this.service.renderJson(json, this.tenant);
+    let r: RenderOutcome;
+    try {
+      r = await this.service.renderJson(json, this.tenant);
+    } catch (e) {
+      // a bug, not the request's fault: said on the stream, never thrown
+      this.service.logger.error({ conn: this.id, err: e instanceof Error ? e.message : String(e) }, "render failed");
+      return this.errorEvent(name, "bad_request", "internal: the render failed");
+    }
     if (r.ok) return { stream: name, rendered: { request_id: name, ids: r.ids, text: r.text, restored: r.restored } };
     return this.errorEvent(name, "bad_request", `${r.error.code}${r.error.path ? ` at ${r.error.path}` : ""}: ${r.error.message}`);
   }
@@ -483,20 +563,34 @@ export class Connection {
     }
     const size = typeof frame === "string" ? frame.length : frame.byteLength;
     this.buffered += size;
+    const group = this.group;
+    if (group !== null) group.buffered += size;
     this.transport.send(frame, () => {
       this.buffered -= size;
-      this.updateFlow();
+      if (group !== null && group.members.has(this)) {
+        group.buffered -= size;
+        group.drained();
+      } else this.updateFlow();
     });
+    this.updateFlow();
+  }
+
+  /** Pause or resume reading by this connection's (and its group's) backlog. */
+  reconsiderFlow(): void {
     this.updateFlow();
   }
 
   private updateFlow(): void {
     const l = this.service.limits;
-    const congested = this.inflight >= l.maxInflightFrames || this.buffered >= l.maxBufferedBytes;
+    const buffered = this.group !== null ? this.group.buffered : this.buffered;
+    // a client that leaves its answers unread past the bound is timed (Service drops it past --slow-client-timeout-ms)
+    if (buffered >= l.maxBufferedBytes) this.stalledSince ??= performance.now();
+    else this.stalledSince = null; // it read some: not stalled
+    const congested = this.inflight >= l.maxInflightFrames || buffered >= l.maxBufferedBytes;
     if (congested && !this.paused) {
       this.paused = true;
       this.transport.pause();
-    } else if (!congested && this.paused && this.inflight < l.maxInflightFrames / 2 && this.buffered < l.maxBufferedBytes / 2) {
+    } else if (!congested && this.paused && this.inflight < l.maxInflightFrames / 2 && buffered < l.maxBufferedBytes / 2) {
       this.paused = false;
       this.transport.resume();
     }

@@ -37,6 +37,12 @@ export interface GenerateOptions {
    * probability when the engine gave one (null for ids the sidecar put in).
    */
   onIds?: (choice: number, ids: readonly number[], logprobs: readonly (TokenLogprob | null)[] | null) => void;
+  /**
+   * Backpressure from the client: while it returns a promise (the client's
+   * buffer is over its bound), the engine's next chunk is not read until it
+   * settles.
+   */
+  backpressure?: () => Promise<void> | null;
 }
 
 /** `<|end|>`: where a forced call's reasoning step stops. */
@@ -106,6 +112,11 @@ export function generate(
         } else if (c.finish_reason !== null) finished.set(c.index, endReason(c.finish_reason));
       }
       if (ops.length > 0) local.send(ops);
+      // hold the engine back (its body is not read) while the parser sessions or the client are behind
+      for (let behind = local.whenFlowing() ?? opts.backpressure?.() ?? null; behind !== null;) {
+        await behind;
+        behind = local.whenFlowing() ?? opts.backpressure?.() ?? null;
+      }
     }
   };
   const done = (async () => {

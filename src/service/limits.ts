@@ -25,6 +25,13 @@ export interface Limits {
   maxConnectionBytes: number;
   /** V8 heap bytes past which no new stream is opened anywhere (`over_budget`); 0: 75% of the heap limit. */
   memoryBudgetBytes: number;
+  /**
+   * A client whose answers stay unread this long (its buffer over the bound,
+   * nothing drained) is dropped: a streamed OpenAI answer's socket is
+   * destroyed (the engine's request ends with it), a WebSocket is closed
+   * 4409, a gRPC call ends RESOURCE_EXHAUSTED.
+   */
+  slowClientTimeoutMs: number;
 }
 
 /**
@@ -47,4 +54,5 @@ export const DEFAULT_LIMITS: Limits = {
   maxStreamName: 1024,
   maxConnectionBytes: 256 * 1024 * 1024,
   memoryBudgetBytes: 0,
+  slowClientTimeoutMs: 30_000,
 };

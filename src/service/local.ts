@@ -22,11 +22,27 @@ export class LocalConnection {
         for (const ev of events) this.listeners.get(ev.stream as string)?.(ev);
         done();
       },
-      pause: () => undefined,
-      resume: () => undefined,
+      // the connection's own flow control (frames in flight): the sender waits on whenFlowing()
+      pause: () => {
+        this.flowing ??= new Promise<void>((resolve) => (this.resumed = resolve));
+      },
+      resume: () => {
+        const r = this.resumed;
+        this.flowing = null;
+        this.resumed = null;
+        r?.();
+      },
       end: () => undefined,
     };
     this.conn = service.newConnection(transport, tenant);
+  }
+
+  private flowing: Promise<void> | null = null;
+  private resumed: (() => void) | null = null;
+
+  /** While the connection has too many frames in flight: a promise to await before sending more; else null. */
+  whenFlowing(): Promise<void> | null {
+    return this.flowing;
   }
 
   /** A fresh stream name on this connection. */
@@ -49,5 +65,9 @@ export class LocalConnection {
   close(): void {
     this.listeners.clear();
     this.conn.close();
+    // nothing waits on a closed connection
+    this.resumed?.();
+    this.flowing = null;
+    this.resumed = null;
   }
 }

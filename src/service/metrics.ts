@@ -19,6 +19,12 @@ export interface Metrics {
   cotStoreFailures: Counter<"op">;
   /** Stored responses (Responses `store`), by operation and outcome. */
   responses: Counter<"op" | "outcome">;
+  /** Clients dropped for leaving their answers unread past --slow-client-timeout-ms, by edge (http, ws, grpc). */
+  slowClients: Counter<"transport">;
+  /** Answers checked against their response format, by outcome (ok, mismatch, unchecked). */
+  answerChecks: Counter<"outcome">;
+  /** Errors nothing handled, caught by the serve command's last-resort handlers (kind: rejection, exception). */
+  uncaught: Counter<"kind">;
   /**
    * Hot-path counts (per frame, per batch): plain additions, folded into the
    * prom-client counters when they are read (a scrape), so a frame does not
@@ -114,6 +120,24 @@ export function createMetrics(): Metrics {
       name: "harmony_responses_total",
       help: "Stored responses by operation (store, get, delete) and outcome (stored, local_only, too_large, found, not_found, unavailable, deleted)",
       labelNames: ["op", "outcome"],
+      registers: [registry],
+    }),
+    slowClients: new Counter({
+      name: "harmony_slow_clients_dropped_total",
+      help: "Clients dropped for leaving their answers unread past --slow-client-timeout-ms, by edge (http: a streamed OpenAI answer, ws, grpc)",
+      labelNames: ["transport"],
+      registers: [registry],
+    }),
+    answerChecks: new Counter({
+      name: "harmony_answer_checks_total",
+      help: "Structured answers (response_format) checked against their schema, by outcome (ok, mismatch, unchecked: past the check's deadline)",
+      labelNames: ["outcome"],
+      registers: [registry],
+    }),
+    uncaught: new Counter({
+      name: "harmony_uncaught_errors_total",
+      help: "Errors nothing handled (a bug), caught by the last-resort handlers and logged while the process goes on serving (kind: rejection, exception)",
+      labelNames: ["kind"],
       registers: [registry],
     }),
     countFrame(transport) {

@@ -11,7 +11,7 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 import type { RenderOutcome, Restored } from "../openai/render.js";
 import { DeadlineWorker, type Outcome, type WithoutId } from "./deadline-worker.js";
-import type { AnswerCheck, RenderDone, RenderJob } from "./render-worker.js";
+import type { RenderDone, RenderJob } from "./render-worker.js";
 
 /** How long one render may take before it is refused (ms). */
 export const RENDER_DEADLINE_MS = 10_000;
@@ -28,7 +28,7 @@ function workerFile(): string {
 
 const failed = (message: string): RenderOutcome => ({ ok: false, error: { code: "render_timeout", message, path: "" } });
 
-/** Every job a thread is given: a render or an answer check (without its id). */
+/** A job the thread is given: a render (without its id). Answer checks have a thread of their own (./checker.ts). */
 type Job = WithoutId<RenderJob>;
 
 /** A render answered as its HTTP body (UTF-8 JSON), or why it failed. */
@@ -53,13 +53,9 @@ class RenderThread {
     });
   }
 
-  check(schema: unknown, text: string, deadlineMs: number): Promise<AnswerCheck | null> {
-    return this.run({ kind: "check", schema, text }, deadlineMs).then((r) => (r.done !== null && "check" in r.done ? r.done.check : null));
-  }
-
   /** Run `job` on the thread: its answer, or null (and why) past the deadline or when the thread stopped. */
   private run(job: Job, deadlineMs: number): Promise<Outcome<RenderDone>> {
-    return this.thread.run(job, deadlineMs, `the ${job.kind === "render" ? "render" : "answer check"} took longer than ${deadlineMs} ms`);
+    return this.thread.run(job, deadlineMs, `the render took longer than ${deadlineMs} ms`);
   }
 
   close(): Promise<void> {
@@ -86,12 +82,6 @@ export class Renderer {
   renderBody(request: unknown, restored: Restored[]): Promise<RenderBody> {
     if (!this.open) return Promise.resolve(failed("the service is stopping") as RenderBody);
     return shared.renderBody(request, restored, this.deadlineMs);
-  }
-
-  /** Check an answer against a JSON Schema on the render thread: null when it could not be checked (deadline, stopping). */
-  check(schema: unknown, text: string): Promise<AnswerCheck | null> {
-    if (!this.open) return Promise.resolve(null);
-    return shared.check(schema, text, this.deadlineMs);
   }
 
   async close(): Promise<void> {

@@ -22,10 +22,10 @@ import { Renderer } from "./renderer.js";
 import { CotStore } from "../store/memory.js";
 import { SharedStore, type StoreOp } from "../store/redis.js";
 import { TieredStore } from "../store/tiered.js";
-import type { AnswerCheck } from "./render-worker.js";
+import { AnswerChecker, type CheckOutcome } from "./checker.js";
 import type { RenderBody } from "./renderer.js";
 import { ResponseStore } from "../store/responses.js";
-import { Connection, type ConnectionHost, type Transport } from "./connection.js";
+import { Connection, type ConnectionGroup, type ConnectionHost, type Transport } from "./connection.js";
 import type { Limits } from "./limits.js";
 import { createMetrics, type Metrics } from "./metrics.js";
 
@@ -47,6 +47,8 @@ export interface ServiceOptions {
   responseStore?: ResponseStoreSettings;
   logger?: Logger;
   logLevel?: string;
+  /** How long an answer check may take before the answer is said to be unchecked (default CHECK_DEADLINE_MS). */
+  checkDeadlineMs?: number;
 }
 
 export interface CotStoreSettings {
@@ -207,6 +209,7 @@ export class Service implements ConnectionHost {
   responses!: ResponseStore;
   private readonly connections = new Set<Connection>();
   private renderer?: Renderer;
+  private checker?: AnswerChecker;
   private budgetAt = -Infinity;
   /** Recovery log lines written in the current second, its start, and the recoveries left out since the last line. */
   private recoveryLines = 0;
@@ -266,8 +269,10 @@ export class Service implements ConnectionHost {
       this.logger.error({ slot, generation }, "worker thread died; its streams are failed and a new thread starts");
       for (const c of this.connections) c.onWorkerCrash(slot, generation);
     });
-    this.idleTimer = setInterval(() => this.closeIdle(), Math.min(this.limits.idleTimeoutMs, 5000)).unref();
+    const every = Math.min(this.limits.idleTimeoutMs, this.limits.slowClientTimeoutMs / 2, 5000);
+    this.idleTimer = setInterval(() => this.closeIdle(), every).unref();
     this.renderer = new Renderer();
+    this.checker = new AnswerChecker(this.options.checkDeadlineMs);
   }
 
   ready(): boolean {
@@ -306,8 +311,9 @@ export class Service implements ConnectionHost {
       .slice(0, 32);
   }
 
-  newConnection(transport: Transport, tenant: string = LOCAL_TENANT): Connection {
-    const c = new Connection(this, transport, tenant);
+  /** A new connection; `group`: the budget it shares with others (the gRPC calls of one HTTP/2 connection). */
+  newConnection(transport: Transport, tenant: string = LOCAL_TENANT, group: ConnectionGroup | null = null): Connection {
+    const c = new Connection(this, transport, tenant, group);
     this.connections.add(c);
     this.metrics.connections.inc({ transport: transport.kind });
     return c;
@@ -381,12 +387,18 @@ export class Service implements ConnectionHost {
   }
 
   /**
-   * Check an answer asked for as JSON against its schema, on the render
-   * thread (a schema is untrusted: its patterns are regular expressions).
-   * Null when it could not be checked in time.
+   * Check an answer asked for as JSON against its schema, on the answer-check
+   * thread (./checker.ts: a schema is untrusted, its patterns are regular
+   * expressions, run on a linear-time engine), within its short deadline:
+   * past it, unchecked. Never rejects.
    */
-  checkAnswer(schema: unknown, text: string): Promise<AnswerCheck | null> {
-    return this.renderer!.check(schema, text);
+  checkAnswer(schema: unknown, text: string): Promise<CheckOutcome> {
+    return this.checker!.check(schema, text);
+  }
+
+  /** A request that will need its answer checked is on its way: start the check thread now. */
+  warmChecker(): void {
+    this.checker?.warm();
   }
 
   /**
@@ -423,7 +435,15 @@ export class Service implements ConnectionHost {
       // every id this render would look up, from the local cache, the misses in one fetch from the shared store
       const ids = missingReasoning(request);
       if (ids.length > 0) {
-        const found = await this.reasoning.recallMany(ids.map((id) => scope + id));
+        let found: Map<string, string>;
+        try {
+          found = await this.reasoning.recallMany(ids.map((id) => scope + id));
+        } catch (e) {
+          // never expected (the shared store checks every reply): the render goes on without restoring
+          this.metrics.cotStoreFailures.inc({ op: "read" });
+          this.logger.error({ err: e instanceof Error ? e.message : String(e) }, "restoring reasoning failed");
+          found = new Map();
+        }
         recall = (id) => found.get(scope + id);
       }
     }
@@ -432,7 +452,8 @@ export class Service implements ConnectionHost {
 
   private closeIdle(): void {
     for (const c of this.connections) {
-      if (c.idleMs > this.limits.idleTimeoutMs) c.idleTimeout();
+      if (c.stalledMs > this.limits.slowClientTimeoutMs) c.slowClient();
+      else if (c.idleMs > this.limits.idleTimeoutMs) c.idleTimeout();
     }
   }
 
@@ -465,6 +486,7 @@ export class Service implements ConnectionHost {
     clearInterval(this.idleTimer);
     await this.pool?.close();
     await this.renderer?.close();
+    await this.checker?.close();
     await this.reasoning?.close();
     await this.responses?.shared?.close();
   }

@@ -11,16 +11,45 @@
  *   it, or while the store is unreachable, the render goes on without them;
  * - every failure is counted by operation (the service's
  *   `harmony_cot_store_failures_total{op}`), and a warning is logged at most
- *   once per interval, with the failures since the last one.
+ *   once per interval, with the failures since the last one;
+ * - the store is a network peer (a proxy, a wrong database, another version,
+ *   a hostile neighbour can answer anything): every reply is checked for the
+ *   shape its command has, and one of another shape is a failure like any
+ *   other, never an exception.
  *
- * Keys: `hs:v1:` (a layout version, so a later layout can share a store with
- * this one) + the tenant's scope (src/store/store.ts, `memoScope`) + the tool
- * call id. Values: the reasoning's UTF-8 bytes.
+ * Keys: `hs:v2:` (a layout version, so a later layout can share a store with
+ * this one) + the kind (`cot:` remembered reasoning, `resp:` stored
+ * responses: a key of one kind never names one of another) + the tenant's
+ * scope (src/store/store.ts, `memoScope`) + the id. Values: the reasoning's
+ * UTF-8 bytes; a stored response's JSON.
  */
 import { Redis, type RedisOptions } from "ioredis";
 
 /** The prefix of every key: the service, and the version of the key layout and value format. */
-export const KEY_PREFIX = "hs:v1:";
+export const KEY_PREFIX = "hs:v2:";
+
+/** What a key holds: remembered reasoning (by tool call id) or a stored response (by response id). */
+export type StoreKind = "cot" | "resp";
+
+/** The full key of `key` (the tenant's scope and the id) of kind `kind`. */
+export function storeKey(kind: StoreKind, key: string): string {
+  return `${KEY_PREFIX}${kind}:${key}`;
+}
+
+/** A short, flat description of a reply of the wrong shape, for the log (never the reply itself). */
+function shapeOf(v: unknown): string {
+  if (v === null) return "null";
+  if (Buffer.isBuffer(v)) return `bytes(${v.length})`;
+  if (Array.isArray(v)) return `array(${v.length})`;
+  return typeof v;
+}
+
+/** MGET's reply: one value (bytes) or nil per key asked, in order. */
+function isMgetReply(v: unknown, n: number): v is (Buffer | null)[] {
+  if (!Array.isArray(v) || v.length !== n) return false;
+  for (const x of v) if (x !== null && !Buffer.isBuffer(x)) return false;
+  return true;
+}
 
 /** What a failure was doing: a render's fetch, or a remembered reasoning's write. */
 export type StoreOp = "read" | "write";
@@ -149,7 +178,7 @@ export class SharedStore {
       retryStrategy: (times) => Math.min(50 * times, 1000),
       connectionName: "harmony-sidecar",
     });
-    this.client.on("error", (e: Error) => this.failed(null, 0, e));
+    this.client.on("error", (e: unknown) => this.failed(null, 0, e));
     this.client.on("ready", () => {
       if (this.failing) this.options.logger?.info({ store: redactUrl(options.url) }, "reasoning store reachable again");
       this.failing = false;
@@ -176,14 +205,14 @@ export class SharedStore {
     });
   }
 
-  /** Queue `value` (kept by reference until sent: the caller must not change it) under `key`. */
+  /** Queue `value` (kept by reference until sent: the caller must not change it) under `key` (remembered reasoning). */
   write(key: string, value: Buffer): void {
     if (this.closed) return;
     if (this.pendingBytes + value.length > this.maxPending) {
       this.failed("write", 1, new Error("write queue full: the store is slower than the writes"));
       return;
     }
-    this.queue.push({ key: KEY_PREFIX + key, value });
+    this.queue.push({ key: storeKey("cot", key), value });
     this.pendingBytes += value.length;
     if (!this.flushScheduled) {
       this.flushScheduled = true;
@@ -205,23 +234,34 @@ export class SharedStore {
       return;
     }
     const ttl = this.options.ttlMs;
-    const pipe = this.client.pipeline();
-    for (const p of batch) pipe.set(p.key, p.value, "PX", ttl);
-    pipe.exec().then(
+    let sent: Promise<unknown>;
+    try {
+      const pipe = this.client.pipeline();
+      for (const p of batch) pipe.set(p.key, p.value, "PX", ttl);
+      sent = pipe.exec();
+    } catch (e) {
+      sent = Promise.reject(e);
+    }
+    sent.then(
       (results) => {
         this.pendingBytes -= bytes;
+        // one [error, "OK"] per SET; anything else counts as a failed write
         let bad = 0;
         let err: Error | null = null;
-        for (const [e] of results ?? []) {
-          if (e) {
-            bad++;
-            err = e;
-          }
+        const list: unknown[] = Array.isArray(results) ? results : [];
+        for (let i = 0; i < batch.length; i++) {
+          const r = list[i];
+          const e: unknown = Array.isArray(r) ? r[0] : null;
+          if (e instanceof Error) err = e;
+          else if (!Array.isArray(r) || r[1] !== "OK")
+            err = new Error(`the store answered SET with ${shapeOf(Array.isArray(r) ? r[1] : r)}`);
+          else continue;
+          bad++;
         }
         this.stats.written += batch.length - bad;
         if (bad > 0) this.failed("write", bad, err!);
       },
-      (e: Error) => {
+      (e: unknown) => {
         this.pendingBytes -= bytes;
         this.failed("write", batch.length, e);
       },
@@ -229,13 +269,21 @@ export class SharedStore {
   }
 
   /**
-   * The values of `keys` (without the prefix) in one MGET, or null when the
-   * store is unreachable or has not answered within the budget (the late
-   * answer is dropped). Never rejects.
+   * The values of `keys` (remembered reasoning, without the prefix) in one
+   * MGET, or null when the store is unreachable, has not answered within the
+   * budget (the late answer is dropped) or answered with something that is
+   * not one value or nil per key. Never rejects.
    */
   fetch(keys: readonly string[]): Promise<FetchResult> {
     if (keys.length === 0) return Promise.resolve([]);
-    return this.budgeted("read", this.options.timeoutMs, () => this.client.mgetBuffer(keys.map((k) => KEY_PREFIX + k))).then((r) => {
+    const full = keys.map((k) => storeKey("cot", k));
+    return this.budgeted(
+      "read",
+      this.options.timeoutMs,
+      () => this.client.mgetBuffer(full),
+      (v) => isMgetReply(v, full.length),
+      "MGET",
+    ).then((r) => {
       if (r === null) return null;
       this.stats.fetches++;
       for (const v of r.value) if (v !== null) this.stats.found++;
@@ -249,22 +297,41 @@ export class SharedStore {
    * as a failed write). For a record the next request may need on another
    * replica (a stored response), where a queued write could be too late.
    */
-  put(key: string, value: Buffer, ttlMs: number, timeoutMs: number): Promise<boolean> {
-    return this.budgeted("write", timeoutMs, () => this.client.set(KEY_PREFIX + key, value, "PX", ttlMs)).then((r) => r !== null);
+  put(kind: StoreKind, key: string, value: Buffer, ttlMs: number, timeoutMs: number): Promise<boolean> {
+    const ok = (v: unknown) => v === "OK";
+    return this.budgeted("write", timeoutMs, () => this.client.set(storeKey(kind, key), value, "PX", ttlMs), ok, "SET").then(
+      (r) => r !== null,
+    );
   }
 
-  /** The value of `key`: a Buffer, null when it is not there, undefined when the store failed or was too slow. */
-  get(key: string, timeoutMs: number): Promise<Buffer | null | undefined> {
-    return this.budgeted("read", timeoutMs, () => this.client.getBuffer(KEY_PREFIX + key)).then((r) => (r === null ? undefined : r.value));
+  /** The value of `key`: a Buffer, null when it is not there, undefined when the store failed, was too slow or answered out of shape. */
+  get(kind: StoreKind, key: string, timeoutMs: number): Promise<Buffer | null | undefined> {
+    const ok = (v: unknown): v is Buffer | null => v === null || Buffer.isBuffer(v);
+    return this.budgeted("read", timeoutMs, () => this.client.getBuffer(storeKey(kind, key)), ok, "GET").then((r) =>
+      r === null ? undefined : r.value,
+    );
   }
 
-  /** Delete `key`: whether it was there, or undefined when the store failed or was too slow. */
-  remove(key: string, timeoutMs: number): Promise<boolean | undefined> {
-    return this.budgeted("write", timeoutMs, () => this.client.del(KEY_PREFIX + key)).then((r) => (r === null ? undefined : r.value > 0));
+  /** Delete `key`: whether it was there, or undefined when the store failed, was too slow or answered out of shape. */
+  remove(kind: StoreKind, key: string, timeoutMs: number): Promise<boolean | undefined> {
+    const ok = (v: unknown): v is number => typeof v === "number" && Number.isInteger(v) && v >= 0;
+    return this.budgeted("write", timeoutMs, () => this.client.del(storeKey(kind, key)), ok, "DEL").then((r) =>
+      r === null ? undefined : r.value > 0,
+    );
   }
 
-  /** Run `command` within `timeoutMs`: its value, or null (counted as a failure of `op`) when unreachable, failed or late. Never rejects. */
-  private budgeted<T>(op: StoreOp, timeoutMs: number, command: () => Promise<T>): Promise<{ value: T } | null> {
+  /**
+   * Run `command` within `timeoutMs`: its value, or null (counted as a
+   * failure of `op`) when unreachable, failed, late, or answered with a
+   * reply that `shaped` refuses. Never rejects, and never throws.
+   */
+  private budgeted<T>(
+    op: StoreOp,
+    timeoutMs: number,
+    command: () => Promise<T>,
+    shaped: (v: unknown) => boolean,
+    name: string,
+  ): Promise<{ value: T } | null> {
     if (this.closed || !this.ready) {
       this.failed(op, 1, new Error(`the store is not connected (${this.client.status})`));
       return Promise.resolve(null);
@@ -277,14 +344,22 @@ export class SharedStore {
         this.failed(op, 1, new Error(`no answer within ${timeoutMs} ms`));
         resolve(null);
       }, timeoutMs);
-      command().then(
+      let sent: Promise<T>;
+      try {
+        sent = command();
+      } catch (e) {
+        sent = Promise.reject(e instanceof Error ? e : new Error(String(e)));
+      }
+      sent.then(
         (value) => {
           if (settled) return;
           settled = true;
           clearTimeout(timer);
-          resolve({ value });
+          if (shaped(value)) return resolve({ value });
+          this.failed(op, 1, new Error(`the store answered ${name} with a reply of the wrong shape (${shapeOf(value)})`));
+          resolve(null);
         },
-        (e: Error) => {
+        (e: unknown) => {
           if (settled) return;
           settled = true;
           clearTimeout(timer);
@@ -300,14 +375,14 @@ export class SharedStore {
    * an operation) and warn, at most once per interval, with how many there
    * were since the last warning.
    */
-  private failed(op: StoreOp | null, n: number, e: Error): void {
+  private failed(op: StoreOp | null, n: number, e: unknown): void {
     if (op === "read") this.stats.readFailures += n;
     else if (op === "write") this.stats.writeFailures += n;
     if (op !== null) this.options.onFailure?.(op, n);
     if (this.closed) return;
     this.failing = true;
     this.unreported += n;
-    this.lastError = e.message;
+    this.lastError = e instanceof Error ? e.message : `a non-error (${typeof e})`;
     const now = this.now();
     if (now - this.lastWarn < this.warnInterval) return;
     this.lastWarn = now;

@@ -88,8 +88,9 @@ export class ResponseStore {
     return { entries: this.local.size, bytes: this.bytes };
   }
 
+  /** The key in either tier (the shared store adds its prefix and the kind, `resp:`, which no reasoning key has). */
   private key(tenant: string, id: string): string {
-    return `${memoScope(tenant)}response:${id}`;
+    return `${memoScope(tenant)}${id}`;
   }
 
   /** Store `record` under `id` for `tenant`; resolves once both tiers have it (or the shared one failed). */
@@ -100,7 +101,7 @@ export class ResponseStore {
     const key = this.key(tenant, id);
     this.setLocal(key, value);
     if (this.shared === null) return "stored";
-    return (await this.shared.put(key, value, this.options.ttlMs, this.options.timeoutMs)) ? "stored" : "local_only";
+    return (await this.shared.put("resp", key, value, this.options.ttlMs, this.options.timeoutMs)) ? "stored" : "local_only";
   }
 
   /** The record stored under `id` for `tenant`. */
@@ -108,7 +109,7 @@ export class ResponseStore {
     if (!this.enabled || id.length > MAX_RESPONSE_ID) return { ok: false, reason: "not_found" };
     const key = this.key(tenant, id);
     if (this.shared !== null) {
-      const v = await this.shared.get(key, this.options.timeoutMs);
+      const v = await this.shared.get("resp", key, this.options.timeoutMs);
       if (v === null) {
         this.deleteLocal(key); // gone from the shared store: deleted by another replica, or expired
         return { ok: false, reason: "not_found" };
@@ -136,7 +137,7 @@ export class ResponseStore {
     const key = this.key(tenant, id);
     const here = this.deleteLocal(key);
     if (this.shared === null) return here;
-    const there = await this.shared.remove(key, this.options.timeoutMs);
+    const there = await this.shared.remove("resp", key, this.options.timeoutMs);
     if (there === undefined) return "unavailable";
     return there || here;
   }

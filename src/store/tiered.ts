@@ -68,7 +68,8 @@ export class TieredStore implements ReasoningStore {
     if (values === null) return found;
     for (let i = 0; i < missing.length; i++) {
       const v = values[i];
-      if (v === null || v === undefined || v.length === 0) continue;
+      // (the shared store checks its reply's shape: a value is bytes or nil)
+      if (!Buffer.isBuffer(v) || v.length === 0) continue;
       found.set(missing[i]!, decoder.decode(v));
       this.local.remember(missing[i]!, v);
     }

@@ -10,7 +10,7 @@
 import * as grpc from "@grpc/grpc-js";
 import { CLOSE_CODES } from "../core/errors.js";
 import { HARMONY_SERVICE, HEALTH_SERVICE, raw } from "../protocol/grpc-methods.js";
-import type { Transport } from "../service/connection.js";
+import { ConnectionGroup, type Transport } from "../service/connection.js";
 import type { Service } from "../service/service.js";
 
 export interface GrpcEdge {
@@ -23,9 +23,21 @@ const SERVING = 1;
 const NOT_SERVING = 2;
 const SERVICE_UNKNOWN = 3;
 
+/**
+ * Calls one HTTP/2 connection may have open at once (its SETTINGS
+ * MAX_CONCURRENT_STREAMS). Each call is a connection of its own to the
+ * service, but they share one budget (`ConnectionGroup`): their streams
+ * count together against --max-connection-bytes, their unread answers
+ * against the buffer bound.
+ */
+export const MAX_CALLS_PER_CONNECTION = 128;
+
 export async function startGrpc(svc: Service, host: string, port: number): Promise<GrpcEdge> {
   const limits = svc.limits;
+  /** The budgets of the HTTP/2 connections with calls open, by peer address (one TCP connection each). */
+  const groups = new Map<string, ConnectionGroup>();
   const server = new grpc.Server({
+    "grpc.max_concurrent_streams": MAX_CALLS_PER_CONNECTION,
     "grpc.max_receive_message_length": limits.maxFrameBytes,
     "grpc.keepalive_time_ms": limits.pingIntervalMs,
     "grpc.keepalive_timeout_ms": Math.min(20_000, limits.pingIntervalMs),
@@ -78,7 +90,15 @@ export async function startGrpc(svc: Service, host: string, port: number): Promi
         cb({ code: grpc.status.INVALID_ARGUMENT, details: "bad_frame: not a harmony.v1.Render message" });
         return;
       }
-      const r = await svc.renderJson(req.request_json, svc.tenantOf(call.metadata.get("authorization")[0]?.toString()));
+      let r: Awaited<ReturnType<Service["renderJson"]>>;
+      try {
+        r = await svc.renderJson(req.request_json, svc.tenantOf(call.metadata.get("authorization")[0]?.toString()));
+      } catch (e) {
+        // a bug, not the request's fault: a status, never a rejection nobody handles
+        svc.logger.error({ err: e instanceof Error ? e.message : String(e) }, "render failed");
+        cb({ code: grpc.status.INTERNAL, details: "internal: the render failed" });
+        return;
+      }
       if (!r.ok) {
         cb({
           code: r.error.code === "render_timeout" ? grpc.status.UNAVAILABLE : grpc.status.INVALID_ARGUMENT,
@@ -108,15 +128,26 @@ export async function startGrpc(svc: Service, host: string, port: number): Promi
           ended = true;
           // a drained call has already told every stream why it ended: finish cleanly
           if (code === CLOSE_CODES.idle_timeout) call.emit("error", { code: grpc.status.UNAVAILABLE, details: "idle timeout" });
+          else if (code === CLOSE_CODES.slow_reader)
+            call.emit("error", { code: grpc.status.RESOURCE_EXHAUSTED, details: "slow reader: answers left unread" });
           else call.end();
         },
       };
-      const conn = svc.newConnection(transport, svc.tenantOf(call.metadata.get("authorization")[0]?.toString()));
+      const peer = call.getPeer();
+      let group = groups.get(peer);
+      if (group === undefined) groups.set(peer, (group = new ConnectionGroup()));
+      const conn = svc.newConnection(transport, svc.tenantOf(call.metadata.get("authorization")[0]?.toString()), group);
+      const shared = group;
       call.on("data", (b: Buffer) => conn.onFrame(new Uint8Array(b.buffer, b.byteOffset, b.byteLength)));
-      call.on("end", () => void conn.finish());
+      call.on("end", () => {
+        conn.finish().catch((e: unknown) => svc.logger.error({ err: e instanceof Error ? e.message : String(e) }, "ending a call failed"));
+      });
       call.on("cancelled", () => conn.close());
       call.on("error", () => conn.close());
-      call.on("close", () => conn.close());
+      call.on("close", () => {
+        conn.close();
+        if (shared.members.size === 0 && groups.get(peer) === shared) groups.delete(peer);
+      });
     },
   });
 

@@ -2,9 +2,11 @@
  * The HTTP edge: WebSocket streams on /v1/stream, and the operations
  * endpoints /healthz, /readyz and /metrics, on one port.
  *
- * WebSocket close codes: 1001 server shutting down, 1007 a text frame that is
- * not UTF-8, 1009 a frame over the size limit (both from `ws`), 4408 idle
- * timeout. A missing or wrong bearer token is refused at the upgrade with
+ * WebSocket close codes: 1001 server shutting down, 1002 a frame that breaks
+ * the protocol, 1007 a text frame that is not UTF-8, 1008 too many fragments
+ * or buffered parts of one message, 1009 a frame over the size limit (those
+ * four from `ws`), 4408 idle timeout, 4409 a reader that left its answers
+ * unread (docs/errors.md). A missing or wrong bearer token is refused at the upgrade with
  * HTTP 401.
  */
 import http from "node:http";
@@ -14,11 +16,12 @@ import type { Duplex } from "node:stream";
 import { WebSocketServer, type WebSocket } from "ws";
 import type { Transport } from "../service/connection.js";
 import type { Service } from "../service/service.js";
-import type { HttpErrorCode } from "../core/errors.js";
+import { CLOSE_CODES, type HttpErrorCode } from "../core/errors.js";
 import { frontRoute, type FrontRoute, type OpenAIFront } from "./openai-front.js";
 import { Access, OPEN_ACCESS, type AccessPolicy } from "./access.js";
 import { closeInspect, handleInspect, handleParse, inspectRoute, PARSE_PATH } from "./inspect.js";
 import { proxy, upstreamMetrics } from "./proxy.js";
+import { readTarget } from "./target.js";
 import { readJson, sendJson as json } from "./respond.js";
 
 export const STREAM_PATH = "/v1/stream";
@@ -29,6 +32,8 @@ const OPEN_UPSTREAM_PATHS: ReadonlySet<string> = new Set(["/health", "/ping", "/
 /** How long /metrics waits for the upstream's. */
 const METRICS_TIMEOUT_MS = 2000;
 export const RENDER_PATH = "/v1/render";
+/** How long a slow reader's close frame (4409) may wait to be read before its socket is cut. */
+export const SLOW_READER_CLOSE_MS = 1000;
 /** How long a corked WebSocket answer may wait for later answers of the same tick to share its write (checked between frames: a frame being handled finishes first). */
 export const MAX_CORK_MS = 0.5;
 
@@ -103,7 +108,10 @@ export async function startHttp(
   let accepting = true;
 
   const server = http.createServer((req, res) => {
-    const url = new URL(req.url ?? "/", "http://localhost");
+    // one reading of the target decides what is served, whether a token is needed, and what is forwarded
+    const target = readTarget(req.url);
+    if (!target.ok) return refuse(res, 400, "bad_request_target", target.message);
+    const url = target.url;
     // probes stay open whatever sends them
     if (url.pathname === "/healthz") return json(res, 200, { status: "ok" });
     if (url.pathname === "/readyz") return svc.ready() ? json(res, 200, { status: "ready" }) : json(res, 503, { status: "not ready" });
@@ -114,7 +122,7 @@ export async function startHttp(
     const route = frontRoute(url.pathname);
     if (route) return openai(route, url, req, res);
     // in a vLLM pod, the paths the sidecar does not serve reach vLLM unchanged
-    if (front && !OWN_PATHS.has(url.pathname)) return passOn(req, res, url.pathname);
+    if (front && !OWN_PATHS.has(url.pathname)) return passOn(req, res, url.pathname, target.path);
     if (req.method !== "GET" && req.method !== "HEAD") return json(res, 405, { error: "method not allowed" });
     switch (url.pathname) {
       case "/metrics":
@@ -140,11 +148,11 @@ export async function startHttp(
    * A path of the upstream's: passed on, with the token required as for the
    * front (when one is set) except for its health probes.
    */
-  function passOn(req: http.IncomingMessage, res: http.ServerResponse, path: string): void {
+  function passOn(req: http.IncomingMessage, res: http.ServerResponse, path: string, forward: string): void {
     if (!OPEN_UPSTREAM_PATHS.has(path) && !svc.authorized(req.headers.authorization)) {
       return refuse(res, 401, "unauthorized", "a valid bearer token is required");
     }
-    void proxy(req, res, front!.url, front!.timeoutMs);
+    proxy(req, res, front!.url, front!.timeoutMs, forward).catch((e: unknown) => internal(res, e, path));
   }
 
   /** The OpenAI-compatible front (sidecar mode, with --upstream). */
@@ -155,11 +163,14 @@ export async function startHttp(
     if (!front) return fail(404, "no_upstream", "sidecar mode is off: start the server with --upstream URL");
     if (!svc.authorized(req.headers.authorization)) return fail(401, "unauthorized", "a valid bearer token is required");
     if (!route.methods.includes(req.method ?? "")) return fail(405, "method_not_allowed", `${path} takes ${route.methods.join(" or ")}`);
-    front.handle(route, url, req, res).catch((e: Error) => {
-      svc.logger.error({ err: e.message, path }, "request failed");
-      if (!res.headersSent) json(res, 500, { error: { message: "internal error", type: "server_error", param: null, code: "internal" } });
-      else res.end();
-    });
+    front.handle(route, url, req, res).catch((e: unknown) => internal(res, e, path));
+  }
+
+  /** A request that failed in a way that is not the client's (a bug): logged, answered 500 (or ended, once started). */
+  function internal(res: http.ServerResponse, e: unknown, path: string): void {
+    svc.logger.error({ err: e instanceof Error ? e.message : String(e), path }, "request failed");
+    if (!res.headersSent) json(res, 500, { error: { message: "internal error", type: "server_error", param: null, code: "internal" } });
+    else res.end();
   }
 
   /** POST /v1/render: a chat request in, {ids, text, restored} out. */
@@ -168,15 +179,17 @@ export async function startHttp(
     if (!svc.authorized(req.headers.authorization))
       return json(res, 401, { error: { code: "unauthorized", message: "a valid bearer token is required" } });
     const tenant = svc.tenantOf(req.headers.authorization);
-    void readJson(req, limits.maxFrameBytes).then(async (read) => {
-      if (!read.ok) return json(res, read.status, { error: { code: read.code, message: read.message, path: "" } });
-      const r = await svc.renderBody(read.value, tenant);
-      if (!r.ok && r.error.code === "render_timeout") return json(res, 503, { error: r.error });
-      if (!r.ok) return json(res, 400, { error: r.error });
-      // made on the render thread: here it is only written out
-      res.writeHead(200, { "content-type": "application/json", "content-length": r.body.byteLength });
-      res.end(r.body);
-    });
+    readJson(req, limits.maxFrameBytes)
+      .then(async (read) => {
+        if (!read.ok) return json(res, read.status, { error: { code: read.code, message: read.message, path: "" } });
+        const r = await svc.renderBody(read.value, tenant);
+        if (!r.ok && r.error.code === "render_timeout") return json(res, 503, { error: r.error });
+        if (!r.ok) return json(res, 400, { error: r.error });
+        // made on the render thread: here it is only written out
+        res.writeHead(200, { "content-type": "application/json", "content-length": r.body.byteLength });
+        res.end(r.body);
+      })
+      .catch((e: unknown) => internal(res, e, RENDER_PATH));
   }
 
   /** An error answer in the shape both the OpenAI front and /v1/render clients read (`error.code`, `error.message`). */
@@ -188,8 +201,9 @@ export async function startHttp(
     const refuse = (status: number, text: string) => {
       socket.end(`HTTP/1.1 ${status} ${text}\r\nconnection: close\r\ncontent-length: 0\r\n\r\n`);
     };
-    const url = new URL(req.url ?? "/", "http://localhost");
-    if (url.pathname !== STREAM_PATH) return refuse(404, "Not Found");
+    const target = readTarget(req.url);
+    if (!target.ok) return refuse(400, "Bad Request");
+    if (target.url.pathname !== STREAM_PATH) return refuse(404, "Not Found");
     if (!accepting) return refuse(503, "Service Unavailable");
     const refusal = access.check(req);
     if (refusal) return refuse(refusal.status, refusal.status === 421 ? "Misdirected Request" : "Forbidden");
@@ -216,6 +230,8 @@ export async function startHttp(
         // what is corked goes first: a stop may cut the socket before the next tick
         cork.release();
         ws.close(code, reason);
+        // a reader that does not read would not read the close frame either: cut it soon after
+        if (code === CLOSE_CODES.slow_reader) setTimeout(() => ws.terminate(), SLOW_READER_CLOSE_MS).unref();
       },
     };
     const conn = svc.newConnection(transport, tenant);

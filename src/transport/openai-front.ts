@@ -32,6 +32,7 @@ import { generate, isClosing, type ForcedCall } from "../service/generate.js";
 import type { Service } from "../service/service.js";
 import { MAX_RESPONSE_ID, type Lookup } from "../store/responses.js";
 import { MAX_TOP_LOGPROBS, type Engine, type UpstreamConfig, type UpstreamError } from "../upstream/engine.js";
+import { ClientFlow } from "./client-flow.js";
 import { readJson, sendJson } from "./respond.js";
 
 function sendError(
@@ -142,25 +143,42 @@ interface SchemaMismatch {
   detail: string;
 }
 
+/** A structured answer whose check did not finish within its deadline (or could not run): delivered, and said to be unchecked. */
+interface Unchecked {
+  choice: number;
+  reason: string;
+}
+
+/** What the answer's `harmony` says of its checks: the mismatches and the answers left unchecked; null when neither. */
+type CheckNote = { recoveries?: SchemaMismatch[]; unchecked?: Unchecked[] } | null;
+
 /**
  * Check each answer (by choice; null: none to check, e.g. a tool call)
- * against the requested format, on the render thread; what does not match
- * is counted, logged and returned, to be said in the answer's `harmony`.
+ * against the requested format, on the answer-check thread; what does not
+ * match, or could not be checked in time, is counted, logged and returned,
+ * to be said in the answer's `harmony`.
  */
-async function checkAnswers(svc: Service, format: AnswerFormat, answers: (string | null)[]): Promise<SchemaMismatch[]> {
-  const checks = await Promise.all(
-    answers.map((text) => (text === null ? Promise.resolve({ ok: true as const }) : svc.checkAnswer(format.schema, text))),
-  );
+async function checkAnswers(svc: Service, format: AnswerFormat, answers: (string | null)[]): Promise<CheckNote> {
+  const checks = await Promise.all(answers.map((text) => (text === null ? Promise.resolve(null) : svc.checkAnswer(format.schema, text))));
   const out: SchemaMismatch[] = [];
+  const unchecked: Unchecked[] = [];
   checks.forEach((c, choice) => {
-    if (c === null) svc.logger.warn({ format: format.name, choice }, "a structured answer could not be checked in time");
-    else if (!c.ok) out.push({ kind: "schema_mismatch", choice, detail: c.reason });
+    if (c === null) return;
+    if ("unchecked" in c) {
+      unchecked.push({ choice, reason: c.unchecked });
+      svc.metrics.answerChecks.inc({ outcome: "unchecked" });
+      svc.logger.warn({ format: format.name, choice, reason: c.unchecked }, "a structured answer could not be checked in time");
+    } else {
+      svc.metrics.answerChecks.inc({ outcome: c.ok ? "ok" : "mismatch" });
+      if (!c.ok) out.push({ kind: "schema_mismatch", choice, detail: c.reason });
+    }
   });
   if (out.length > 0) {
     svc.metrics.recoveries.inc({ kind: "schema_mismatch" }, out.length);
     for (const m of out) svc.logger.warn({ format: format.name, choice: m.choice, detail: m.detail }, "recovered malformed model output");
   }
-  return out;
+  if (out.length === 0 && unchecked.length === 0) return null;
+  return { ...(out.length > 0 ? { recoveries: out } : {}), ...(unchecked.length > 0 ? { unchecked } : {}) };
 }
 
 /** OpenAI's error type for an upstream failure: the client's mistake (4xx) or the server's. */
@@ -171,6 +189,15 @@ function errorType(status: number): string {
 /** A render refused for its content is the client's 400; one stopped at its deadline is a 503. */
 function renderStatus(code: string): number {
   return code === "render_timeout" ? 503 : 400;
+}
+
+/** A streamed answer's flow control (./client-flow.ts): its client dropped, counted and logged, once unread for the bound. */
+function clientFlow(svc: Service, res: http.ServerResponse): ClientFlow {
+  const ms = svc.limits.slowClientTimeoutMs;
+  return new ClientFlow(res, ms, () => {
+    svc.metrics.slowClients.inc({ transport: "http" });
+    svc.logger.info({ slow_client_timeout_ms: ms }, "a client left its streamed answer unread; dropping it");
+  });
 }
 
 function setupSse(res: http.ServerResponse): void {
@@ -288,15 +315,17 @@ async function handleChat(
   let reasoningTokens = 0;
   /** A chunk of the front's own (logprobs, a schema mismatch, usage): no choices unless `fields` has some. */
   const extraChunk = (fields: object) => ({ id, object: "chat.completion.chunk", created, model, choices: [], ...fields });
+  const flow = clientFlow(svc, res);
   const send = (chunk: object) => {
     if (!started) {
       setupSse(res);
       started = true;
     }
-    res.write(`data: ${JSON.stringify(chunk)}\n\n`);
+    flow.write(`data: ${JSON.stringify(chunk)}\n\n`);
   };
   // response_format (already checked by the render): each choice's streamed answer, to check at the end
   const format = answerFormat(request);
+  if (format !== null) svc.warmChecker();
   const streamed: (string | null)[] = Array.from({ length: n }, () => null);
   const called: boolean[] = Array.from({ length: n }, () => false);
   const open = {
@@ -356,6 +385,7 @@ async function handleChat(
     },
     {
       force: forced.force,
+      ...(stream ? { backpressure: () => flow.wait() } : {}),
       onIds: logprobs
         ? (choice, ids, lps) => {
             const content = logprobs[choice]?.push(ids, lps) ?? [];
@@ -376,9 +406,9 @@ async function handleChat(
   if (!stream) {
     if (error) return sendError(res, error.status, errorType(error.status), error.code, error.message);
     const results = accumulators.map((a) => a.result());
-    const mismatches =
+    const note =
       format === null
-        ? []
+        ? null
         : await checkAnswers(
             svc,
             format,
@@ -391,13 +421,13 @@ async function handleChat(
       ...results[0]!,
       choices,
       ...(usageObj ? { usage: usageObj } : {}),
-      ...(mismatches.length > 0 ? { harmony: { recoveries: mismatches } } : {}),
+      ...(note !== null ? { harmony: note } : {}),
     });
     return;
   }
-  const mismatches =
+  const note =
     format === null || error
-      ? []
+      ? null
       : await checkAnswers(
           svc,
           format,
@@ -410,7 +440,7 @@ async function handleChat(
   }
   if (error)
     res.write(`data: ${JSON.stringify({ error: { message: error.message, type: "upstream_error", param: null, code: error.code } })}\n\n`);
-  if (mismatches.length > 0) res.write(`data: ${JSON.stringify(extraChunk({ harmony: { recoveries: mismatches } }))}\n\n`);
+  if (note !== null) res.write(`data: ${JSON.stringify(extraChunk({ harmony: note }))}\n\n`);
   if (includeUsage && usageObj) res.write(`data: ${JSON.stringify(extraChunk({ usage: usageObj }))}\n\n`);
   res.end("data: [DONE]\n\n");
 }
@@ -483,14 +513,16 @@ async function handleResponses(svc: Service, engine: Engine, req: http.IncomingM
   const completion = { client: request, prompt: rendered.ids, n: 1, maxTokens: request.max_output_tokens };
   let started = false;
   let final: Obj | null = null;
+  const flow = clientFlow(svc, res);
   const write = (obj: Obj) => {
     if (!started) {
       setupSse(res);
       started = true;
     }
-    res.write(`event: ${obj.type as string}\ndata: ${JSON.stringify(obj)}\n\n`);
+    flow.write(`event: ${obj.type as string}\ndata: ${JSON.stringify(obj)}\n\n`);
   };
   const format = answerFormat(conv.chat);
+  if (format !== null) svc.warmChecker();
   const open = { format: "openai.responses", model, tools, calls: callsOf(request) };
   const gen = generate(
     svc,
@@ -515,7 +547,7 @@ async function handleResponses(svc: Service, engine: Engine, req: http.IncomingM
       }
       if (stream) write(obj);
     },
-    { force: forced.force },
+    { force: forced.force, ...(stream ? { backpressure: () => flow.wait() } : {}) },
   );
   res.on("close", () => {
     if (!res.writableFinished) gen.abort();
@@ -527,8 +559,8 @@ async function handleResponses(svc: Service, engine: Engine, req: http.IncomingM
   if (format !== null && response && response.status === "completed") {
     // a response that only calls functions has no answer to check
     const text = typeof response.output_text === "string" && response.output_text !== "" ? response.output_text : null;
-    const mismatches = await checkAnswers(svc, format, [text]);
-    if (mismatches.length > 0) response.harmony = { recoveries: mismatches };
+    const note = await checkAnswers(svc, format, [text]);
+    if (note !== null) response.harmony = note;
   }
   if (storing && response && typeof response.id === "string") {
     const id = response.id;

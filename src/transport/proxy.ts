@@ -38,9 +38,20 @@ function forwardable(headers: http.IncomingHttpHeaders | Record<string, string |
   return out;
 }
 
-/** Send a request on to the upstream at `base` and stream its answer back; a failure is a 502 (or ends a started answer). */
-export async function proxy(req: http.IncomingMessage, res: http.ServerResponse, base: string, timeoutMs: number): Promise<void> {
-  const target = base.replace(/\/+$/, "") + (req.url ?? "/");
+/**
+ * Send a request on to the upstream at `base` and stream its answer back; a
+ * failure is a 502 (or ends a started answer). `path` is the target as the
+ * edge read it (./target.ts: the path its authorization was decided by),
+ * never the raw `req.url`.
+ */
+export async function proxy(
+  req: http.IncomingMessage,
+  res: http.ServerResponse,
+  base: string,
+  timeoutMs: number,
+  path: string,
+): Promise<void> {
+  const target = base.replace(/\/+$/, "") + path;
   const ctrl = new AbortController();
   res.on("close", () => {
     if (!res.writableFinished) ctrl.abort(); // the client went away

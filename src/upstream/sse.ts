@@ -147,7 +147,10 @@ export async function* postSse(path: string, body: Record<string, unknown>, opts
               `the upstream reported an error mid-stream: ${typeof err === "string" ? err : err.message}`,
             );
           }
+          // the engine's silence is timed only while its next bytes are awaited, not while the consumer holds it back
+          clearTimeout(idle);
           yield chunk;
+          arm();
         }
         if (buf.length > maxEvent) {
           throw new UpstreamError(502, "upstream_bad_response", `the upstream sent an event over ${maxEvent} bytes without its end`);

@@ -5,6 +5,7 @@
  * leave the process up and answering /healthz, and get a coded answer.
  */
 import http from "node:http";
+import net from "node:net";
 import type { AddressInfo } from "node:net";
 import * as grpc from "@grpc/grpc-js";
 import OpenAI from "openai";
@@ -15,7 +16,8 @@ import { HARMONY_SERVICE } from "../../src/protocol/grpc-methods.js";
 import { schema } from "../../src/protocol/schema.js";
 import type { Server, ServerOptions } from "../../src/server.js";
 import { MAX_ARGUMENT_BYTES } from "../../src/core/parser.js";
-import { DEFAULT_LIMITS } from "../../src/service/service.js";
+import { DEFAULT_COT_STORE, DEFAULT_LIMITS } from "../../src/service/service.js";
+import { startRespPeer } from "../store/resp-peer.js";
 import { harmony } from "../helpers.js";
 import { startStandIn, type Script, type StandIn } from "./stand-in-vllm.js";
 import { startTestServer } from "./test-server.js";
@@ -403,5 +405,320 @@ describe("honest statuses from the OpenAI front", () => {
     } finally {
       await new Promise<void>((resolve) => engine.close(() => resolve()));
     }
+  });
+});
+
+describe("a shared store that answers anything (issue #32)", () => {
+  it("MGET answered `:1` or `*1 :5` while renders name tool calls (HTTP, the render op, gRPC): each rendered without restoring, the process up", async () => {
+    const peer = await startRespPeer(() => ":1\r\n");
+    try {
+      const s = await start({ cotStore: { ...DEFAULT_COT_STORE, shared: { url: peer.url, timeoutMs: 2000 } } });
+      expect(await s.server.service.reasoning.shared!.waitReady(10_000)).toBe(true);
+      const history = JSON.stringify({
+        messages: [
+          { role: "user", content: "go" },
+          { role: "assistant", content: null, tool_calls: [{ id: "call_x", type: "function", function: { name: "f", arguments: "{}" } }] },
+          { role: "tool", tool_call_id: "call_x", content: "{}" },
+        ],
+      });
+      const Stub = grpc.makeGenericClientConstructor(HARMONY_SERVICE, "Harmony");
+      const client = new Stub(s.grpc, grpc.credentials.createInsecure()) as unknown as {
+        Render(b: Uint8Array, cb: (e: grpc.ServiceError | null, r?: Buffer) => void): void;
+        close(): void;
+      };
+      try {
+        for (const reply of [":1\r\n", "*1\r\n:5\r\n", "*2\r\n$1\r\nA\r\n$1\r\nB\r\n", "garbage\r\n"]) {
+          peer.answer((cmd) => (cmd === "MGET" ? reply : "-ERR\r\n"));
+          const res = await fetch(`${s.http}/v1/render`, { method: "POST", headers: JSON_BODY, body: history });
+          expect(res.status, reply).toBe(200);
+          expect(((await res.json()) as { restored: unknown[] }).restored).toEqual([]);
+          const op = JSON.stringify({ ops: [{ render: { request_id: "r", request_json: history } }] });
+          const r = await exchange(s.ws, [op], (a) => eventsOf(a).some((e) => e.rendered || e.error));
+          expect(
+            eventsOf(r.answers).find((e) => e.rendered),
+            reply,
+          ).toBeTruthy();
+          const bytes = wire.Render.encode({ request_id: "r", request_json: history }).finish();
+          const err = await new Promise<grpc.ServiceError | null>((resolve) => client.Render(bytes, (e) => resolve(e)));
+          expect(err, reply).toBeNull();
+        }
+      } finally {
+        client.close();
+      }
+      const failures = await s.server.service.metrics.registry.getSingleMetricAsString("harmony_cot_store_failures_total");
+      expect(Number(/op="read"} (\d+)/.exec(failures)?.[1])).toBeGreaterThanOrEqual(9);
+      await healthy(s.http);
+    } finally {
+      await peer.close();
+    }
+  });
+});
+
+describe("answer checks off the render thread (issue #32)", () => {
+  let upstream: StandIn;
+  beforeAll(async () => {
+    upstream = await startStandIn();
+  });
+  afterAll(async () => {
+    await upstream.close();
+  });
+
+  const render = (base: string) =>
+    fetch(`${base}/v1/render`, {
+      method: "POST",
+      headers: JSON_BODY,
+      body: JSON.stringify({ messages: [{ role: "user", content: "hi" }] }),
+    });
+
+  it("a response_format pattern `^(a+)+$` and an answer of 40 a's and a b: checked at once (schema_mismatch), other clients' renders served", async () => {
+    const s = await start({ upstream: { url: upstream.url, idleTimeoutMs: 5000, reasoningField: "reasoning" } });
+    upstream.script({ tokens: enc.encode(`<|channel|>final<|message|>${JSON.stringify("a".repeat(40) + "b")}<|return|>`) });
+    const client = new OpenAI({ baseURL: `${s.http}/v1`, apiKey: "sk-local", maxRetries: 0 });
+    const asked = client.chat.completions.create({
+      model: "gpt-oss",
+      messages: [{ role: "user", content: "say a" }],
+      response_format: { type: "json_schema", json_schema: { name: "a", schema: { type: "string", pattern: "^(a+)+$" } } },
+    });
+    const others = await Promise.all([render(s.http), render(s.http)]);
+    expect(others.map((r) => r.status)).toEqual([200, 200]);
+    const r = (await asked) as unknown as { harmony?: { recoveries: { kind: string; detail: string }[] } };
+    expect(r.harmony?.recoveries).toEqual([{ kind: "schema_mismatch", choice: 0, detail: expect.stringMatching(/must match pattern/) }]);
+    await healthy(s.http);
+  });
+
+  it("a check past its deadline (uniqueItems over 10,000 objects): the answer says unchecked, no render fails, the server goes on", async () => {
+    const s = await start({ upstream: { url: upstream.url, idleTimeoutMs: 5000, reasoningField: "reasoning" }, checkDeadlineMs: 200 });
+    const answer = JSON.stringify(Array.from({ length: 10_000 }, (_, i) => ({ i })));
+    upstream.script({ tokens: enc.encode(`<|channel|>final<|message|>${answer}<|return|>`) });
+    const client = new OpenAI({ baseURL: `${s.http}/v1`, apiKey: "sk-local", maxRetries: 0 });
+    const asked = client.chat.completions.create({
+      model: "gpt-oss",
+      messages: [{ role: "user", content: "list" }],
+      response_format: { type: "json_schema", json_schema: { name: "list", schema: { type: "array", uniqueItems: true } } },
+    });
+    const others = await Promise.all([render(s.http), render(s.http)]);
+    expect(others.map((r) => r.status)).toEqual([200, 200]);
+    const r = (await asked) as unknown as { choices: { message: { content: string } }[]; harmony?: { unchecked?: unknown[] } };
+    expect(r.choices[0]!.message.content).toBe(answer);
+    expect(r.harmony).toEqual({ unchecked: [{ choice: 0, reason: expect.stringMatching(/did not finish within 200 ms/) }] });
+    const checks = await s.server.service.metrics.registry.getSingleMetricAsString("harmony_answer_checks_total");
+    expect(checks).toContain('harmony_answer_checks_total{outcome="unchecked"} 1');
+    await healthy(s.http);
+  });
+});
+
+describe("one reading of the request target (issue #32)", () => {
+  /** Send `head` as it is (fetch and http.request would normalise the target) and read the status line and body. */
+  function raw(base: string, head: string): Promise<{ status: number; body: string }> {
+    const { hostname, port } = new URL(base);
+    return new Promise((resolve, reject) => {
+      const socket = net.connect(Number(port), hostname, () => socket.write(head));
+      let text = "";
+      socket.on("data", (c: Buffer) => {
+        text += c.toString("latin1");
+        const end = text.indexOf("\r\n\r\n");
+        if (end === -1) return;
+        const length = Number(/content-length: (\d+)/i.exec(text.slice(0, end))?.[1] ?? 0);
+        if (text.length >= end + 4 + length) {
+          socket.destroy();
+          resolve({ status: Number(text.slice(9, 12)), body: text.slice(end + 4, end + 4 + length) });
+        }
+      });
+      socket.on("end", () => resolve({ status: Number(text.slice(9, 12)), body: text.slice(text.indexOf("\r\n\r\n") + 4) }));
+      socket.on("error", reject);
+    });
+  }
+
+  it("absolute-form, //-prefixed, /\\ and * targets: 400 bad_request_target, nothing forwarded; dot segments are read once, for both", async () => {
+    const seen: string[] = [];
+    const engine = http.createServer((req, res) => {
+      seen.push(req.url ?? "");
+      res.writeHead(200, { "content-type": "text/plain" }).end("engine");
+    });
+    await new Promise<void>((resolve) => engine.listen(0, "127.0.0.1", resolve));
+    try {
+      const upstreamUrl = `http://127.0.0.1:${(engine.address() as AddressInfo).port}`;
+      const s = await start({ token: "secret", upstream: { url: upstreamUrl, idleTimeoutMs: 2000, reasoningField: "reasoning" } });
+      const { port } = new URL(s.http);
+      const get = (target: string, extra = "") =>
+        raw(s.http, `GET ${target} HTTP/1.1\r\nhost: 127.0.0.1:${port}\r\n${extra}connection: close\r\n\r\n`);
+      for (const target of ["//x/health", "//tokenize/x/../../health", `http://127.0.0.1:${port}/health`, "/\\x/health", "*"]) {
+        const r = await get(target);
+        expect(r.status, target).toBe(400);
+        if (target !== "/\\x/health" || r.body !== "") expect(JSON.parse(r.body).error.code, target).toBe("bad_request_target");
+      }
+      const options = await raw(s.http, `OPTIONS * HTTP/1.1\r\nhost: 127.0.0.1:${port}\r\nconnection: close\r\n\r\n`);
+      expect(options.status).toBe(400);
+      expect(seen).toEqual([]);
+      // a path with dot segments is authorized as it is forwarded: the one reading
+      expect((await get("/v1/../health")).status).toBe(200);
+      expect((await get("/health/../tokenize")).status).toBe(401);
+      expect((await get("/%2e%2e/health/%2E%2E/tokenize")).status).toBe(401);
+      expect(seen).toEqual(["/health"]);
+      expect((await get("/health/../tokenize?x=1", "authorization: Bearer secret\r\n")).status).toBe(200);
+      expect(seen).toEqual(["/health", "/tokenize?x=1"]);
+      // the WebSocket upgrade reads the target the same way
+      const upgrade = await raw(
+        s.http,
+        `GET //v1/stream HTTP/1.1\r\nhost: 127.0.0.1:${port}\r\nupgrade: websocket\r\nconnection: Upgrade\r\nsec-websocket-key: dGhlIHNhbXBsZSBub25jZQ==\r\nsec-websocket-version: 13\r\n\r\n`,
+      );
+      expect(upgrade.status).toBe(400);
+      await healthy(s.http);
+    } finally {
+      await new Promise<void>((resolve) => engine.close(() => resolve()));
+    }
+  });
+});
+
+describe("a streamed client that stops reading (issue #32)", () => {
+  let upstream: StandIn;
+  beforeAll(async () => {
+    upstream = await startStandIn();
+  });
+  afterAll(async () => {
+    await upstream.close();
+  });
+
+  /** POST a streamed request on a raw socket, then never read a byte of the answer. */
+  function unreadRequest(base: string, path: string, body: object): net.Socket {
+    const { hostname, port } = new URL(base);
+    const text = JSON.stringify(body);
+    const socket = net.connect(Number(port), hostname, () => {
+      socket.pause();
+      socket.write(
+        `POST ${path} HTTP/1.1\r\nhost: 127.0.0.1:${port}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(text)}\r\n\r\n${text}`,
+      );
+    });
+    socket.on("error", () => undefined);
+    return socket;
+  }
+
+  const TOTAL = 1 << 20;
+  const word = enc.encodeOrdinary(" hello");
+
+  for (const [path, body] of [
+    ["/v1/chat/completions", { model: "gpt-oss", messages: [{ role: "user", content: "go on" }], stream: true }],
+    ["/v1/responses", { model: "gpt-oss", input: "go on", stream: true, store: false }],
+  ] as const) {
+    it(`${path}: the engine's stream stops within a bounded buffer, the client is dropped after --slow-client-timeout-ms, others are served`, async () => {
+      const s = await start({
+        upstream: { url: upstream.url, idleTimeoutMs: 60_000, reasoningField: "reasoning" },
+        limits: { ...DEFAULT_LIMITS, slowClientTimeoutMs: 2000 },
+      });
+      expect(word).toHaveLength(1);
+      const answer = [
+        ...enc.encode("<|channel|>final<|message|>"),
+        ...new Array<number>(TOTAL).fill(word[0]!),
+        ...enc.encode("<|return|>"),
+      ];
+      upstream.script({ tokens: answer, drain: true }, { tokens: enc.encode("<|channel|>final<|message|>hi<|return|>") });
+      const received = upstream.received.length;
+      const socket = unreadRequest(s.http, path, body);
+      try {
+        // the engine is held back: its stream waits for the sidecar to read, far short of the whole answer
+        await until(() => upstream.received[received]?.waiting === true, 60_000);
+        const rec = upstream.received[received]!;
+        // meanwhile, another client is served
+        const client = new OpenAI({ baseURL: `${s.http}/v1`, apiKey: "sk-local", maxRetries: 0 });
+        const other = await client.chat.completions.create({ model: "gpt-oss", messages: [{ role: "user", content: "hi" }] });
+        expect(other.choices[0]!.message.content).toBe("hi");
+        await healthy(s.http);
+        // dropped once unread past the bound: the engine's request ends too, long before the answer's end
+        await until(() => rec.aborted, 60_000);
+        expect(rec.sentTokens).toBeLessThan(TOTAL / 4);
+        const dropped = await s.server.service.metrics.registry.getSingleMetricAsString("harmony_slow_clients_dropped_total");
+        expect(dropped).toContain('harmony_slow_clients_dropped_total{transport="http"} 1');
+        await healthy(s.http);
+      } finally {
+        socket.destroy();
+      }
+    });
+  }
+});
+
+/** Until `f` holds (polled), or fail after `ms`. */
+async function until(f: () => boolean, ms: number): Promise<void> {
+  const end = Date.now() + ms;
+  while (!f()) {
+    if (Date.now() > end) throw new Error(`timed out after ${ms} ms`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
+describe("slow readers and many calls on the WS and gRPC edges (issue #32)", () => {
+  it("a WebSocket client that stops reading its openai.chat answers: it is paused, then closed 4409 after --slow-client-timeout-ms; others are served", async () => {
+    const s = await start({ limits: { ...DEFAULT_LIMITS, maxBufferedBytes: 256 * 1024, slowClientTimeoutMs: 2000 } });
+    const svc = s.server.service;
+    const word = enc.encodeOrdinary(" hello")[0]!;
+    const ws = new WebSocket(s.ws);
+    await new Promise<void>((resolve, reject) => {
+      ws.once("open", () => resolve());
+      ws.once("error", reject);
+    });
+    try {
+      ws.pause(); // never read a byte of the answers
+      ws.send(JSON.stringify({ ops: [{ open: { stream: "a", format: "openai.chat" } }] }));
+      const ids = [...enc.encode("<|channel|>final<|message|>"), ...new Array<number>(5000).fill(word)];
+      // ~2 MB of frames in, ~15 MB of answers out: more than the sockets' kernel buffers hold
+      for (let i = 0; i < 300; i++) ws.send(JSON.stringify({ ops: [{ tokens: { stream: "a", ids: i === 0 ? ids : ids.slice(-5000) } }] }));
+      // another client is served meanwhile
+      const r = await exchange(s.ws, [JSON.stringify({ ops: [{ open: { stream: "b" } }, { close: { stream: "b" } }] })], (a) =>
+        eventsOf(a).some((e) => e.done),
+      );
+      expect(eventsOf(r.answers).some((e) => e.done)).toBe(true);
+      await healthy(s.http);
+      await until(() => svc.connectionCount === 0, 60_000);
+      const dropped = await svc.metrics.registry.getSingleMetricAsString("harmony_slow_clients_dropped_total");
+      expect(dropped).toContain('harmony_slow_clients_dropped_total{transport="ws"} 1');
+      // what it is told, once it reads: 4409
+      const closed = new Promise<number>((resolve) => ws.once("close", (code) => resolve(code)));
+      ws.resume();
+      expect([4409, 1006]).toContain(await closed);
+      await healthy(s.http);
+    } finally {
+      ws.terminate();
+    }
+  });
+
+  it("many gRPC calls on one HTTP/2 connection share one budget: opens past --max-connection-bytes over all of them are over_budget", async () => {
+    const s = await start({ limits: { ...DEFAULT_LIMITS, maxConnectionBytes: 1024 * 1024 } });
+    const Stub = grpc.makeGenericClientConstructor(HARMONY_SERVICE, "Harmony");
+    const client = new Stub(s.grpc, grpc.credentials.createInsecure()) as unknown as {
+      Stream(): grpc.ClientDuplexStream<Uint8Array, Buffer>;
+      close(): void;
+    };
+    try {
+      // 1 MiB is 64 streams of 16 KiB: four calls of 30 opens each would each fit alone
+      const codes = Array.from({ length: 4 }, (_, c) => {
+        const call = client.Stream();
+        call.on("error", () => undefined);
+        const seen: string[] = [];
+        const ops = Array.from({ length: 30 }, (_, i) => ({ open: { stream: `c${c}-s${i}` } }));
+        return { call, seen, ops };
+      });
+      // each call's opens after the previous call's are answered (the budget is taken in order); all calls stay open
+      for (const { call, seen, ops } of codes) {
+        const answered = new Promise<void>((resolve) =>
+          call.once("data", (b: Buffer) => {
+            const frame = wire.ServerFrame.toObject(wire.ServerFrame.decode(b)) as { events?: { error?: { code: string } }[] };
+            for (const e of frame.events ?? []) if (e.error) seen.push(e.error.code);
+            resolve();
+          }),
+        );
+        // a tokens op for a stream never opened: its unknown_stream error is the frame's answer
+        call.write(wire.ClientFrame.encode({ ops: [...ops, { tokens: { stream: "probe", ids: [1] } }] }).finish());
+        await answered;
+      }
+      // (a stream's name counts too: 63 of 16 KiB and their names fit), over all four calls
+      const open = (await s.server.service.metrics.openStreams.get()).values[0]!.value;
+      expect(open).toBeGreaterThanOrEqual(62);
+      expect(open).toBeLessThanOrEqual(64);
+      expect(codes[0]!.seen).toEqual(["unknown_stream"]);
+      expect(codes[3]!.seen).toContain("over_budget");
+      for (const { call } of codes) call.end();
+    } finally {
+      client.close();
+    }
+    await healthy(s.http);
   });
 });

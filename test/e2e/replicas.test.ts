@@ -16,7 +16,7 @@ import { Redis } from "ioredis";
 import OpenAI from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { HarmonyClient } from "../../src/client/index.js";
-import { KEY_PREFIX } from "../../src/store/redis.js";
+import { storeKey, type StoreKind } from "../../src/store/redis.js";
 import { harmony, WEATHER } from "../helpers.js";
 import { RedisServer } from "../store/redis-server.js";
 import { startVllm, type VllmStandIn } from "./stand-ins/vllm.js";
@@ -89,8 +89,8 @@ async function replica(token: string, ...flags: string[]): Promise<Replica> {
 }
 
 const auth = (r: Replica) => ({ authorization: `Bearer ${r.token}` });
-const tenantKey = (token: string, id: string) =>
-  `${KEY_PREFIX}${createHash("sha256").update(`Bearer ${token}`).digest("hex").slice(0, 32)}:${id}`;
+const tenantKey = (token: string, id: string, kind: StoreKind = "cot") =>
+  storeKey(kind, `${createHash("sha256").update(`Bearer ${token}`).digest("hex").slice(0, 32)}:${id}`);
 
 /** Turn 1: a completion that reasons and calls a tool, streamed through `r`; the call id it emitted. */
 async function turn1(r: Replica): Promise<string> {
@@ -277,7 +277,7 @@ describe("two replicas, one response store (Responses store and previous_respons
     const call = first.output.find((o) => o.type === "function_call");
     if (call?.type !== "function_call") throw new Error("no function call");
     // stored before it was answered, under the tenant's key
-    expect(await probe.exists(tenantKey("t1", `response:${first.id}`))).toBe(1);
+    expect(await probe.exists(tenantKey("t1", first.id, "resp"))).toBe(1);
 
     vllm.script({ tokens: enc.encode(ANSWER) });
     const second = await responsesClient(d).responses.create({

@@ -22,12 +22,23 @@ export interface Script {
   hang?: boolean;
   /** Delay between chunks. */
   delayMs?: number;
+  /**
+   * Wait for 'drain' whenever a write says the socket's buffer is full, as
+   * vLLM's server does (uvicorn's HTTP protocols await FlowControl.drain() in
+   * send(): encode/uvicorn, uvicorn/protocols/http/flow_control.py), so that
+   * a reader that stops holds the stream back.
+   */
+  drain?: boolean;
 }
 
 export interface Received {
   body: Record<string, unknown>;
   /** Whether the client went away before the response ended. */
   aborted: boolean;
+  /** Completion tokens written to the socket so far. */
+  sentTokens: number;
+  /** Whether the stream is waiting for the reader to drain it (scripts with `drain`). */
+  waiting: boolean;
 }
 
 export interface StandIn {
@@ -56,7 +67,7 @@ export async function startStandIn(): Promise<StandIn> {
     req.on("data", (c: Buffer) => chunks.push(c));
     req.on("end", () => {
       const body = JSON.parse(Buffer.concat(chunks).toString("utf8")) as Record<string, unknown>;
-      const rec: Received = { body, aborted: false };
+      const rec: Received = { body, aborted: false, sentTokens: 0, waiting: false };
       received.push(rec);
       res.on("close", () => {
         if (!res.writableFinished) rec.aborted = true;
@@ -76,11 +87,17 @@ export async function startStandIn(): Promise<StandIn> {
       }
       res.writeHead(200, { "content-type": "text/event-stream" });
       if (s.hang) return;
-      void stream(res, s, body, (body.prompt as number[]).length);
+      void stream(res, s, body, (body.prompt as number[]).length, rec);
     });
   });
 
-  async function stream(res: http.ServerResponse, s: Script, body: Record<string, unknown>, promptTokens: number): Promise<void> {
+  async function stream(
+    res: http.ServerResponse,
+    s: Script,
+    body: Record<string, unknown>,
+    promptTokens: number,
+    rec: Received,
+  ): Promise<void> {
     const n = typeof body.n === "number" ? body.n : 1;
     const per = Array.from({ length: n }, (_, i) =>
       Array.isArray(s.tokens[0]) ? ((s.tokens as number[][])[i] ?? []) : (s.tokens as number[]),
@@ -106,11 +123,25 @@ export async function startStandIn(): Promise<StandIn> {
           return;
         }
         if (res.destroyed) return;
-        res.write(
+        const flowing = res.write(
           `data: ${JSON.stringify({ id, object: "text_completion", created: 0, model: body.model, choices: [{ index: choice, text: "", logprobs: null, finish_reason: finish, stop_reason: null, token_ids: piece }], usage: null })}\n\n`,
         );
         sent++;
         completion += piece.length;
+        rec.sentTokens = completion;
+        if (!flowing && s.drain) {
+          rec.waiting = true;
+          await new Promise<void>((resolve) => {
+            const done = () => {
+              res.off("drain", done);
+              res.off("close", done);
+              resolve();
+            };
+            res.on("drain", done);
+            res.on("close", done);
+          });
+          rec.waiting = false;
+        }
         if (s.delayMs) await new Promise((r) => setTimeout(r, s.delayMs));
       }
       if (toks.length === 0) {

@@ -4,9 +4,11 @@
  * big table to load) is not taken for a slow job; a thread that never gets
  * ready is bounded on its own.
  */
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
+import { fileURLToPath } from "node:url";
+import { Worker } from "node:worker_threads";
 import { afterAll, describe, expect, it } from "vitest";
 import { DeadlineWorker } from "../../src/service/deadline-worker.js";
 
@@ -76,6 +78,29 @@ parentPort.postMessage({ id: 0 });
       expect(await w.run({ text: "again" }, 30_000, "too late")).toMatchObject({ done: { echo: "again" } });
     } finally {
       await w.close("done");
+    }
+  });
+
+  it("every thread run by a DeadlineWorker says it is ready (else each of its jobs would wait out the start deadline)", async () => {
+    const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
+    // the worker modules the project runs this way: one per `new DeadlineWorker` in src/
+    const entries = ["service/render-worker", "service/check-worker", "inspect/worker"];
+    const owners = readdirSync(path.join(root, "src"), { recursive: true, withFileTypes: true })
+      .filter((e) => e.isFile() && e.name.endsWith(".ts"))
+      .map((e) => readFileSync(path.join(e.parentPath, e.name), "utf8"))
+      .reduce((n, text) => n + (text.match(/new DeadlineWorker</g)?.length ?? 0), 0);
+    expect(owners).toBe(entries.length);
+    for (const entry of entries) {
+      const w = new Worker(path.join(root, "dist/src", `${entry}.js`));
+      try {
+        const first = await new Promise<unknown>((resolve, reject) => {
+          w.once("message", resolve);
+          w.once("error", reject);
+        });
+        expect(first, entry).toEqual({ id: 0 });
+      } finally {
+        await w.terminate();
+      }
     }
   });
 });

@@ -4,7 +4,7 @@
  * (./redis-server.ts), no mock.
  */
 import { describe, expect, it } from "vitest";
-import { KEY_PREFIX, SharedStore } from "../../src/store/redis.js";
+import { SharedStore, storeKey } from "../../src/store/redis.js";
 import { MAX_STORED_RESPONSE_BYTES, ResponseStore, type StoredResponse } from "../../src/store/responses.js";
 import { redisSuite } from "./redis-server.js";
 
@@ -71,7 +71,7 @@ describe("stored responses shared by two replicas (redis-server)", () => {
     const a = await replica();
     const b = await replica();
     expect(await a.put("alice", "resp_x", record("resp_x"))).toBe("stored");
-    const key = `${KEY_PREFIX}alice:response:resp_x`;
+    const key = storeKey("resp", "alice:resp_x");
     expect(await suite.probe.exists(key)).toBe(1);
     const ttl = await suite.probe.pttl(key);
     expect(ttl).toBeGreaterThan(50_000);
@@ -87,9 +87,9 @@ describe("stored responses shared by two replicas (redis-server)", () => {
 
   it("a record in the store that is not one of ours is not found, never thrown", async () => {
     const a = await replica();
-    await suite.probe.set(`${KEY_PREFIX}alice:response:resp_bad`, '{"response": 1}');
+    await suite.probe.set(storeKey("resp", "alice:resp_bad"), '{"response": 1}');
     expect(await a.get("alice", "resp_bad")).toEqual({ ok: false, reason: "not_found" });
-    await suite.probe.set(`${KEY_PREFIX}alice:response:resp_deep`, "[".repeat(100_000));
+    await suite.probe.set(storeKey("resp", "alice:resp_deep"), "[".repeat(100_000));
     expect(await a.get("alice", "resp_deep")).toEqual({ ok: false, reason: "not_found" });
   });
 

@@ -5,7 +5,7 @@
  */
 import { describe, expect, it } from "vitest";
 import { CotStore } from "../../src/store/memory.js";
-import { connectionOptions, isStoreUrl, KEY_PREFIX, redactUrl, SharedStore, type SharedStoreOptions } from "../../src/store/redis.js";
+import { connectionOptions, isStoreUrl, redactUrl, SharedStore, storeKey, type SharedStoreOptions } from "../../src/store/redis.js";
 import { TieredStore } from "../../src/store/tiered.js";
 import { memoScope } from "../../src/store/store.js";
 import { missingReasoning, restoreReasoning } from "../../src/openai/render.js";
@@ -78,22 +78,22 @@ describe("store URLs", () => {
 });
 
 describe("the shared store", () => {
-  it("writes in one pipeline with the TTL, under hs:v1:<tenant>:<id>", async () => {
+  it("writes in one pipeline with the TTL, under hs:v2:cot:<tenant>:<id>", async () => {
     const s = await open({ ttlMs: 45_000 });
     s.write(`${memoScope("t1")}call_a`, Buffer.from("reasoning a"));
     s.write(`${memoScope("t1")}call_b`, Buffer.from("reasoning b — ü"));
     await until(() => s.stats.written === 2);
-    expect(await suite.probe.get(`${KEY_PREFIX}t1:call_a`)).toBe("reasoning a");
-    expect(await suite.probe.get(`${KEY_PREFIX}t1:call_b`)).toBe("reasoning b — ü");
-    const ttl = await suite.probe.pttl(`${KEY_PREFIX}t1:call_a`);
+    expect(await suite.probe.get(storeKey("cot", "t1:call_a"))).toBe("reasoning a");
+    expect(await suite.probe.get(storeKey("cot", `t1:call_b`))).toBe("reasoning b — ü");
+    const ttl = await suite.probe.pttl(storeKey("cot", "t1:call_a"));
     expect(ttl).toBeGreaterThan(40_000);
     expect(ttl).toBeLessThanOrEqual(45_000);
   });
 
   it("fetches many keys in one round trip, in order, null where absent", async () => {
     const s = await open();
-    await suite.probe.set(`${KEY_PREFIX}t:x`, "X");
-    await suite.probe.set(`${KEY_PREFIX}t:z`, "Z");
+    await suite.probe.set(storeKey("cot", `t:x`), "X");
+    await suite.probe.set(storeKey("cot", `t:z`), "Z");
     const before = (await suite.probe.info("commandstats")).match(/cmdstat_mget:calls=(\d+)/)?.[1] ?? "0";
     const got = await s.fetch(["t:x", "t:y", "t:z"]);
     expect(got?.map((b) => b?.toString() ?? null)).toEqual(["X", null, "Z"]);
@@ -154,7 +154,7 @@ describe("the shared store", () => {
     expect(await s.waitReady(5000)).toBe(true);
     expect(lines.some((l) => l.level === "info" && /reachable again/.test(l.msg))).toBe(true);
     s.write("t:back", Buffer.from("back"));
-    await until(async () => (await suite.probe.get(`${KEY_PREFIX}t:back`)) === "back");
+    await until(async () => (await suite.probe.get(storeKey("cot", `t:back`))) === "back");
     expect((await s.fetch(["t:back"]))?.[0]?.toString()).toBe("back");
   });
 
@@ -165,7 +165,7 @@ describe("the shared store", () => {
     s.write("t:w2", Buffer.alloc(60, 98));
     expect(failures).toEqual([1]);
     await until(() => s.stats.written === 1);
-    expect(await suite.probe.exists(`${KEY_PREFIX}t:w1`, `${KEY_PREFIX}t:w2`)).toBe(1);
+    expect(await suite.probe.exists(storeKey("cot", `t:w1`), storeKey("cot", `t:w2`))).toBe(1);
   });
 });
 
