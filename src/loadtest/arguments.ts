@@ -68,7 +68,8 @@ export function shapeOfSchema(schema: unknown): ArgShape {
     if (alts) {
       const of: ArgShape[] = alts.slice(0, MAX_SHAPE_CHOICES).map(() => ({ kind: "any" }));
       done({ kind: "union", of });
-      alts.slice(0, MAX_SHAPE_CHOICES).forEach((a, i) => stack.push({ schema: a, depth: depth + 1, set: (x) => (of[i] = x) }));
+      // a union's members stand at its level (as the TypeScript form reads back: src/simulate/prompt.ts)
+      alts.slice(0, MAX_SHAPE_CHOICES).forEach((a, i) => stack.push({ schema: a, depth, set: (x) => (of[i] = x) }));
       continue;
     }
     const types = Array.isArray(s.type)
@@ -79,9 +80,7 @@ export function shapeOfSchema(schema: unknown): ArgShape {
     if (types.length > 1) {
       const of: ArgShape[] = types.slice(0, MAX_SHAPE_CHOICES).map(() => ({ kind: "any" }));
       done({ kind: "union", of });
-      types
-        .slice(0, MAX_SHAPE_CHOICES)
-        .forEach((t, i) => stack.push({ schema: { ...s, type: t }, depth: depth + 1, set: (x) => (of[i] = x) }));
+      types.slice(0, MAX_SHAPE_CHOICES).forEach((t, i) => stack.push({ schema: { ...s, type: t }, depth, set: (x) => (of[i] = x) }));
       continue;
     }
     switch (types[0]) {
@@ -176,7 +175,7 @@ export function valueFor(r: () => number, shape: ArgShape, name = "", depth = 0)
     case "union": {
       // prefer a member that is not null: a null argument says little
       const some = shape.of.filter((s) => s.kind !== "null");
-      return valueFor(r, pick(r, some.length > 0 ? some : shape.of), name, depth + 1);
+      return valueFor(r, pick(r, some.length > 0 ? some : shape.of), name, depth);
     }
     case "array": {
       const n = 1 + Math.floor(r() * 2);

@@ -237,5 +237,46 @@ export function readType(s: string, from: number): { shape: ArgShape; end: numbe
     leadingBar = true;
     stack.push({ t: "union", of: [], wantMember: true, done: (x) => (prop.shape = x) });
   }
-  return result === null ? null : { shape: result, end: i };
+  return result === null ? null : { shape: bounded(result), end: i };
+}
+
+/**
+ * A copy of `shape` with every part at MAX_SHAPE_DEPTH or deeper as `any`,
+ * counted as shapeOfSchema counts (one level per object property or array
+ * items; a union's members stand at its level), so both forms of a tool's
+ * parameters agree.
+ */
+function bounded(shape: ArgShape): ArgShape {
+  let root: ArgShape = { kind: "any" };
+  const stack: { s: ArgShape; depth: number; set: (x: ArgShape) => void }[] = [{ s: shape, depth: 0, set: (x) => (root = x) }];
+  while (stack.length > 0) {
+    const { s, depth, set } = stack.pop()!;
+    if (depth >= MAX_SHAPE_DEPTH) {
+      set({ kind: "any" });
+      continue;
+    }
+    switch (s.kind) {
+      case "array": {
+        const node: ArgShape = { kind: "array", items: { kind: "any" } };
+        set(node);
+        stack.push({ s: s.items, depth: depth + 1, set: (x) => (node.items = x) });
+        break;
+      }
+      case "union": {
+        const of: ArgShape[] = s.of.map(() => ({ kind: "any" }));
+        set({ kind: "union", of });
+        s.of.forEach((m, k) => stack.push({ s: m, depth, set: (x) => (of[k] = x) }));
+        break;
+      }
+      case "object": {
+        const props = s.props.map((p) => ({ ...p, shape: { kind: "any" } as ArgShape }));
+        set({ kind: "object", props });
+        s.props.forEach((p, k) => stack.push({ s: p.shape, depth: depth + 1, set: (x) => (props[k]!.shape = x) }));
+        break;
+      }
+      default:
+        set(s);
+    }
+  }
+  return root;
 }
