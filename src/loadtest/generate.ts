@@ -686,9 +686,10 @@ function injectReal(
       if (objects.length === 0) return null;
       const i = pick(r, objects);
       const args = parts[i]!.msg.content;
+      // over-escaped as seen in real outputs: one line (`{\"a\":1}`); indented JSON is written compact first
       const written =
         kind === "args_over_escaped"
-          ? JSON.stringify(args).slice(1, -1)
+          ? JSON.stringify(args.includes("\n") ? JSON.stringify(JSON.parse(args)) : args).slice(1, -1)
           : kind === "args_fenced"
             ? r() < 0.7
               ? `\`\`\`json\n${args}\n\`\`\``
