@@ -57,7 +57,7 @@ program
 
 program
   .command("loadtest")
-  .description("hammer a server with fault-injected gpt-oss streams and prove nothing is lost")
+  .description("hammer a server with fault-injected gpt-oss streams and prove nothing is lost (--openai: any OpenAI-compatible endpoint)")
   .option("--url <ws-url>", "a running server's WebSocket URL (ws://host:port/v1/stream)")
   .option("--grpc <host:port>", "a running server's gRPC address")
   .option("--token <secret>", "bearer token for the server")
