@@ -20,6 +20,9 @@ export interface ReturnedCall {
   arguments: string;
 }
 
+/** An answer's body is read up to this many bytes (an endless or huge one is `bad_response`). */
+export const MAX_ANSWER_BYTES = 64 << 20;
+
 /** One answer, as a client would take it. */
 export interface Answer {
   /** HTTP status; 0: no answer (the connection failed), -1: timed out. */
@@ -75,6 +78,9 @@ export function emptyAnswer(): Answer {
 export class AnswerReader {
   readonly answer = emptyAnswer();
   private buffer = "";
+  /** Where the search for the next blank line resumes. */
+  private scanned = 0;
+  private pendingCr = false;
   private json = "";
   private lastDelta = -1;
   private readonly chatCalls = new Map<number, ReturnedCall>();
@@ -92,21 +98,38 @@ export class AnswerReader {
     if (keepRaw) this.answer.raw = [];
   }
 
-  /** Body bytes as they arrive, at `now` (performance.now()). */
-  push(bytes: Uint8Array, now: number): void {
+  /** Body bytes read so far. */
+  bytes = 0;
+
+  /** Body bytes as they arrive, at `now` (performance.now()); false once the answer is over MAX_ANSWER_BYTES (stop reading). */
+  push(bytes: Uint8Array, now: number): boolean {
+    this.bytes += bytes.length;
+    if (this.bytes > MAX_ANSWER_BYTES) {
+      this.answer.malformed ??= `the answer is over ${MAX_ANSWER_BYTES} bytes`;
+      return false;
+    }
     const text = this.decoder.decode(bytes, { stream: true });
     if (!this.stream) {
       this.json += text;
-      return;
+      return true;
     }
-    this.buffer += text;
+    // SSE lines end in \n, \r\n or \r (a \r at a chunk's end waits: a \n may follow)
+    let t = this.pendingCr ? `\r${text}` : text;
+    this.pendingCr = t.endsWith("\r");
+    if (this.pendingCr) t = t.slice(0, -1);
+    this.buffer += t.replace(/\r\n?/g, "\n");
+    // events end at a blank line; the scan resumes where the last one stopped (linear in the body)
+    let start = 0;
     for (;;) {
-      const m = /\r?\n\r?\n/.exec(this.buffer);
-      if (!m) break;
-      const block = this.buffer.slice(0, m.index);
-      this.buffer = this.buffer.slice(m.index + m[0].length);
-      this.event(block, now);
+      const k = this.buffer.indexOf("\n\n", Math.max(start, this.scanned - 1));
+      if (k < 0) break;
+      this.event(this.buffer.slice(start, k), now);
+      start = k + 2;
+      this.scanned = start;
     }
+    if (start > 0) this.buffer = this.buffer.slice(start);
+    this.scanned = this.buffer.length;
+    return true;
   }
 
   /** The body ended at `now`. */
@@ -117,8 +140,8 @@ export class AnswerReader {
       this.json += tail;
       this.readJson(this.json);
     } else {
-      this.buffer += tail;
-      if (this.buffer.trim() !== "") this.event(this.buffer, now);
+      this.buffer += (this.pendingCr ? "\n" : "") + tail.replace(/\r\n?/g, "\n");
+      for (const block of this.buffer.split("\n\n")) if (block.trim() !== "") this.event(block, now);
       this.finishStream();
     }
     return this.answer;
@@ -132,7 +155,7 @@ export class AnswerReader {
 
   private event(block: string, now: number): void {
     let data = "";
-    for (const line of block.split(/\r?\n/)) if (line.startsWith("data:")) data += (data ? "\n" : "") + line.slice(line[5] === " " ? 6 : 5);
+    for (const line of block.split("\n")) if (line.startsWith("data:")) data += (data ? "\n" : "") + line.slice(line[5] === " " ? 6 : 5);
     if (data === "") return;
     if (data === "[DONE]") {
       if (this.api === "chat") this.answer.complete = true;

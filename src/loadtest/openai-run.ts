@@ -259,7 +259,12 @@ export async function send(t: Target, req: PlannedRequest, timeoutMs: number, ke
       return a;
     }
     // the stream's content type is the target's word; the request's `stream` decides how it is read
-    for await (const chunk of res.body) reader.push(chunk as Buffer, performance.now());
+    for await (const chunk of res.body) {
+      if (!reader.push(chunk as Buffer, performance.now())) {
+        res.body.destroy();
+        break;
+      }
+    }
     return reader.end(performance.now());
   } catch (e) {
     const a = reader.answer;

@@ -27,6 +27,9 @@ export const GENERATION_CONFIG_EOS = [200002, 199999, 200012];
 /** The first special id of o200k_harmony: ids from here are dropped from text when `skip_special_tokens`. */
 export const FIRST_SPECIAL = 199998;
 
+/** The largest `repetition_detection` pattern size and count the simulator checks (more is read as this). */
+export const MAX_REPETITION = 64;
+
 export class HttpFail {
   constructor(
     readonly status: number,
@@ -191,8 +194,9 @@ export function plan(body: Obj, m: ServedModel, tokenize: (text: string) => numb
       rd && typeof rd === "object"
         ? {
             min_pattern_size: Number(rd.min_pattern_size ?? 0),
-            max_pattern_size: Math.min(Number(rd.max_pattern_size ?? 0), 1024),
-            min_count: Math.min(Number(rd.min_count ?? 0), 1024),
+            // bounded: the check runs for every sampled id, on the simulator's one thread
+            max_pattern_size: Math.min(Number(rd.max_pattern_size ?? 0), MAX_REPETITION),
+            min_count: Math.min(Number(rd.min_count ?? 0), MAX_REPETITION),
           }
         : null,
     ignoreEos,

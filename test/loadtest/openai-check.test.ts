@@ -7,7 +7,15 @@
 import { describe, expect, it } from "vitest";
 import type { Intent } from "../../src/loadtest/intent.js";
 import { intentOf } from "../../src/loadtest/intent.js";
-import { AnswerReader, checkAnswer, controlTokens, emptyAnswer, SchemaCheck, type Answer } from "../../src/loadtest/openai-check.js";
+import {
+  AnswerReader,
+  checkAnswer,
+  controlTokens,
+  emptyAnswer,
+  MAX_ANSWER_BYTES,
+  SchemaCheck,
+  type Answer,
+} from "../../src/loadtest/openai-check.js";
 import { planRequest, TOOL_CATALOGUE, type PlannedRequest } from "../../src/loadtest/openai-plan.js";
 
 const enc = new TextEncoder();
@@ -97,6 +105,22 @@ describe("reading answers", () => {
     expect(slow.gaps.length).toBe(4);
     expect(slow.gaps.every((g) => g >= 0)).toBe(true);
     expect(slow.calls).toEqual(a.calls);
+  });
+
+  it("reads events split anywhere, with \\r\\n or \\r line ends, and stops reading an answer past its bound", () => {
+    const events = [
+      { choices: [{ index: 0, delta: { content: "a" } }] },
+      { choices: [{ index: 0, delta: { content: "b" }, finish_reason: "stop" }] },
+      "[DONE]",
+    ];
+    const crlf = sse(events).replace(/\n/g, "\r\n");
+    for (const size of [1, 2, 3, 5, 1 << 20]) {
+      expect(read("chat", true, crlf, size)).toMatchObject({ content: "ab", finish: "stop", complete: true });
+      expect(read("chat", true, sse(events).replace(/\n/g, "\r"), size)).toMatchObject({ content: "ab", complete: true });
+    }
+    const r = new AnswerReader("chat", true, 0);
+    expect(r.push(new Uint8Array(MAX_ANSWER_BYTES + 1), 1)).toBe(false);
+    expect(r.end(2).malformed).toMatch(/over/);
   });
 
   it("reads reasoning_content too, and a stream without [DONE] as incomplete", () => {
