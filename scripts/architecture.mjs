@@ -30,7 +30,11 @@ export const LAYERS = [
   ["transport", "the edges: WebSocket and HTTP, gRPC, the OpenAI front"],
   ["server", "the composition root: builds the service and starts its edges"],
   ["client", "the bundled client (WebSocket and gRPC)"],
-  ["loadtest", "the fault-injecting load tester's generator, runner and checker"],
+  [
+    "loadtest",
+    "the fault-injecting load tester: generator, runner and checker, for the parser service and for OpenAI-compatible endpoints",
+  ],
+  ["simulate", "the vLLM-compatible gpt-oss engine simulator: vLLM's completions contract, generations from the load tester's generator"],
   ["commands", "the CLI's subcommands and the settings table"],
   ["cli", "the `harmony-sidecar` binary"],
 ];
@@ -49,6 +53,7 @@ export const ALLOWED = {
   server: ["core", "protocol", "vocab", "inspect", "openai", "store", "upstream", "pool", "service", "transport"],
   client: ["core", "protocol"],
   loadtest: ["core", "protocol", "client"],
+  simulate: ["core", "vocab", "loadtest"],
   commands: [
     "core",
     "protocol",
@@ -63,6 +68,7 @@ export const ALLOWED = {
     "server",
     "client",
     "loadtest",
+    "simulate",
   ],
   cli: ["commands", "loadtest"],
 };

@@ -3,7 +3,9 @@ import { writeFileSync } from "node:fs";
 import { Vocabulary } from "../core/vocab.js";
 import { FAULT_KINDS, type FaultKind } from "../loadtest/generate.js";
 import { pino } from "pino";
-import { machineInfo, renderLoadtestHtml } from "../loadtest/html.js";
+import { machineInfo, renderLoadtestHtml, renderOpenAIHtml } from "../loadtest/html.js";
+import type { Api } from "../loadtest/openai-plan.js";
+import { formatOpenAIReport, runOpenAILoadtest, type OpenAILoadOptions } from "../loadtest/openai-run.js";
 import { formatReport, runLoadtest, type Chunking, type LoadtestOptions, type Report } from "../loadtest/run.js";
 import { Server } from "../server.js";
 import { DEFAULT_LIMITS } from "../service/service.js";
@@ -15,7 +17,8 @@ export interface LoadtestFlags {
   grpc?: string;
   token?: string;
   streams: string;
-  concurrency: string;
+  /** No default of its own: 256 streams, or 16 requests with --openai. */
+  concurrency?: string;
   streamsPerFrame: string;
   chunking: Chunking;
   stepTokens: string;
@@ -31,6 +34,14 @@ export interface LoadtestFlags {
   json?: string;
   html?: string;
   progress: boolean;
+  openai?: string;
+  compare?: string;
+  requests: string;
+  apis: string;
+  stream: "both" | "on" | "off";
+  model?: string;
+  timeoutMs: string;
+  runId?: string;
 }
 
 function num(name: string, raw: string, min: number, max = Number.MAX_SAFE_INTEGER): number {
@@ -51,7 +62,7 @@ export function loadtestOptions(f: LoadtestFlags): LoadtestOptions {
     ...(f.grpc ? { grpc: f.grpc } : {}),
     ...(f.token ? { token: f.token } : {}),
     streams: Math.floor(num("streams", f.streams, 1)),
-    concurrency: Math.floor(num("concurrency", f.concurrency, 1, 16000)),
+    concurrency: Math.floor(num("concurrency", f.concurrency ?? "256", 1, 16000)),
     streamsPerFrame: Math.floor(num("streams-per-frame", f.streamsPerFrame, 1)),
     chunking: f.chunking,
     stepTokens: Math.floor(num("step-tokens", f.stepTokens, 1)),
@@ -66,6 +77,68 @@ export function loadtestOptions(f: LoadtestFlags): LoadtestOptions {
     ...(f.only !== undefined ? { only: Math.floor(num("only", f.only, 0)) } : {}),
     progress: f.progress,
   };
+}
+
+/** Flags that only drive the parser service (WebSocket or gRPC), refused with --openai. */
+const SERVICE_ONLY: [keyof LoadtestFlags, string][] = [
+  ["url", "--url"],
+  ["grpc", "--grpc"],
+  ["compareStrict", "--compare-strict"],
+  ["handles", "--handles"],
+];
+
+/** `loadtest --openai URL`'s options, checked (a usage error throws one line). */
+export function openaiOptions(f: LoadtestFlags): OpenAILoadOptions {
+  if (!f.openai) throw new Error("--compare needs --openai URL");
+  for (const [k, flag] of SERVICE_ONLY) if (f[k]) throw new Error(`${flag} drives the parser service; it does not go with --openai`);
+  const http = (name: string, u: string) => {
+    if (!/^https?:\/\/[^/]/.test(u)) throw new Error(`--${name} must be an http(s) URL, got ${JSON.stringify(u)}`);
+    return u;
+  };
+  const apis = commaList(f.apis);
+  if (apis.length === 0 || apis.some((a) => a !== "chat" && a !== "responses"))
+    throw new Error(`--apis must list chat and/or responses, got ${JSON.stringify(f.apis)}`);
+  if (!["both", "on", "off"].includes(f.stream)) throw new Error(`--stream must be both, on or off, got ${JSON.stringify(f.stream)}`);
+  if (f.runId !== undefined && !/^[A-Za-z0-9_-]{1,64}$/.test(f.runId)) throw new Error("--run-id must be 1 to 64 letters, digits, _ or -");
+  const requests = Math.floor(num("requests", f.requests, 1, 10_000_000));
+  const only = f.only !== undefined ? Math.floor(num("only", f.only, 0)) : undefined;
+  return {
+    url: http("openai", f.openai),
+    ...(f.compare ? { compare: http("compare", f.compare) } : {}),
+    ...(f.token ? { token: f.token } : {}),
+    requests,
+    concurrency: Math.floor(num("concurrency", f.concurrency ?? "16", 1, 4096)),
+    apis: [...new Set(apis)] as Api[],
+    stream: f.stream,
+    seed: Math.floor(num("seed", f.seed, 0, 2 ** 32 - 1)),
+    ...(f.model ? { model: f.model } : {}),
+    timeoutMs: Math.floor(num("timeout-ms", f.timeoutMs, 100, 3_600_000)),
+    ...(f.runId ? { runId: f.runId } : {}),
+    ...(only !== undefined ? { only } : {}),
+    progress: f.progress,
+  };
+}
+
+/** `loadtest --openai`: exit 0 when the first target lost nothing, 1 on a loss or failure, 2 on a usage error or an unreachable target. */
+async function runOpenAICommand(flags: LoadtestFlags): Promise<number> {
+  let opts: OpenAILoadOptions;
+  try {
+    opts = openaiOptions(flags);
+  } catch (e) {
+    process.stderr.write(`loadtest: ${(e as Error).message}\n`);
+    return 2;
+  }
+  let report;
+  try {
+    report = await runOpenAILoadtest(opts);
+  } catch (e) {
+    process.stderr.write(`loadtest: ${(e as Error).message.split("\n")[0]}\n`);
+    return 2;
+  }
+  if (opts.only === undefined) process.stdout.write(formatOpenAIReport(report) + "\n");
+  if (flags.json) writeFileSync(flags.json, JSON.stringify(report, null, 2) + "\n");
+  if (flags.html) writeFileSync(flags.html, renderOpenAIHtml(report, { settings: { ...opts }, machine: machineInfo() }));
+  return report.ok ? 0 : 1;
 }
 
 /** Run the load test against `opts.url` or `opts.grpc`, or, with neither, against a server started here on a free loopback port. */
@@ -89,6 +162,7 @@ export async function loadtest(opts: LoadtestOptions, enc: HarmonyEncoding, voca
 }
 
 export async function runLoadtestCommand(flags: LoadtestFlags): Promise<number> {
+  if (flags.openai !== undefined || flags.compare !== undefined) return runOpenAICommand(flags);
   let opts: LoadtestOptions;
   try {
     opts = loadtestOptions(flags);

@@ -9,6 +9,7 @@
 import { decodeLossy } from "../core/utf8.js";
 import type { ReferenceMessage } from "../core/events.js";
 import type { Vocabulary } from "../core/vocab.js";
+import { argumentsFor, type ToolSpec } from "./arguments.js";
 
 export interface Encoder {
   /** Text with special tokens written out → ids. */
@@ -38,7 +39,56 @@ export const FAULT_KINDS = [
   "truncated_mid_arguments",
   "truncated_anywhere",
 ] as const;
-export type FaultKind = (typeof FAULT_KINDS)[number];
+
+/**
+ * Shapes of real gpt-oss output the resilience contract names (HARMONY.md
+ * §4, rules 8–16), for the engine simulator (`simulate-engine`), where each
+ * generation's calls go to the tools its request declares. Not part of
+ * `loadtest`'s own catalogue (FAULT_KINDS): their intended messages are
+ * defined by what the model meant (the call's JSON, the final answer), which
+ * the OpenAI-level checks compare, not by the parser's exact messages.
+ */
+export const REAL_FAULT_KINDS = [
+  /** rule 8: the engine did not stop at <|call|>: the model writes the tool's result and answers from it. */
+  "continues_after_call",
+  /** rule 8: more text after the <|return|> that ends the answer. */
+  "continues_after_return",
+  /** rule 9: the answer ends with <|endoftext|> instead of <|return|>. */
+  "endoftext_instead_of_return",
+  /** rule 9: a reserved special token inside text or arguments. */
+  "reserved_token_in_content",
+  /** rule 10: the role word `assistant` as text between messages. */
+  "role_word_between_messages",
+  /** rule 11: `<|channel|>final json`: a content-type word where a recipient could stand. */
+  "final_with_type_word",
+  /** rule 11: `to=get_weather`, the declared tool's bare name. */
+  "bare_tool_name",
+  /** rule 12: arguments written as a JSON string's body (`{\"a\":1}`). */
+  "args_over_escaped",
+  /** rule 12: arguments in a Markdown code fence or after a `json` word. */
+  "args_fenced",
+  /** rule 12: a stray word or closing brace after the arguments. */
+  "args_trailing_junk",
+  /** rule 13: the analysis header stripped: the completion starts with its reasoning text. */
+  "headerless_reasoning",
+  /** rule 14: `<|end|>` where a header's `<|message|>` belongs, text after it. */
+  "end_instead_of_message",
+  /** rule 15: a garbled channel name (`final>`, `FINAL`, `final_answer`). */
+  "channel_misspelled",
+  /** rule 16: one line of reasoning repeated past 16 times. */
+  "repetition_loop",
+] as const;
+
+/** Every kind the generator can inject. */
+export const ALL_FAULT_KINDS = [...FAULT_KINDS, ...REAL_FAULT_KINDS] as const;
+
+/** Kinds that put ids outside the vocabulary into a stream: transport corruption, never what an engine samples. */
+export const OUT_OF_VOCAB_FAULT_KINDS: readonly FaultKind[] = ["out_of_vocab_token_in_content", "invalid_id_between_messages"];
+
+/** The kinds an engine's output can show (the simulator's default): every kind but the out-of-vocabulary ones. */
+export const ENGINE_FAULT_KINDS: readonly FaultKind[] = ALL_FAULT_KINDS.filter((k) => !OUT_OF_VOCAB_FAULT_KINDS.includes(k));
+
+export type FaultKind = (typeof FAULT_KINDS)[number] | (typeof REAL_FAULT_KINDS)[number];
 
 export interface GeneratedStream {
   index: number;
@@ -47,6 +97,10 @@ export interface GeneratedStream {
   fault: FaultKind | null;
   tokens: number[];
   intended: ReferenceMessage[];
+  /** The stream was cut inside the last intended message (its content is the part before the cut). */
+  lastPartial?: boolean;
+  /** Where the meant completion ends, when tokens were generated past it (continues_after_call, continues_after_return). */
+  end?: number;
 }
 
 /** mulberry32 */
@@ -209,8 +263,13 @@ function message(channel: string, content: string, recipient?: string, contentTy
   return m;
 }
 
-/** The shape of a well-formed completion. */
-function compose(r: () => number, enc: Encoder): { shape: string; parts: Part[] } {
+/**
+ * The shape of a well-formed completion. With `tools` (a request's declared
+ * function tools), calls go only to them, with arguments for their
+ * parameters, and no built-in tool is called; with none declared, the
+ * completion answers.
+ */
+function compose(r: () => number, enc: Encoder, tools?: readonly ToolSpec[]): { shape: string; parts: Part[] } {
   const parts: Part[] = [];
   const text = (channel: string, content: string, stop: Part["stop"]) => {
     parts.push({ msg: message(channel, content), header: `<|channel|>${channel}`, content: tokensOf(enc, content), stop });
@@ -218,19 +277,28 @@ function compose(r: () => number, enc: Encoder): { shape: string; parts: Part[] 
   const shapeRoll = r();
   text("analysis", sentences(r, REASONING, 1, r() < 0.1 ? 40 : 6), "<|end|>");
   let shape: string;
-  if (shapeRoll < 0.35) {
+  if (shapeRoll < 0.35 || (tools !== undefined && tools.length === 0)) {
     shape = "answer";
     text("final", sentences(r, ANSWERS, 1, 4), "<|return|>");
-  } else if (shapeRoll < 0.8) {
+  } else if (shapeRoll < 0.8 || tools !== undefined) {
     shape = "function_call";
     if (r() < 0.3) text("commentary", pick(r, PREAMBLES), "<|end|>");
     const calls = r() < 0.25 ? 2 + Math.floor(r() * 2) : 1;
     for (let c = 0; c < calls; c++) {
-      const fn = pick(r, FUNCTIONS);
-      const args = pick(r, fn.args());
+      let name: string;
+      let args: string;
+      if (tools) {
+        const tool = pick(r, tools);
+        name = tool.name;
+        args = argumentsFor(r, tool);
+      } else {
+        const fn = pick(r, FUNCTIONS);
+        name = fn.name;
+        args = pick(r, fn.args());
+      }
       const channel = r() < 0.85 ? "commentary" : "analysis";
       const ct = contentTypeSpelling(r, pick(r, ["<|constrain|>json", "<|constrain|>json", "json", "code", null]));
-      const recipient = `functions.${fn.name}`;
+      const recipient = `functions.${name}`;
       parts.push({
         msg: message(channel, args, recipient, ct.type),
         header: toolHeader(r, recipient, channel, ct.text),
@@ -335,7 +403,7 @@ function inject(
   parts: Part[],
   enc: Encoder,
   vocab: Vocabulary,
-): { tokens: number[]; intended: ReferenceMessage[] } | null {
+): { tokens: number[]; intended: ReferenceMessage[]; partial?: boolean; end?: number } | null {
   const intended = parts.map((p) => p.msg);
   const tools = parts.map((p, i) => (p.msg.recipient ? i : -1)).filter((i) => i >= 0);
   const laterTools = tools.filter((i) => i > 0);
@@ -494,22 +562,177 @@ function inject(
       const cut = pick(r, bounds);
       const copy = intended.slice(0, i + 1);
       copy[i] = { ...copy[i]!, content: decodeTokens(vocab, tokens.slice(cs, cut)) };
-      return { tokens: tokens.slice(0, cut), intended: reorder(copy) };
+      return { tokens: tokens.slice(0, cut), intended: reorder(copy), partial: true };
     }
     case "truncated_anywhere": {
       const { tokens, spans } = render(parts, enc);
       const cut = 1 + Math.floor(r() * (tokens.length - 1));
       const kept: ReferenceMessage[] = [];
+      let partial = false;
       for (const [i, [, cs, ce, end]] of spans.entries()) {
         if (end <= cut && (parts[i]!.stop || end === tokens.length)) kept.push(intended[i]!);
         else if (cut >= cs) {
           // inside the content (or right after its last content token)
           kept.push({ ...intended[i]!, content: decodeTokens(vocab, tokens.slice(cs, Math.min(cut, ce))) });
+          partial = true;
           break;
         } else break; // inside a header: the message was never started
       }
-      return { tokens: tokens.slice(0, cut), intended: reorder(kept) };
+      return { tokens: tokens.slice(0, cut), intended: reorder(kept), partial };
     }
+    default:
+      return injectReal(kind, r, parts, enc, vocab);
+  }
+}
+
+/** A tool's made-up result and the answer the model writes from it, after a call it should have stopped at. */
+const INVENTED_RESULTS = ['{"temperature": 21, "unit": "celsius"}', '{"status":"ok","rows":3}', '{"result": "done"}'];
+const INVENTED_ANSWERS = ["It is 21 °C and sunny there right now.", "Done: the query returned 3 rows.", "All set."];
+const REPEATED_LINES = ["Let me check the units again.\n", "Wait.\n", "Hmm, let me think about this.\n"];
+/** Reserved special ids (o200k_harmony names them `<|reserved_N|>`): control tokens that mean nothing. */
+const RESERVED_IDS = [200001, 200004, 200009, 200010, 200011, 200013, 200017, 201087];
+
+/** The real-world shapes (REAL_FAULT_KINDS); null when the completion has no place for one. */
+function injectReal(
+  kind: FaultKind,
+  r: () => number,
+  parts: Part[],
+  enc: Encoder,
+  vocab: Vocabulary,
+): { tokens: number[]; intended: ReferenceMessage[]; partial?: boolean; end?: number } | null {
+  const intended = parts.map((p) => p.msg);
+  const last = parts[parts.length - 1]!;
+  const functionCalls = parts.map((p, i) => (p.msg.recipient?.startsWith("functions.") ? i : -1)).filter((i) => i >= 0);
+  const texts = parts.map((p, i) => (!p.msg.recipient ? i : -1)).filter((i) => i >= 0);
+  const prefixOf = (i: number) => (i === 0 ? "" : "<|start|>assistant");
+  const typeSpelling = (t: string | undefined) => (t === undefined ? "" : t.startsWith("<|") ? pick(r, [` ${t}`, t]) : ` ${t}`);
+  const withContent = (i: number, text: string) => parts.map((p, k) => (k === i ? { ...p, content: tokensOf(enc, text) } : p));
+  switch (kind) {
+    case "continues_after_call": {
+      if (last.stop !== "<|call|>" || !last.msg.recipient?.startsWith("functions.")) return null;
+      const k = Math.floor(r() * INVENTED_RESULTS.length);
+      const tail = [
+        ...markup(enc, `<|start|>${last.msg.recipient} to=assistant<|channel|>commentary<|message|>`),
+        ...tokensOf(enc, INVENTED_RESULTS[k]!),
+        ...markup(enc, "<|end|><|start|>assistant<|channel|>final<|message|>"),
+        ...tokensOf(enc, INVENTED_ANSWERS[k]!),
+        ...markup(enc, "<|return|>"),
+      ];
+      const meant = render(parts, enc).tokens;
+      return { tokens: [...meant, ...tail], intended, end: meant.length };
+    }
+    case "continues_after_return": {
+      if (last.stop !== "<|return|>") return null;
+      const tail = [
+        ...markup(enc, "<|start|>assistant<|channel|>analysis<|message|>"),
+        ...tokensOf(enc, pick(r, REASONING)),
+        ...markup(enc, "<|end|><|start|>assistant<|channel|>final<|message|>"),
+        ...tokensOf(enc, pick(r, ANSWERS)),
+        ...markup(enc, "<|return|>"),
+      ];
+      const meant = render(parts, enc).tokens;
+      return { tokens: [...meant, ...tail], intended, end: meant.length };
+    }
+    case "endoftext_instead_of_return": {
+      if (last.stop !== "<|return|>") return null;
+      const tokens = render(parts, enc).tokens;
+      tokens.splice(tokens.length - 1, 1, ...enc.encode("<|endoftext|>"));
+      return { tokens, intended };
+    }
+    case "reserved_token_in_content": {
+      const { tokens, spans } = render(parts, enc);
+      const i = Math.floor(r() * parts.length);
+      const [, cs, ce] = spans[i]!;
+      const bounds = charBoundaries(vocab, tokens, cs, ce);
+      if (bounds.length === 0) return null;
+      tokens.splice(pick(r, bounds), 0, pick(r, RESERVED_IDS));
+      return { tokens, intended };
+    }
+    case "role_word_between_messages": {
+      if (parts.length < 2) return null;
+      const { tokens, spans } = render(parts, enc);
+      const i = Math.floor(r() * (parts.length - 1));
+      if (!parts[i]!.stop) return null;
+      tokens.splice(spans[i]![3], 0, ...enc.encodeOrdinary(pick(r, ["assistant", "assistant\n", " assistant"])));
+      return { tokens, intended };
+    }
+    case "final_with_type_word": {
+      const i = parts.findIndex((p) => p.msg.channel === "final" && !p.msg.recipient);
+      if (i < 0) return null;
+      const word = pick(r, ["json", "code"]);
+      const copy = intended.slice();
+      copy[i] = { ...copy[i]!, content_type: word };
+      return {
+        tokens: render(parts, enc, (k) => (k === i ? `${prefixOf(i)}<|channel|>final ${word}<|message|>` : undefined)).tokens,
+        intended: reorder(copy),
+      };
+    }
+    case "bare_tool_name": {
+      if (functionCalls.length === 0) return null;
+      const i = pick(r, functionCalls);
+      const m = parts[i]!.msg;
+      const bare = m.recipient!.slice("functions.".length);
+      const ct = typeSpelling(m.content_type);
+      const header =
+        r() < 0.5
+          ? `${prefixOf(i)}<|channel|>${m.channel} to=${bare}${ct}<|message|>`
+          : `${prefixOf(i)} to=${bare}<|channel|>${m.channel}${ct}<|message|>`;
+      return { tokens: render(parts, enc, (k) => (k === i ? header : undefined)).tokens, intended };
+    }
+    case "args_over_escaped":
+    case "args_fenced":
+    case "args_trailing_junk": {
+      const objects = functionCalls.filter((i) => parts[i]!.msg.content.trimStart().startsWith("{"));
+      if (objects.length === 0) return null;
+      const i = pick(r, objects);
+      const args = parts[i]!.msg.content;
+      // over-escaped as seen in real outputs: one line (`{\"a\":1}`); indented JSON is written compact first
+      const written =
+        kind === "args_over_escaped"
+          ? JSON.stringify(args.includes("\n") ? JSON.stringify(JSON.parse(args)) : args).slice(1, -1)
+          : kind === "args_fenced"
+            ? r() < 0.7
+              ? `\`\`\`json\n${args}\n\`\`\``
+              : `json${args}`
+            : args + pick(r, ["}", " }", "\n}", " commentary"]);
+      return { tokens: render(withContent(i, written), enc).tokens, intended };
+    }
+    case "headerless_reasoning": {
+      const first = parts[0]!;
+      if (first.msg.channel !== "analysis" || first.msg.recipient || /^\s/.test(first.msg.content)) return null;
+      return { tokens: render(parts, enc, (k) => (k === 0 ? "" : undefined)).tokens, intended };
+    }
+    case "end_instead_of_message": {
+      const candidates = texts.filter((i) => !/^\s/.test(parts[i]!.msg.content));
+      if (candidates.length === 0) return null;
+      const i = pick(r, candidates);
+      return {
+        tokens: render(parts, enc, (k) => (k === i ? `${prefixOf(i)}<|channel|>${parts[i]!.msg.channel}<|end|>` : undefined)).tokens,
+        intended,
+      };
+    }
+    case "channel_misspelled": {
+      const candidates = texts.filter((i) => parts[i]!.msg.channel === "final" || parts[i]!.msg.channel === "analysis");
+      if (candidates.length === 0) return null;
+      const i = pick(r, candidates);
+      const spelt =
+        parts[i]!.msg.channel === "final"
+          ? pick(r, ["final>", "FINAL", "final_answer", "Final"])
+          : pick(r, ["analysis>", "ANALYSIS", "Analysis"]);
+      return { tokens: render(parts, enc, (k) => (k === i ? `${prefixOf(i)}<|channel|>${spelt}<|message|>` : undefined)).tokens, intended };
+    }
+    case "repetition_loop": {
+      const i = parts.findIndex((p) => p.msg.channel === "analysis" && !p.msg.recipient);
+      if (i < 0) return null;
+      const line = pick(r, REPEATED_LINES);
+      const base = `${parts[i]!.msg.content}\n`;
+      const times = 17 + Math.floor(r() * 8);
+      const copy = intended.slice();
+      copy[i] = { ...copy[i]!, content: base + line.repeat(16) };
+      return { tokens: render(withContent(i, base + line.repeat(times)), enc).tokens, intended: reorder(copy) };
+    }
+    default:
+      return null;
   }
 }
 
@@ -530,18 +753,25 @@ export interface GenerateOptions {
   seed: number;
   faultRate: number;
   faults: readonly FaultKind[];
+  /** The function tools a request declares: calls go only to them (see compose). */
+  tools?: readonly ToolSpec[];
 }
 
 /** The stream at `index`: a completion, maybe with one fault. */
 export function generateStream(index: number, opts: GenerateOptions, enc: Encoder, vocab: Vocabulary): GeneratedStream {
   const r = rng(streamSeed(opts.seed, index));
-  const { shape, parts } = compose(r, enc);
+  const { shape, parts } = compose(r, enc, opts.tools);
   if (opts.faults.length > 0 && r() < opts.faultRate) {
     // draw kinds until one fits this completion (each draw uniform, so no kind is favoured)
     for (let k = 0; k < 4 * opts.faults.length; k++) {
       const kind = pick(r, opts.faults);
       const out = inject(kind, r, parts, enc, vocab);
-      if (out) return { index, shape, fault: kind, tokens: out.tokens, intended: out.intended };
+      if (out) {
+        const g: GeneratedStream = { index, shape, fault: kind, tokens: out.tokens, intended: out.intended };
+        if (out.partial) g.lastPartial = true;
+        if (out.end !== undefined) g.end = out.end;
+        return g;
+      }
     }
   }
   return { index, shape, fault: null, tokens: render(parts, enc).tokens, intended: parts.map((p) => p.msg) };

@@ -11,6 +11,8 @@
  * says what is missing instead of drawing it.
  */
 import os from "node:os";
+import { OPENAI_FAILURE_KINDS } from "./openai-check.js";
+import type { LatencySummary, OpenAIReport, TargetReport } from "./openai-run.js";
 import type { PassReport, Report } from "./run.js";
 
 /** Per-pass data the charts use when the run recorded it. */
@@ -100,16 +102,20 @@ function yAxis(max: number, y: (v: number) => number, digits: number): string {
 
 /** Latency at percentiles on a "nines" axis (50, 90, 99, 99.9 …), max last. */
 function percentileChart(p: HtmlPass): string {
-  const pts = (
-    p.latency_percentiles ?? [
-      { p: 50, ms: p.latency_ms.p50 },
-      { p: 90, ms: p.latency_ms.p90 },
-      { p: 99, ms: p.latency_ms.p99 },
-    ]
-  ).filter((x) => x.p < 100);
+  const pts = p.latency_percentiles ?? [
+    { p: 50, ms: p.latency_ms.p50 },
+    { p: 90, ms: p.latency_ms.p90 },
+    { p: 99, ms: p.latency_ms.p99 },
+  ];
+  return percentileCurve(pts, p.latency_ms.max, "Frame latency by percentile (ms)", `${p.mode}-percentiles`);
+}
+
+/** A percentile curve: `points` (p below 100) and the maximum, in ms. */
+function percentileCurve(points: { p: number; ms: number }[], maxValue: number, title: string, id: string): string {
+  const pts = points.filter((x) => x.p < 100);
   const nines = (q: number) => -Math.log10(1 - Math.min(q, 99.9999) / 100);
   const lastX = Math.max(2, Math.ceil(nines(pts[pts.length - 1]?.p ?? 99)));
-  const all = [...pts.map((x) => ({ x: nines(x.p), ms: x.ms, label: `p${x.p}` })), { x: lastX + 0.6, ms: p.latency_ms.max, label: "max" }];
+  const all = [...pts.map((x) => ({ x: nines(x.p), ms: x.ms, label: `p${x.p}` })), { x: lastX + 0.6, ms: maxValue, label: "max" }];
   const maxMs = Math.max(...all.map((a) => a.ms), 0.001) * 1.1;
   const xMin = Math.min(0, ...all.map((a) => a.x));
   const xMax = lastX + 0.6;
@@ -134,12 +140,23 @@ function percentileChart(p: HtmlPass): string {
     body += `<circle class="dot" cx="${x(a.x).toFixed(1)}" cy="${y(a.ms).toFixed(1)}" r="3.5"><title>${esc(a.label)}: ${fmt(a.ms, 3)} ms</title></circle>`;
     body += `<text class="value" x="${x(a.x).toFixed(1)}" y="${(y(a.ms) - 8).toFixed(1)}" text-anchor="middle">${fmt(a.ms, a.ms < 10 ? 2 : 1)}</text>`;
   }
-  return frame("Frame latency by percentile (ms)", body, "percentile", "ms", `${p.mode}-percentiles`);
+  return frame(title, body, "percentile", "ms", id);
 }
 
 function histogramChart(p: HtmlPass): string | null {
   const b = p.latency_histogram;
   if (!b || b.length === 0) return null;
+  return bucketChart(b, "Frame latency histogram", "frame latency, ms (bucket start)", "frames", `${p.mode}-histogram`);
+}
+
+/** Bars of latency buckets (the non-empty ones, ascending). */
+function bucketChart(
+  b: { lower_ms: number; upper_ms: number; count: number }[],
+  title: string,
+  xLabel: string,
+  yLabel: string,
+  id: string,
+): string {
   const maxCount = Math.max(...b.map((x) => x.count), 1) * 1.1;
   const n = b.length;
   const bw = (W - M.l - M.r) / n;
@@ -147,11 +164,11 @@ function histogramChart(p: HtmlPass): string | null {
   let body = yAxis(maxCount, y, 0);
   b.forEach((bucket, i) => {
     const x0 = M.l + i * bw;
-    body += `<rect class="bar" x="${(x0 + 1).toFixed(1)}" y="${y(bucket.count).toFixed(1)}" width="${Math.max(1, bw - 2).toFixed(1)}" height="${(H - M.b - y(bucket.count)).toFixed(1)}"><title>${fmt(bucket.lower_ms, 3)}–${fmt(bucket.upper_ms, 3)} ms: ${fmt(bucket.count)} frames</title></rect>`;
+    body += `<rect class="bar" x="${(x0 + 1).toFixed(1)}" y="${y(bucket.count).toFixed(1)}" width="${Math.max(1, bw - 2).toFixed(1)}" height="${(H - M.b - y(bucket.count)).toFixed(1)}"><title>${fmt(bucket.lower_ms, 3)}–${fmt(bucket.upper_ms, 3)} ms: ${fmt(bucket.count)} ${esc(yLabel)}</title></rect>`;
     if (n <= 12 || i % Math.ceil(n / 8) === 0)
       body += `<text class="tick" x="${(x0 + bw / 2).toFixed(1)}" y="${H - M.b + 16}" text-anchor="middle">${fmt(bucket.lower_ms, bucket.lower_ms < 1 ? 2 : bucket.lower_ms < 10 ? 1 : 0)}</text>`;
   });
-  return frame("Frame latency histogram", body, "frame latency, ms (bucket start)", "frames", `${p.mode}-histogram`);
+  return frame(title, body, xLabel, yLabel, id);
 }
 
 function throughputChart(p: HtmlPass): string | null {
@@ -360,6 +377,176 @@ export function renderLoadtestHtml(report: HtmlReport, ctx: HtmlContext = {}): s
 ${passSection(report.resilient, report.resilient.mode === "strict" ? "Strict mode" : "Resilient mode")}
 ${report.strict ? passSection(report.strict, "Strict mode (comparison)") : ""}
 ${compareSection(report)}
+<section class="meta" aria-label="Run settings and machine">
+<div><h2>Run settings</h2>${dl(settings)}</div>
+<div><h2>Machine</h2>${machine.length ? dl(machine) : `<p class="missing">Not recorded.</p>`}</div>
+</section>
+</main>
+</body>
+</html>
+`;
+}
+
+// ------------------------------------------------------------------ loadtest --openai
+
+/** A value sampled over the run (`t` seconds from its start), with its average as a dashed line. */
+function lineChart(s: { t: number; v: number }[], avg: number, title: string, yLabel: string, id: string): string | null {
+  if (s.length < 2) return null;
+  const tMax = Math.max(...s.map((x) => x.t), 0.001);
+  const vMax = Math.max(...s.map((x) => x.v), 1) * 1.15;
+  const x = (v: number) => M.l + (v / tMax) * (W - M.l - M.r);
+  const y = (v: number) => H - M.b - (v / vMax) * (H - M.t - M.b);
+  let body = yAxis(vMax, y, 0);
+  const step = niceStep(tMax, 6);
+  for (let t = 0; t <= tMax + 1e-9; t += step)
+    body += `<text class="tick" x="${x(t).toFixed(1)}" y="${H - M.b + 16}" text-anchor="middle">${fmt(t, step < 1 ? 1 : 0)}</text>`;
+  body += `<polyline class="line" points="${s.map((a) => `${x(a.t).toFixed(1)},${y(a.v).toFixed(1)}`).join(" ")}"/>`;
+  body += `<line class="avg" x1="${M.l}" x2="${W - M.r}" y1="${y(avg).toFixed(1)}" y2="${y(avg).toFixed(1)}"><title>average ${fmt(avg, 1)} ${esc(yLabel)}</title></line>`;
+  return frame(title, body, "seconds", yLabel, id);
+}
+
+function latencyFigures(l: LatencySummary, name: string, what: string, id: string): string {
+  const hist =
+    l.histogram.length > 0 ? bucketChart(l.histogram, `${name} histogram`, `${name}, ms (bucket start)`, what, `${id}-hist`) : null;
+  return `<figure><figcaption>${esc(name)} histogram (${fmt(l.count)} ${esc(what)})</figcaption>${hist ?? `<p class="missing">None measured.</p>`}</figure>
+<figure><figcaption>${esc(name)} by percentile, ms</figcaption>${l.count > 0 ? percentileCurve(l.percentiles, l.max, `${name} by percentile (ms)`, `${id}-pct`) : `<p class="missing">None measured.</p>`}</figure>`;
+}
+
+function targetSection(t: TargetReport, n: number): string {
+  const id = `target-${n}`;
+  const ok = t.failed_requests === 0 && t.requests > 0;
+  const faulted = Object.entries(t.faults_injected)
+    .filter(([k]) => k !== "none")
+    .sort((a, b) => b[1] - a[1]);
+  const faultRows = faulted.map(([k, c]) => ({ label: k, a: c, b: c - (t.faults_failed[k] ?? 0) }));
+  const recRows = Object.entries(t.recoveries)
+    .sort((a, b) => b[1] - a[1])
+    .map(([k, c]) => ({ label: k, a: c }));
+  const statusRows = Object.entries(t.status)
+    .sort((a, b) => a[0].localeCompare(b[0]))
+    .map(([k, c]) => ({ label: k, a: c }));
+  const modeRows = Object.entries(t.by_mode)
+    .sort((a, b) => a[0].localeCompare(b[0]))
+    .map(([k, m]) => ({ label: k, a: m.requests, b: m.requests - m.failed }));
+  const failureRows = OPENAI_FAILURE_KINDS.filter((k) => t.failures[k])
+    .map((k) => `<tr><td>${esc(k)}</td><td class="num">${fmt(t.failures[k]!)}</td></tr>`)
+    .join("");
+  const examples = t.examples
+    .map(
+      (e) =>
+        `<li><strong>${esc(e.kind)}</strong> (request ${e.index}, ${esc(e.mode)}, fault ${esc(e.fault ?? "not reported")}): ${esc(e.detail.length > 400 ? e.detail.slice(0, 400) + "…" : e.detail)}<pre class="replay"><code>${esc(e.replay)}</code></pre></li>`,
+    )
+    .join("");
+  const calls = t.reports_injections
+    ? tile(
+        "intended tool calls recovered",
+        `${fmt(t.tool_calls.recovered)} / ${fmt(t.tool_calls.intended)}`,
+        t.tool_calls.lost === 0 ? "good" : "bad",
+      )
+    : tile("intended tool calls", "not reported");
+  const tput = lineChart(
+    t.throughput.map((x) => ({ t: x.t, v: x.requests_per_second })),
+    t.requests_per_second,
+    "Requests per second over the run",
+    "requests/s",
+    `${id}-throughput`,
+  );
+  return `<section class="pass" id="${id}" aria-labelledby="${id}-h">
+<h2 id="${id}-h">${esc(t.target)} <span class="verdict ${ok ? "good" : "bad"}">${ok ? "no failures" : `${fmt(t.failed_requests)} requests failed`}</span></h2>
+<div class="tiles">
+${tile("requests", fmt(t.requests))}
+${tile("answered 200", fmt(t.answered))}
+${tile("HTTP 5xx", fmt(t.http_5xx), t.http_5xx === 0 ? "good" : "bad")}
+${tile("requests/s", fmt(t.requests_per_second, 1))}
+${tile("completion tokens/s", fmt(t.tokens_per_second))}
+${tile("TTFT p50", `${fmt(t.ttft_ms.p50, 1)} ms`)}
+${tile("TTFT p99", `${fmt(t.ttft_ms.p99, 1)} ms`)}
+${tile("inter-token p99", `${fmt(t.itl_ms.p99, 2)} ms`)}
+${calls}
+${tile("control-token texts", fmt(t.control_tokens.beyond_model), t.control_tokens.beyond_model === 0 ? "good" : "bad")}
+${tile("failed requests", fmt(t.failed_requests), t.failed_requests === 0 ? "good" : "bad")}
+</div>
+<div class="grid">
+${latencyFigures(t.ttft_ms, "Time to first token", "streams", `${id}-ttft`)}
+${latencyFigures(t.itl_ms, "Inter-token latency", "gaps", `${id}-itl`)}
+<figure><figcaption>Request latency by percentile, ms (${fmt(t.latency_ms.count)} requests)</figcaption>${t.latency_ms.count > 0 ? percentileCurve(t.latency_ms.percentiles, t.latency_ms.max, "Request latency by percentile (ms)", `${id}-lat`) : `<p class="missing">None measured.</p>`}</figure>
+<figure><figcaption>Requests per second over time</figcaption>${tput ?? `<p class="missing">Average over the run: <strong>${fmt(t.requests_per_second, 1)}</strong> requests/s in ${fmt(t.seconds, 1)} s.</p>`}</figure>
+<figure><figcaption>Answers by HTTP status</figcaption>${barRows(statusRows, "requests", undefined, `${id}-status`)}</figure>
+<figure><figcaption>Requests by API against passed</figcaption>${barRows(modeRows, "requests", "passed", `${id}-modes`)}</figure>
+<figure><figcaption>Faults injected against passed (${t.reports_injections ? `${fmt(faulted.reduce((a, [, c]) => a + c, 0))} of ${fmt(t.requests)} requests had one` : "the target does not report them"})</figcaption>${t.reports_injections ? barRows(faultRows, "injected", "passed", `${id}-faults`) : `<p class="missing">Not reported.</p>`}</figure>
+<figure><figcaption>Recoveries by kind (the target's /metrics; ${fmt(recRows.reduce((a, r) => a + r.a, 0))})</figcaption>${barRows(recRows, "recoveries", undefined, `${id}-recoveries`)}</figure>
+</div>
+<h3>Failures</h3>
+${failureRows ? `<table><thead><tr><th>failure</th><th class="num">requests</th></tr></thead><tbody>${failureRows}</tbody></table><p>First examples, each with the command that sends it again:</p><ol class="examples">${examples}</ol>` : `<p class="good-text">None: every answer checked out${t.reports_injections ? ", and every intended tool call arrived" : ""}.</p>`}
+</section>`;
+}
+
+function compareTargets(r: OpenAIReport): string {
+  if (r.targets.length < 2) return "";
+  const ts = r.targets;
+  const row = (label: string, f: (t: TargetReport) => string) =>
+    `<tr><td>${esc(label)}</td>${ts.map((t) => `<td class="num">${f(t)}</td>`).join("")}</tr>`;
+  return `<section aria-labelledby="cmp-h"><h2 id="cmp-h">Side by side: the same requests</h2>
+<table><thead><tr><th></th>${ts.map((t) => `<th class="num">${esc(t.target)}</th>`).join("")}</tr></thead><tbody>
+${row("requests failed", (t) => fmt(t.failed_requests))}
+${row("HTTP 5xx", (t) => fmt(t.http_5xx))}
+${row("intended tool calls recovered", (t) => (t.reports_injections ? `${fmt(t.tool_calls.recovered)} of ${fmt(t.tool_calls.intended)}` : "not reported"))}
+${row("calls returned (valid arguments)", (t) => `${fmt(t.tool_calls.returned)} (${fmt(t.tool_calls.valid)})`)}
+${row("control-token texts beyond the model's own", (t) => fmt(t.control_tokens.beyond_model))}
+${row("TTFT p50 / p99, ms", (t) => `${fmt(t.ttft_ms.p50, 1)} / ${fmt(t.ttft_ms.p99, 1)}`)}
+${row("inter-token p50 / p99, ms", (t) => `${fmt(t.itl_ms.p50, 2)} / ${fmt(t.itl_ms.p99, 2)}`)}
+${OPENAI_FAILURE_KINDS.filter((k) => ts.some((t) => t.failures[k]))
+  .map((k) => row(k, (t) => fmt(t.failures[k] ?? 0)))
+  .join("\n")}
+</tbody></table></section>`;
+}
+
+/** The `loadtest --openai` report as one self-contained HTML page. */
+export function renderOpenAIHtml(report: OpenAIReport, ctx: HtmlContext = {}): string {
+  const when = (ctx.generatedAt ?? new Date()).toISOString();
+  const settings: [string, unknown][] = [
+    ["targets", report.targets.map((t) => t.target).join(", ")],
+    ["requests", report.requests],
+    ["concurrency", report.concurrency],
+    ["apis", report.apis.join(", ")],
+    ["stream", report.stream],
+    ["seed", report.seed],
+    ["run", report.run_id],
+    ...Object.entries(ctx.settings ?? {}).filter(
+      ([k, v]) =>
+        !["url", "compare", "token", "progress", "requests", "concurrency", "apis", "stream", "seed", "runId"].includes(k) &&
+        v !== undefined,
+    ),
+  ];
+  const m = ctx.machine;
+  const machine: [string, unknown][] = m
+    ? [
+        ["cpu", m.cpu_model],
+        ["cores", m.cpus],
+        ["memory", `${m.memory_gb} GiB`],
+        ["os", `${m.platform} (${m.arch})`],
+        ["node", m.node],
+      ]
+    : [];
+  const title = `harmony-sidecar OpenAI load test: ${report.ok ? "passed" : "FAILED"}`;
+  return `<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<meta name="color-scheme" content="light dark">
+<meta http-equiv="Content-Security-Policy" content="default-src 'none'; style-src 'unsafe-inline'; img-src data:">
+<title>${esc(title)}</title>
+<style>${CSS}</style>
+</head>
+<body>
+<header>
+<h1>${esc(title)}</h1>
+<p class="sub">${esc(report.targets.map((t) => t.target).join(" vs "))} · ${esc(report.requests)} requests at ${esc(report.concurrency)} concurrent · seed ${esc(report.seed)} · written ${esc(when)}</p>
+</header>
+<main>
+${compareTargets(report)}
+${report.targets.map((t, i) => targetSection(t, i)).join("\n")}
 <section class="meta" aria-label="Run settings and machine">
 <div><h2>Run settings</h2>${dl(settings)}</div>
 <div><h2>Machine</h2>${machine.length ? dl(machine) : `<p class="missing">Not recorded.</p>`}</div>
