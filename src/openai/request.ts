@@ -50,6 +50,14 @@ export interface OpenAIChatMessage {
   /** Legacy single call (used when there are no `tool_calls`). */
   function_call?: { name: string; arguments?: string | null } | null;
   tool_call_id?: string;
+  /**
+   * Not OpenAI's (what a Responses input turns into): `"commentary"` on an
+   * assistant message without tool calls says its content is a preamble
+   * of a turn still in progress, not a final answer: its reasoning (if
+   * any) and content are rendered as `analysis` and `commentary`, and no
+   * `final` is rendered.
+   */
+  channel?: "commentary" | null;
 }
 
 export interface OpenAITool {
@@ -215,8 +223,9 @@ function toolsOf(tools: unknown, emptyAsNoArgs: boolean): ToolDescription[] {
   if (!Array.isArray(tools)) fault("bad_tool", "tools", "tools must be an array");
   return tools.map((t, i) => {
     const path = `tools[${i}]`;
-    if (!isObj(t) || (t.type !== undefined && t.type !== "function") || !isObj(t.function))
-      fault("bad_tool", path, 'a tool must be {type: "function", function: {...}}');
+    if (isObj(t) && t.type !== undefined && t.type !== "function")
+      fault("unsupported_tool", `${path}.type`, `tools of type ${describeValue(t.type)} are not supported (function only)`);
+    if (!isObj(t) || !isObj(t.function)) fault("bad_tool", path, 'a tool must be {type: "function", function: {...}}');
     const f = t.function;
     if (typeof f.name !== "string" || f.name === "") fault("bad_tool", `${path}.function.name`, "a function needs a name");
     if (f.description !== undefined && f.description !== null && typeof f.description !== "string")
@@ -342,8 +351,14 @@ function convertRequest(request: unknown, options: FromOpenAIOptions): HarmonyMe
           if (!isObj(m.function_call)) fault("bad_tool_call", `${path}.function_call`, "function_call must be an object");
           calls = [{ type: "function", function: m.function_call }];
         }
+        const channel = m.channel;
+        if (channel !== undefined && channel !== null && channel !== COMMENTARY)
+          fault("bad_message", `${path}.channel`, `channel must be "commentary" or absent, not ${describeValue(channel)}`);
         if (reasoning !== null) out.push({ role: "assistant", channel: ANALYSIS, content: reasoning });
-        if (Array.isArray(calls) && calls.length > 0) {
+        if (channel === COMMENTARY && (!Array.isArray(calls) || calls.length === 0)) {
+          // a preamble of a turn in progress (Responses' phase "commentary" with no call after it yet)
+          if (text !== null && text.trim() !== "") out.push({ role: "assistant", channel: COMMENTARY, content: text });
+        } else if (Array.isArray(calls) && calls.length > 0) {
           if (text !== null && text.trim() !== "") out.push({ role: "assistant", channel: COMMENTARY, content: text });
           calls.forEach((c: unknown, k: number) => {
             const cpath = `${path}.tool_calls[${k}]`;
