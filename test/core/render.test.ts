@@ -842,7 +842,9 @@ describe("fromOpenAIRequest", () => {
       "bad_tool_call@messages[0].tool_calls[0].function.name",
     );
     expect(err({ messages: [{ role: "tool", tool_call_id: "nope", content: "x" }] })).toBe("unknown_tool_call_id@messages[0].tool_call_id");
-    expect(err({ messages: [], tools: [{ type: "web_search" }] })).toBe("bad_tool@tools[0]");
+    // a tool type other than function is refused by name (issue #30)
+    expect(err({ messages: [], tools: [{ type: "web_search" }] })).toBe("unsupported_tool@tools[0].type");
+    expect(err({ messages: [], tools: [{ type: "function" }] })).toBe("bad_tool@tools[0]");
     expect(err({ messages: [], reasoning_effort: "max" })).toBe("bad_reasoning_effort@reasoning_effort");
     const cyclic: Record<string, unknown> = {};
     cyclic.self = cyclic;

@@ -44,9 +44,10 @@ function weather(seen: unknown[]) {
 }
 
 type Model = Parameters<typeof generateText>[0]["model"];
+type ProviderOptions = NonNullable<Parameters<typeof generateText>[0]["providerOptions"]>;
 
 /** One tool loop, then a follow-up with the conversation so far; returns the reasoning the SDK showed per step. */
-async function loop(model: Model, streamed: boolean, providerOptions?: Record<string, Record<string, unknown>>): Promise<string[]> {
+async function loop(model: Model, streamed: boolean, providerOptions?: ProviderOptions): Promise<string[]> {
   const seen: unknown[] = [];
   const tools = { [A.tool]: weather(seen) };
   const messages: ModelMessage[] = [{ role: "user", content: "Weather in Paris?" }];

@@ -6,6 +6,7 @@
  * vLLM stand-in, with the reasoning store on and off (./harness.ts).
  */
 import OpenAI from "openai";
+import type { RunnableToolFunctionWithParse } from "openai/lib/RunnableFunction";
 import type { ResponseInputItem } from "openai/resources/responses/responses";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { checkLoop, startRig, WEATHER_AGENT as A, type Rig } from "./harness.js";
@@ -27,14 +28,15 @@ describe.each(["on", "off"] as const)("openai (the reasoning store %s)", (store)
   it.each([false, true])("chat.completions.runTools (stream: %s): the SDK's loop, then a follow-up", async (stream) => {
     const from = rig.mark();
     const seen: unknown[] = [];
-    const tools = [
+    const tools: RunnableToolFunctionWithParse<{ city: string }>[] = [
       {
-        type: "function" as const,
+        type: "function",
         function: {
           name: A.tool,
+          description: "The weather in a city",
           parameters: PARAMS,
-          parse: (s: string) => JSON.parse(s) as unknown,
-          function: (args: unknown) => {
+          parse: (s: string) => JSON.parse(s) as { city: string },
+          function: (args: { city: string }) => {
             seen.push(args);
             return RESULT;
           },
@@ -42,13 +44,15 @@ describe.each(["on", "off"] as const)("openai (the reasoning store %s)", (store)
       },
     ];
     const messages: OpenAI.Chat.ChatCompletionMessageParam[] = [{ role: "user", content: "Weather in Paris?" }];
-    const runner = stream
-      ? client().chat.completions.runTools({ model: "gpt-oss", messages, tools, stream: true })
-      : client().chat.completions.runTools({ model: "gpt-oss", messages, tools });
     let streamed = "";
-    runner.on("chunk", (chunk) => {
-      streamed += (chunk.choices[0]?.delta as { reasoning?: string } | undefined)?.reasoning ?? "";
-    });
+    let runner;
+    if (stream) {
+      const r = client().chat.completions.runTools({ model: "gpt-oss", messages, tools, stream: true });
+      r.on("chunk", (chunk) => {
+        streamed += (chunk.choices[0]?.delta as { reasoning?: string } | undefined)?.reasoning ?? "";
+      });
+      runner = r;
+    } else runner = client().chat.completions.runTools({ model: "gpt-oss", messages, tools });
     expect(await runner.finalContent()).toBe(A.answer);
     expect(seen).toEqual([A.args]);
     // the reasoning is where a Chat client reads it: the message's (or the delta's) `reasoning`
