@@ -10,10 +10,9 @@ $(NODE_MODULES): package.json package-lock.json
 
 install: $(NODE_MODULES)
 
-$(BUILD): $(NODE_MODULES) $(shell find src bench -name '*.ts' 2>/dev/null) tsconfig.json
-	npx tsc -p tsconfig.json
-	@chmod +x dist/src/cli.js
-	@touch $@
+# tsc, the files of src/ the built code reads (the inspector page), the vocabulary table file (scripts/build.mjs)
+$(BUILD): $(NODE_MODULES) $(shell find src -type f 2>/dev/null) $(shell find bench -name "*.ts" 2>/dev/null) tsconfig.json scripts/build.mjs
+	node scripts/build.mjs
 
 # the browser tests drive Debian's Chromium (never a browser download)
 CHROMIUM := /usr/bin/chromium

@@ -1,13 +1,13 @@
 /**
- * encodeOrdinary (src/vocab/ordinary.ts) against the `tiktoken` package's
- * `encode_ordinary` as encodeOrdinary called it before (ids through
- * Array.from), which it must equal id for id:
+ * encodeOrdinary (src/vocab/ordinary.ts, plain JS) against the `tiktoken`
+ * package's WASM `encode_ordinary` (ids through Array.from), which it must
+ * equal id for id:
  *   (a) 1 MiB of real model output (bench/data/mix-200k.txt decoded);
  *   (b) one word of 10k … 120k characters (tiktoken only while one run stays
  *       under ~20 s; its cost grows with the square of the word's length);
  *   (c) a 4 MiB request of long words (tiktoken extrapolated from (b));
- *   (d) single pieces around the threshold: where the heap merge overtakes
- *       tiktoken's O(n·m) merge.
+ *   (d) single pieces of 64 … 1024 bytes;
+ *   (e) short messages, a call each (what a render of a chat does).
  * Every figure is the median of `--runs` timed runs (after one warm-up).
  *
  *   node dist/bench/bpe-bench.js [--runs 5] [--json]
@@ -19,7 +19,6 @@ import { fileURLToPath } from "node:url";
 import { Command } from "commander";
 import { Tiktoken } from "tiktoken/lite";
 import { loadHarmonyEncoding } from "../src/vocab/index.js";
-import { createOrdinaryEncoder } from "../src/vocab/ordinary.js";
 
 const opts = new Command()
   .option("--runs <n>", "timed runs per figure (median reported)", (v) => Number(v), 5)
@@ -98,7 +97,7 @@ const rows: { case: string; bytes: number; tiktokenMs: number | null; oursMs: nu
     bytes: bytesLen,
     tiktokenMs: median(t),
     oursMs: median(o),
-    note: `${enc.ordinaryStats().longPieces} long pieces`,
+    note: "",
   });
 }
 
@@ -152,21 +151,49 @@ const perWord = new Map<number, number>();
   }
 }
 
-// (d) one piece of n bytes: tiktoken vs the heap merge alone (threshold 0)
+// (d) one piece of n bytes
 const pieces: { bytes: number; tiktokenUs: number; heapUs: number }[] = [];
 {
-  const heap = createOrdinaryEncoder({ encodeShort: tiktoken, table: enc.table, ordinaryLimit: 199998, threshold: 8 });
   for (const n of [64, 128, 192, 256, 384, 512, 1024]) {
     const piece = Array.from({ length: n }, (_, i) => String.fromCharCode(97 + ((i * 7919) % 26))).join("");
     const many = Array.from({ length: Math.ceil(50_000 / n) }, () => piece).join(" ");
     const k = many.split(" ").length;
-    pieces.push({ bytes: n, tiktokenUs: (time(tiktoken, many) / k) * 1000, heapUs: (time(heap.encode, many) / k) * 1000 });
+    pieces.push({ bytes: n, tiktokenUs: (time(tiktoken, many) / k) * 1000, heapUs: (time(ours, many) / k) * 1000 });
   }
 }
 
-const stats = enc.ordinaryStats();
+// (e) short messages, one call each
+{
+  const messages = [
+    "What is the weather in Paris today?",
+    "Checking Paris now.",
+    '{"city":"Paris","unit":"celsius"}',
+    "東京の天気を教えてください。",
+    "Here is a short answer with an emoji ☀️ and a list:\n- one\n- two",
+    "def add(a, b):\n    return a + b\n",
+  ];
+  const all = (f: (t: string) => unknown) => () => {
+    for (let i = 0; i < 1000; i++) f(messages[i % messages.length]!);
+  };
+  for (const m of messages) if (!same(ours(m), tiktoken(m))) throw new Error(`message ${JSON.stringify(m)}: ids differ`);
+  const t: number[] = [];
+  const o: number[] = [];
+  for (let r = 0; r < opts.runs; r++) {
+    t.push(time(all(tiktoken), "", 3, 100));
+    o.push(time(all(ours), "", 3, 100));
+  }
+  const bytes = messages.reduce((n, m) => n + Buffer.byteLength(m), 0);
+  rows.push({
+    case: "(e) 1,000 short messages, a call each",
+    bytes: Math.round((bytes * 1000) / messages.length),
+    tiktokenMs: median(t),
+    oursMs: median(o),
+    note: "",
+  });
+}
+
 if (opts.json) {
-  console.log(JSON.stringify({ rows, pieces, lookup: stats, node: process.version, cpu: os.cpus()[0]?.model }, null, 2));
+  console.log(JSON.stringify({ rows, pieces, node: process.version, cpu: os.cpus()[0]?.model }, null, 2));
 } else {
   const f = (ms: number | null) => (ms === null ? "—" : ms >= 1000 ? `${(ms / 1000).toFixed(2)} s` : `${ms.toFixed(ms < 10 ? 2 : 1)} ms`);
   console.log(`BPE bench — node ${process.version}, ${os.cpus()[0]?.model ?? "?"}, median of ${opts.runs}\n`);
@@ -175,9 +202,6 @@ if (opts.json) {
     const ratio = r.tiktokenMs === null ? "—" : `${(r.oursMs / r.tiktokenMs).toFixed(r.oursMs / r.tiktokenMs < 0.01 ? 5 : 3)}`;
     console.log(`| ${r.case} | ${r.bytes.toLocaleString("en")} | ${f(r.tiktokenMs)} | ${f(r.oursMs)} | ${ratio} | ${r.note} |`);
   }
-  console.log("\n| one piece, bytes | tiktoken µs | heap merge µs |\n|---:|---:|---:|");
+  console.log("\n| one piece, bytes | tiktoken µs | encodeOrdinary µs |\n|---:|---:|---:|");
   for (const p of pieces) console.log(`| ${p.bytes} | ${p.tiktokenUs.toFixed(1)} | ${p.heapUs.toFixed(1)} |`);
-  console.log(
-    `\nbytes→rank lookup: ${(stats.lookupBytes / MiB).toFixed(1)} MiB of slots (over the vocabulary table's own bytes), built in ${stats.lookupBuildMs.toFixed(1)} ms on the first long piece`,
-  );
 }

@@ -17,7 +17,7 @@ const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 export const LAYERS = [
   ["core", "the pure Harmony codec: parser, header grammar, UTF-8, vocabulary, events, renderer, code tables"],
   ["protocol", "the wire: protobuf schema and field table, frame readers (binary, JSON), the frame writer, gRPC method definitions"],
-  ["vocab", "the o200k_harmony vocabulary, loaded from tiktoken's WASM tables"],
+  ["vocab", "the o200k_harmony vocabulary: its table file (built from tiktoken's ranks), and text to ids in plain JS"],
   [
     "inspect",
     "the stream inspector: POST /v1/parse's work on a worker thread of its own, and the page's logic (served to the browser too: it imports nothing)",

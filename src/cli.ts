@@ -1,12 +1,16 @@
 #!/usr/bin/env node
-/** The `harmony-sidecar` binary: one entry point, one subcommand per job. */
+/**
+ * The `harmony-sidecar` binary: one entry point, one subcommand per job.
+ * Each subcommand's code is loaded when it runs, so `parse` of one line
+ * does not load the server: `serve`'s settings table (its flags) reads the
+ * defaults of the whole service, and is loaded only when serve's flags are
+ * needed (to run it or to show its help).
+ */
 import { Command, Option } from "commander";
-import { runParse, type ParseCommandOptions } from "./commands/parse.js";
-import { runServe } from "./commands/serve.js";
-import { helpText, SETTINGS, type ServeFlags } from "./commands/settings.js";
-import { runLoadtestCommand, type LoadtestFlags } from "./commands/loadtest.js";
+import type { ParseCommandOptions } from "./commands/parse.js";
+import type { ServeFlags } from "./commands/settings.js";
+import type { LoadtestFlags } from "./commands/loadtest.js";
 import { FAULT_KINDS } from "./loadtest/generate.js";
-import { runRender } from "./commands/render.js";
 
 const program = new Command();
 program
@@ -37,12 +41,17 @@ program
   .addOption(new Option("--output <form>", "events (JSON Lines) or messages").choices(["events", "messages"]).default("events"))
   .option("--batch", 'read JSON Lines cases {"id","tokens","role"?}; write one result line each', false)
   .action(async (opts: ParseCommandOptions) => {
+    const { runParse } = await import("./commands/parse.js");
     process.exitCode = await runParse(opts, { stdin: process.stdin, stdout: process.stdout, stderr: process.stderr });
   });
 
 const serve = program.command("serve").description("serve parser streams over WebSocket and gRPC, with health and metrics endpoints");
-for (const setting of SETTINGS) serve.option(setting.flag, helpText(setting));
+if (process.argv.slice(2).some((a) => a === "serve" || a === "help")) {
+  const { helpText, SETTINGS } = await import("./commands/settings.js");
+  for (const setting of SETTINGS) serve.option(setting.flag, helpText(setting));
+}
 serve.action(async (flags: ServeFlags) => {
+  const { runServe } = await import("./commands/serve.js");
   await runServe(flags);
 });
 
@@ -51,6 +60,7 @@ program
   .description("render an OpenAI-style chat request (JSON on stdin) into a Harmony prompt")
   .addOption(new Option("--output <form>", "json {ids,text,restored}, text, or ids").choices(["json", "text", "ids"]).default("json"))
   .action(async (opts: { output: "json" | "text" | "ids" }) => {
+    const { runRender } = await import("./commands/render.js");
     process.exitCode = await runRender(opts, { stdin: process.stdin, stdout: process.stdout, stderr: process.stderr });
   });
 
@@ -82,6 +92,7 @@ program
   .option("--html <file>", "write the report as one self-contained HTML page (charts inline, no network)")
   .option("--no-progress", "no progress bar")
   .action(async (flags: LoadtestFlags) => {
+    const { runLoadtestCommand } = await import("./commands/loadtest.js");
     process.exitCode = await runLoadtestCommand(flags);
   });
 

@@ -77,6 +77,8 @@ export class Server {
         cot_store: shared === null ? "memory" : redactUrl(shared.options.url),
         cpu_limit: cgroupCpuLimit(),
         ws_masking: wsMasking(),
+        vocabulary: svc.encoding.source,
+        vocabulary_ms: Math.round(svc.encoding.loadMs),
       },
       "harmony-sidecar serving",
     );

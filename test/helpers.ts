@@ -1,4 +1,4 @@
-/** Shared test fixtures: one vocabulary per test file (built once, ~0.5 s). */
+/** Shared test fixtures: one vocabulary per test file (read once from the table file). */
 import { readFileSync, readdirSync } from "node:fs";
 import fc from "fast-check";
 import { fileURLToPath } from "node:url";
@@ -109,3 +109,19 @@ export const WEATHER = Object.freeze({
     },
   ],
 });
+
+/**
+ * Assert two byte strings are equal: compared natively (expect's deep
+ * equality walks a buffer element by element, which made property tests over
+ * megabytes of frames take minutes on a busy machine); on a difference,
+ * the first differing range is shown.
+ */
+export function expectSameBytes(got: Uint8Array, want: Uint8Array, what = "bytes"): void {
+  const a = Buffer.from(got.buffer, got.byteOffset, got.byteLength);
+  const b = Buffer.from(want.buffer, want.byteOffset, want.byteLength);
+  if (a.equals(b)) return;
+  let i = 0;
+  while (i < a.length && i < b.length && a[i] === b[i]) i++;
+  const around = (x: Buffer) => x.subarray(Math.max(0, i - 16), i + 16).toString("hex");
+  throw new Error(`${what} differ at byte ${i} of ${a.length} (want ${b.length}): got …${around(a)}…, want …${around(b)}…`);
+}

@@ -5,10 +5,12 @@
  * object {messages, first_error, recoveries}. `--batch` reads JSON Lines
  * cases {"id", "tokens", "role"?} and prints one result line per case, in
  * input order. Bad input never aborts a batch: that line gets an `error`
- * object with a code, and the exit status is 2 at the end.
+ * object with a code, and the exit status is 2 at the end. A batch is read
+ * as it arrives and its answers are written a batch of lines at a time
+ * (what each chunk of input yields), so per-line costs stay far below the
+ * parse's own.
  */
 import { describeValue, isObj, parseJson } from "../core/json.js";
-import { createInterface } from "node:readline";
 import type { Readable, Writable } from "node:stream";
 import { parseCase } from "../core/reference.js";
 import type { InputErrorCode } from "../core/errors.js";
@@ -84,9 +86,64 @@ async function readAll(stream: Readable): Promise<string> {
   return Buffer.concat(chunks).toString("utf8");
 }
 
-/** Write a line, waiting when the destination is full (pipes to slow readers). */
+/** Write text, waiting when the destination is full (pipes to slow readers). */
+async function writeText(out: Writable, text: string): Promise<void> {
+  if (!out.write(text)) await new Promise<void>((resolve) => out.once("drain", resolve));
+}
+
 async function writeLine(out: Writable, line: string): Promise<void> {
-  if (!out.write(line + "\n")) await new Promise<void>((resolve) => out.once("drain", resolve));
+  await writeText(out, line + "\n");
+}
+
+/** The longest `--batch` line read (its bytes); a longer one is refused with line_too_long. */
+export const MAX_BATCH_LINE_BYTES = 64 * 1024 * 1024;
+
+/** A line of input: its text, or null when it was longer than the bound (its bytes were not kept). */
+type Line = string | null;
+
+/**
+ * The lines of `input`, a chunk's worth at a time (a final line without a
+ * newline included, a CR before the newline dropped). A line's bytes are
+ * kept until its newline only up to `maxBytes`: past that, the rest of the
+ * line is skipped and the line is null.
+ */
+export async function* readLines(input: Readable, maxBytes: number = MAX_BATCH_LINE_BYTES): AsyncGenerator<Line[]> {
+  let parts: Buffer[] = []; // the current line's bytes so far
+  let held = 0;
+  let skipping = false;
+  const text = (tail: Buffer): string => {
+    const b = parts.length === 0 ? tail : Buffer.concat([...parts, tail]);
+    parts = [];
+    held = 0;
+    const end = b.length > 0 && b[b.length - 1] === 0x0d ? b.length - 1 : b.length;
+    return b.toString("utf8", 0, end);
+  };
+  for await (const chunk of input) {
+    const c = typeof chunk === "string" ? Buffer.from(chunk) : (chunk as Buffer);
+    const out: Line[] = [];
+    let from = 0;
+    for (let nl = c.indexOf(0x0a); nl !== -1; nl = c.indexOf(0x0a, from)) {
+      if (skipping || held + (nl - from) > maxBytes) out.push(null);
+      else out.push(text(c.subarray(from, nl)));
+      skipping = false;
+      parts = [];
+      held = 0;
+      from = nl + 1;
+    }
+    if (from < c.length && !skipping) {
+      if (held + (c.length - from) > maxBytes) {
+        skipping = true;
+        parts = [];
+        held = 0;
+      } else {
+        parts.push(c.subarray(from));
+        held += c.length - from;
+      }
+    }
+    if (out.length > 0) yield out;
+  }
+  if (skipping) yield [null];
+  else if (held > 0) yield [text(Buffer.alloc(0))];
 }
 
 export async function runParse(
@@ -98,35 +155,46 @@ export async function runParse(
   const vocab = new Vocabulary(enc.table);
   const defaultRole = opts.role === "none" ? null : "assistant";
 
+  /** One --batch line's answer line (null for a blank line), and whether the line was refused. */
+  const batchAnswer = (line: Line, lineNo: number): { json: string; bad: boolean } | null => {
+    let id: unknown = null;
+    try {
+      if (line === null) throw new InputError("line_too_long", `line ${lineNo} is longer than ${MAX_BATCH_LINE_BYTES} bytes`);
+      if (line.trim() === "") return null;
+      const parsed = parseJson(line);
+      if (!parsed.ok) throw new InputError(parsed.code, `line ${lineNo} is not usable JSON: ${parsed.message}`);
+      const c = parsed.value;
+      if (!isObj(c)) throw new InputError("bad_case", `line ${lineNo} is not a JSON object`);
+      id = c.id ?? null;
+      const tokens = checkIds(c.tokens);
+      let role: string | null = defaultRole;
+      if ("role" in c) {
+        if (c.role !== null && c.role !== "assistant") {
+          throw new InputError("bad_role", `line ${lineNo}: role must be "assistant" or null`);
+        }
+        role = c.role as string | null;
+      }
+      const r = parseCase(vocab, tokens, parserOptions(opts, role));
+      return { json: JSON.stringify({ id, ...r }), bad: false };
+    } catch (e) {
+      if (!(e instanceof InputError)) throw e;
+      return { json: JSON.stringify({ id, error: { code: e.code, message: e.message } }), bad: true };
+    }
+  };
+
   if (opts.batch) {
     let bad = 0;
-    const lines = createInterface({ input: io.stdin, crlfDelay: Infinity });
     let lineNo = 0;
-    for await (const line of lines) {
-      lineNo++;
-      if (line.trim() === "") continue;
-      let id: unknown = null;
-      try {
-        const parsed = parseJson(line);
-        if (!parsed.ok) throw new InputError(parsed.code, `line ${lineNo} is not usable JSON: ${parsed.message}`);
-        const c = parsed.value;
-        if (!isObj(c)) throw new InputError("bad_case", `line ${lineNo} is not a JSON object`);
-        id = c.id ?? null;
-        const tokens = checkIds(c.tokens);
-        let role: string | null = defaultRole;
-        if ("role" in c) {
-          if (c.role !== null && c.role !== "assistant") {
-            throw new InputError("bad_role", `line ${lineNo}: role must be "assistant" or null`);
-          }
-          role = c.role as string | null;
-        }
-        const r = parseCase(vocab, tokens, parserOptions(opts, role));
-        await writeLine(io.stdout, JSON.stringify({ id, ...r }));
-      } catch (e) {
-        if (!(e instanceof InputError)) throw e;
-        bad++;
-        await writeLine(io.stdout, JSON.stringify({ id, error: { code: e.code, message: e.message } }));
+    for await (const lines of readLines(io.stdin)) {
+      let answers = "";
+      for (const line of lines) {
+        lineNo++;
+        const answer = batchAnswer(line, lineNo);
+        if (answer === null) continue;
+        if (answer.bad) bad++;
+        answers += answer.json + "\n";
       }
+      if (answers !== "") await writeText(io.stdout, answers);
     }
     if (bad > 0) io.stderr.write(`parse: ${bad} input line(s) rejected\n`);
     return bad > 0 ? 2 : 0;

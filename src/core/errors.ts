@@ -26,6 +26,7 @@ export const INPUT_ERROR_CODES = {
   bad_token_id: "A token id is not an integer.",
   bad_role: 'A --batch case\'s role is neither "assistant" nor null.',
   too_deep: "JSON input nested deeper than 64 arrays and objects.",
+  line_too_long: "A --batch line longer than 64 MiB.",
 } as const;
 
 export type InputErrorCode = keyof typeof INPUT_ERROR_CODES;

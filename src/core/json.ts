@@ -20,9 +20,15 @@ export const MAX_JSON_DEPTH = 64;
  * A string is skipped with `indexOf` (native: a 4 MB stream name costs
  * about a millisecond, where a character loop took ~30 ms on the service's
  * thread); a quote is the string's end unless an odd run of backslashes
- * precedes it (each run is counted once: still linear).
+ * precedes it (each run is counted once: still linear). Text with no more
+ * than `max` opening brackets in all cannot nest deeper: they are counted
+ * first, with `indexOf` too, so that most texts skip the scan.
  */
 export function jsonTooDeep(text: string, max: number = MAX_JSON_DEPTH): boolean {
+  let opens = 0;
+  for (let i = text.indexOf("["); i !== -1 && opens <= max; i = text.indexOf("[", i + 1)) opens++;
+  for (let i = text.indexOf("{"); i !== -1 && opens <= max; i = text.indexOf("{", i + 1)) opens++;
+  if (opens <= max) return false;
   let depth = 0;
   const n = text.length;
   for (let i = 0; i < n; i++) {

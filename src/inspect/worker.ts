@@ -1,8 +1,9 @@
 /**
  * The inspector's worker thread: POST /v1/parse bodies in, answers out, one
- * at a time. It builds its own vocabulary and encoder when it starts (about
- * a second, once), so the HTTP edge's thread only reads bodies and writes
- * answers.
+ * at a time, so the HTTP edge's thread only reads bodies and writes answers.
+ * It reads its own vocabulary and encoder when it starts (the table file),
+ * then says it is ready by posting `{ id: 0 }` (src/service/deadline-worker.ts's
+ * READY): a job's deadline starts then.
  */
 import { parentPort } from "node:worker_threads";
 import { Vocabulary } from "../core/vocab.js";
@@ -38,3 +39,5 @@ parentPort?.on("message", (job: ParseJob) => {
   const done: ParseDone = { id: job.id, status: r.status, body };
   parentPort!.postMessage(done, [body.buffer]);
 });
+
+parentPort?.postMessage({ id: 0 });

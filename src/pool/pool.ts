@@ -28,7 +28,7 @@ import { Vocabulary, type VocabTable } from "../core/vocab.js";
 import type { Schema } from "../protocol/schema.js";
 import { SessionHost } from "./host.js";
 import type { MemoSink } from "../store/cot-buffer.js";
-import type { DropTask, OpsResult, OpsTask, WorkerData } from "./task.js";
+import type { DrillTask, DropTask, OpsResult, OpsTask, WorkerData } from "./task.js";
 
 /**
  * The built worker file: ./worker.js beside this module in dist/, or, for
@@ -45,6 +45,9 @@ export function workerFile(): string {
   if (!found) throw new Error("src/pool/worker.ts is not built; run `make build`");
   return found;
 }
+
+/** The worker module's handler: a named export (see ./worker.ts for why never the default). */
+export const WORKER_HANDLER = "handle";
 
 export interface PoolOptions {
   /** Worker threads (0: parse on the main thread only). */
@@ -101,6 +104,7 @@ export class ParserPool extends EventEmitter<PoolEvents> {
     for (let i = 0; i < workers; i++) {
       const piscina = new Piscina({
         filename,
+        name: WORKER_HANDLER,
         minThreads: 1,
         maxThreads: 1,
         // tasks are posted ahead so the thread goes from one to the next
@@ -220,9 +224,20 @@ export class ParserPool extends EventEmitter<PoolEvents> {
 
   /** Fault drill: make a slot's thread exit as if it had crashed. */
   async crash(slot: number): Promise<void> {
+    await this.thread(slot)
+      .run({ t: "crash" } satisfies DrillTask)
+      .catch(() => undefined);
+  }
+
+  /** Fault drill: make a slot's handler throw, as a bug in the session code would (the task rejects, the thread ends). */
+  async throwIn(slot: number): Promise<void> {
+    await this.thread(slot).run({ t: "throw" } satisfies DrillTask);
+  }
+
+  private thread(slot: number): Piscina {
     const p = this.slots[slot]!.piscina;
     if (!p) throw new Error("the inline slot has no thread to crash");
-    await p.run({ t: "crash" }).catch(() => undefined);
+    return p;
   }
 
   async close(): Promise<void> {

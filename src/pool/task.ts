@@ -61,12 +61,13 @@ export interface DropTask {
   conn: number;
 }
 
-/** Raise in the worker (tests and fault drills only). */
-export interface CrashTask {
-  t: "crash";
-}
+/**
+ * Fault drills (tests only): `crash` ends the thread as a crash would;
+ * `throw` makes the handler throw, as a bug in the session code would.
+ */
+export type DrillTask = { t: "crash" } | { t: "throw" };
 
-export type Task = OpsTask | DropTask | CrashTask;
+export type Task = OpsTask | DropTask | DrillTask;
 
 export interface Counts {
   tokens: number;

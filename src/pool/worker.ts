@@ -3,6 +3,14 @@
  * connection and stream) answering one task of ops with one batch of
  * encoded events. The vocabulary table arrives on SharedArrayBuffers via
  * workerData, so a worker starts without rebuilding it.
+ *
+ * The handler is a named export (piscina's `name: "handle"`), never the
+ * default one: piscina loads this module with `require()`, and Node's
+ * require() of an ES module with a default export builds a facade module
+ * whose instantiation is a hard CHECK in node's module_wrap.cc
+ * (`facade->InstantiateModule(...)`): when it fails, the whole process
+ * aborts, not just this thread. Without a default export there is no
+ * facade.
  */
 import { workerData } from "node:worker_threads";
 import { Vocabulary } from "../core/vocab.js";
@@ -13,20 +21,27 @@ import type { OpsResult, Task, WorkerData } from "./task.js";
 const data = workerData as WorkerData;
 const host = new SessionHost(new Vocabulary(data.table), schema());
 
-export default function handle(task: Task): OpsResult | { sessions: number } {
+export function handle(task: Task): OpsResult | { sessions: number } {
   if (task.t === "crash") {
     // a fault drill: take this thread down the way a real crash would
     process.exit(70);
   }
   if (task.t === "drop") return { sessions: host.drop(task.conn) };
   try {
+    if (task.t === "throw") throw DRILL;
     return host.run(task);
   } catch (e) {
     // A bug, not bad input (the parser never throws on input). A half-applied
     // task leaves this thread's sessions in an unknown state, and a task that
     // merely failed would lose its events without a word; so the thread ends,
     // and the pool fails its streams with worker_crashed and starts a new one.
-    process.stderr.write(`parser worker: ${(e as Error)?.stack ?? String(e)}\n`);
+    // A drill says so in one line: a stack trace in the log is for real bugs.
+    process.stderr.write(
+      e === DRILL ? "parser worker: fault drill: ending this thread\n" : `parser worker: ${(e as Error)?.stack ?? String(e)}\n`,
+    );
     process.exit(70);
   }
 }
+
+/** What the `throw` drill throws: the handler's failure path, taken on purpose. */
+const DRILL = new Error("fault drill");

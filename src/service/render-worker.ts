@@ -9,7 +9,8 @@
  * - answer checks: an answer asked for as JSON (`response_format`) checked
  *   against its schema with Ajv. A schema is untrusted input (its `pattern`s
  *   are regular expressions): it runs here, under the render deadline.
- * It builds its own encoder when it starts (about a second, once).
+ * It reads its own encoder when it starts (the vocabulary's table file), and
+ * says when it is ready (./deadline-worker.ts): a job's deadline starts then.
  */
 import { parentPort } from "node:worker_threads";
 import { Ajv, type ValidateFunction } from "ajv";
@@ -17,6 +18,7 @@ import { parseJson } from "../core/json.js";
 import { renderRestored, type RenderOutcome, type Restored } from "../openai/render.js";
 import { checkAnswerFormat } from "../openai/request.js";
 import { loadHarmonyEncoding } from "../vocab/index.js";
+import { READY } from "./deadline-worker.js";
 
 export type RenderJob =
   | { id: number; kind: "render"; request: unknown; restored: Restored[]; answer?: "json" }
@@ -109,3 +111,5 @@ parentPort?.on("message", (job: RenderJob) => {
   }
   parentPort!.postMessage({ id: job.id, outcome } satisfies RenderDone);
 });
+
+parentPort?.postMessage(READY);

@@ -229,6 +229,11 @@ export class Service implements ConnectionHost {
   start(): void {
     const enc = loadHarmonyEncoding({ shared: true });
     this.encoding = enc;
+    if (enc.source !== "file")
+      this.logger.warn(
+        { vocabulary_ms: Math.round(enc.loadMs), reason: enc.note },
+        "the vocabulary table was built, not read from its file",
+      );
     this.metrics.watchCotStore(this.cot);
     const failures = this.metrics.cotStoreFailures;
     const shared = this.options.cotStore?.shared;

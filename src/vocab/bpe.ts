@@ -14,38 +14,58 @@ const NONE = 0x7fffffff;
 const PAIR_SHIFT = 16; // 2^16 cache entries, 768 KiB
 const PAIR_CACHE = 1 << (32 - PAIR_SHIFT);
 
+/** A lookup's hash slots as built once (kept in the vocabulary's table file, see table-file.ts). */
+export interface RankSlots {
+  /** Open-addressing slots, a power of two long: an id, or -1 for none. */
+  readonly slots: Int32Array;
+  /** The longest token's byte length. */
+  readonly maxTokenBytes: number;
+}
+
+/** The slot count for `limit` ranks: the least power of two of at least twice as many. */
+export function slotCount(limit: number): number {
+  let size = 1;
+  while (size < limit * 2) size <<= 1;
+  return size;
+}
+
 /**
  * bytes → rank, an open-addressing hash over the vocabulary table's own byte
- * store (no copy): one Int32Array of slots, 2 MiB for o200k_base.
+ * store (no copy): one Int32Array of slots, 2 MiB for o200k_base. The slots
+ * are built here, or given as a table file holds them.
  */
-export class ByteRanks {
+export class ByteRanks implements RankSlots {
   readonly slots: Int32Array;
   readonly maxTokenBytes: number;
   private readonly mask: number;
   private readonly offsets: Uint32Array;
   private readonly bytes: Uint8Array;
 
-  /** Ranks are ids [0, limit) of `table` (ordinary tokens). */
-  constructor(table: VocabTable, limit: number) {
+  /** Ranks are ids [0, limit) of `table` (ordinary tokens); `built`: slots made before for the same table and limit. */
+  constructor(table: VocabTable, limit: number, built?: RankSlots) {
     this.offsets = table.offsets;
     this.bytes = table.bytes;
-    let size = 1;
-    while (size < limit * 2) size <<= 1;
-    this.slots = new Int32Array(size).fill(-1);
+    const size = slotCount(limit);
     this.mask = size - 1;
-    let max = 0;
-    for (let id = 0; id < limit; id++) {
-      const start = this.offsets[id]!;
-      const end = this.offsets[id + 1]!;
-      if (end - start > max) max = end - start;
-      let i = hash(this.bytes, start, end) & this.mask;
-      while (this.slots[i] !== -1) {
-        if (this.equals(this.slots[i]!, this.bytes, start, end)) break; // duplicate bytes: keep the lower rank
-        i = (i + 1) & this.mask;
+    if (built && built.slots.length === size) {
+      this.slots = built.slots;
+      this.maxTokenBytes = built.maxTokenBytes;
+    } else {
+      this.slots = new Int32Array(size).fill(-1);
+      let max = 0;
+      for (let id = 0; id < limit; id++) {
+        const start = this.offsets[id]!;
+        const end = this.offsets[id + 1]!;
+        if (end - start > max) max = end - start;
+        let i = hash(this.bytes, start, end) & this.mask;
+        while (this.slots[i] !== -1) {
+          if (this.equals(this.slots[i]!, this.bytes, start, end)) break; // duplicate bytes: keep the lower rank
+          i = (i + 1) & this.mask;
+        }
+        if (this.slots[i] === -1) this.slots[i] = id;
       }
-      if (this.slots[i] === -1) this.slots[i] = id;
+      this.maxTokenBytes = max;
     }
-    this.maxTokenBytes = max;
     this.bytesTokens = new Int32Array(256);
     for (let b = 0; b < 256; b++) {
       const id = this.get(Uint8Array.of(b), 0, 1);
@@ -110,81 +130,90 @@ function hash(b: Uint8Array, start: number, end: number): number {
   return h >>> 0;
 }
 
+// Scratch space for the merge, grown to the longest piece seen and reused:
+// a merge runs start to end without yielding, so one set per thread is enough.
+let cap = 0;
+let end = new Int32Array(0);
+let nextEnd = new Int32Array(0);
+let prev = new Int32Array(0);
+let cur = new Int32Array(0);
+let nextRank = new Int32Array(0);
+/** Min-heap of rank * 2^32 + start: lowest rank first, leftmost on ties. */
+let heap = new Float64Array(0);
+let size = 0;
+
+function reserve(n: number): void {
+  if (n <= cap) return;
+  cap = Math.max(n, cap * 2, 64);
+  end = new Int32Array(cap);
+  nextEnd = new Int32Array(cap);
+  prev = new Int32Array(cap);
+  cur = new Int32Array(cap);
+  nextRank = new Int32Array(cap);
+  heap = new Float64Array(3 * cap + 1);
+}
+
+function push(key: number): void {
+  let i = size++;
+  while (i > 0) {
+    const parent = (i - 1) >> 1;
+    const pk = heap[parent]!;
+    if (pk <= key) break;
+    heap[i] = pk;
+    i = parent;
+  }
+  heap[i] = key;
+}
+
+function pop(): number {
+  const top = heap[0]!;
+  const last = heap[--size]!;
+  let i = 0;
+  for (;;) {
+    let child = 2 * i + 1;
+    if (child >= size) break;
+    if (child + 1 < size && heap[child + 1]! < heap[child]!) child++;
+    if (heap[child]! >= last) break;
+    heap[i] = heap[child]!;
+    i = child;
+  }
+  heap[i] = last;
+  return top;
+}
+
 /**
- * The ids of one piece (UTF-8 bytes), appended to `out`. Cost O(n log n) in
- * the piece's length n (each merge pushes at most two heap entries).
+ * The ids of bytes b[from, to) (one piece), appended to `out`. Cost
+ * O(n log n) in the piece's length n (each merge pushes at most two heap
+ * entries).
  */
-export function bytePairEncode(piece: Uint8Array, ranks: ByteRanks, out: number[]): void {
-  const n = piece.length;
-  if (n === 0) return;
-  const whole = ranks.get(piece, 0, n);
+export function bytePairEncode(b: Uint8Array, ranks: ByteRanks, out: number[], from = 0, to = b.length): void {
+  const n = to - from;
+  if (n <= 0) return;
+  const whole = ranks.get(b, from, to);
   if (whole >= 0) {
     out.push(whole);
     return;
   }
-  // Part starting at i: ends at end[i], is token cur[i]; the part after it
-  // ends at nextEnd[i]; nextRank[i] is the rank of merging the two (NONE if
-  // not a token, or if i is no longer a part start); prev[i] is the previous
-  // part's start.
-  const end = new Int32Array(n);
-  const nextEnd = new Int32Array(n);
-  const prev = new Int32Array(n);
-  const cur = new Int32Array(n);
-  const nextRank = new Int32Array(n);
-  // Min-heap of rank * 2^32 + start: lowest rank first, leftmost on ties.
-  const heap = new Float64Array(3 * n + 1);
-  let size = 0;
-  const push = (key: number): void => {
-    let i = size++;
-    while (i > 0) {
-      const parent = (i - 1) >> 1;
-      const pk = heap[parent]!;
-      if (pk <= key) break;
-      heap[i] = pk;
-      i = parent;
-    }
-    heap[i] = key;
-  };
-  const pop = (): number => {
-    const top = heap[0]!;
-    const last = heap[--size]!;
-    let i = 0;
-    for (;;) {
-      let child = 2 * i + 1;
-      if (child >= size) break;
-      if (child + 1 < size && heap[child + 1]! < heap[child]!) child++;
-      if (heap[child]! >= last) break;
-      heap[i] = heap[child]!;
-      i = child;
-    }
-    heap[i] = last;
-    return top;
-  };
+  reserve(n);
+  size = 0;
+  // Indexes are relative to `from`. The part starting at i ends at end[i]
+  // and is token cur[i]; the part after it ends at nextEnd[i]; nextRank[i]
+  // is the rank of merging the two (NONE if not a token, or if i is no
+  // longer a part start); prev[i] is the previous part's start.
   for (let i = 0; i < n; i++) {
     end[i] = i + 1;
     nextEnd[i] = i + 2;
     prev[i] = i - 1;
     nextRank[i] = NONE;
-    cur[i] = ranks.byteToken(piece[i]!);
+    cur[i] = ranks.byteToken(b[from + i]!);
   }
   for (let i = 0; i + 1 < n; i++) {
-    const r = ranks.pair(cur[i]!, cur[i + 1]!, piece, i, i + 2);
+    const r = ranks.pair(cur[i]!, cur[i + 1]!, b, from + i, from + i + 2);
     if (r >= 0) {
       nextRank[i] = r;
       push(r * 4294967296 + i);
     }
   }
-  const potential = (start: number, nextEndItem: number): void => {
-    nextEnd[start] = nextEndItem;
-    nextRank[start] = NONE;
-    if (nextEndItem <= n) {
-      const r = ranks.pair(cur[start]!, cur[end[start]!]!, piece, start, nextEndItem);
-      if (r >= 0) {
-        nextRank[start] = r;
-        push(r * 4294967296 + start);
-      }
-    }
-  };
   while (size > 0) {
     const key = pop();
     const rank = Math.floor(key / 4294967296);
@@ -195,10 +224,23 @@ export function bytePairEncode(piece: Uint8Array, ranks: ByteRanks, out: number[
     const rightNextEnd = nextEnd[rightStart]!;
     end[left] = rightEnd;
     cur[left] = rank;
-    potential(left, rightNextEnd);
+    potential(b, from, n, ranks, left, rightNextEnd);
     if (rightEnd < n) prev[rightEnd] = left;
-    if (left > 0) potential(prev[left]!, rightEnd);
+    if (left > 0) potential(b, from, n, ranks, prev[left]!, rightEnd);
     nextRank[rightStart] = NONE;
   }
   for (let i = 0; i < n; i = end[i]!) out.push(cur[i]!);
+}
+
+/** The part at `start` now reaches `nextEndItem` with its neighbour: the rank of merging them, pushed if a token. */
+function potential(b: Uint8Array, from: number, n: number, ranks: ByteRanks, start: number, nextEndItem: number): void {
+  nextEnd[start] = nextEndItem;
+  nextRank[start] = NONE;
+  if (nextEndItem <= n) {
+    const r = ranks.pair(cur[start]!, cur[end[start]!]!, b, from + start, from + nextEndItem);
+    if (r >= 0) {
+      nextRank[start] = r;
+      push(r * 4294967296 + start);
+    }
+  }
 }

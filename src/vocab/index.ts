@@ -1,1 +1,1 @@
-export { loadHarmonyEncoding, type HarmonyEncoding, type LoadOptions } from "./tiktoken.js";
+export { loadHarmonyEncoding, tableFilePath, type HarmonyEncoding, type LoadOptions } from "./encoding.js";

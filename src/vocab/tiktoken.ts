@@ -1,101 +1,69 @@
 /**
- * Builds the o200k_harmony vocabulary from the `tiktoken` package's WASM
- * tokenizer: o200k_base ranks plus the Harmony specials exactly as
- * openai-harmony v0.0.8 registers them. The per-token table is computed once
- * here (one WASM call per id, at start-up only) and can live on
- * SharedArrayBuffers so worker threads reuse it as is.
+ * Builds the o200k_harmony table from the `tiktoken` package: o200k_base
+ * ranks plus the Harmony specials exactly as openai-harmony v0.0.8 registers
+ * them, one WASM call per id (a second or more). This runs when the table
+ * file (./table-file.ts) is written at build time, or when a process finds
+ * it missing or stale; tiktoken is loaded only then.
  */
-import { Tiktoken } from "tiktoken/lite";
-import o200k from "tiktoken/encoders/o200k_base.json" with { type: "json" };
-import { HARMONY, specialText, type HarmonyPreset } from "../core/preset.js";
-import { buildVocabTable, type VocabTable } from "../core/vocab.js";
-import { createOrdinaryEncoder, type OrdinaryEncoder } from "./ordinary.js";
+import { createHash } from "node:crypto";
+import { readFileSync } from "node:fs";
+import { createRequire } from "node:module";
+import { specialText, type HarmonyPreset } from "../core/preset.js";
+import { buildVocabTable } from "../core/vocab.js";
+import { ByteRanks } from "./bpe.js";
+import { TABLE_FORMAT, type TableData } from "./table-file.js";
 
-export interface HarmonyEncoding {
-  readonly preset: HarmonyPreset;
-  readonly table: VocabTable;
-  /**
-   * Text with special tokens written out → ids: tiktoken's
-   * `encode(text, "all")` ids, the text between specials through
-   * {@link encodeOrdinary} (so in O(n log n) for long pieces too; tiktoken's
-   * own grows with the square of a long word's length).
-   */
-  encode(text: string): number[];
-  /**
-   * Ordinary text → ids (special-looking text stays text): tiktoken's
-   * `encode_ordinary` ids, in O(n log n) for long pieces (see ordinary.ts).
-   */
-  encodeOrdinary(text: string): number[];
-  /** The long-piece path's lookup and counters. */
-  ordinaryStats: OrdinaryEncoder["stats"];
-  /** Milliseconds spent building the table. */
-  readonly buildMs: number;
+const require = createRequire(import.meta.url);
+
+/** tiktoken's o200k_base ranks file (JSON: `bpe_ranks`, `pat_str`, …). */
+function ranksFile(): string {
+  return require.resolve("tiktoken/encoders/o200k_base.json");
 }
 
-function specialsMap(preset: HarmonyPreset): Record<string, number> {
-  const map: Record<string, number> = {};
-  for (let id = preset.firstSpecial; id < preset.vocabLimit; id++) map[specialText(preset, id)!] = id;
+const specials = new WeakMap<HarmonyPreset, Readonly<Record<string, number>>>();
+
+/** Every special token's text → its id (made once per preset). */
+export function specialsMap(preset: HarmonyPreset): Readonly<Record<string, number>> {
+  let map = specials.get(preset);
+  if (map === undefined) {
+    const m: Record<string, number> = {};
+    for (let id = preset.firstSpecial; id < preset.vocabLimit; id++) m[specialText(preset, id)!] = id;
+    map = Object.freeze(m);
+    specials.set(preset, map);
+  }
   return map;
 }
 
-/** Anything written like a special token; the specials map says which ones are. */
-const SPECIAL_LIKE = /<\|[^|<>]{1,64}\|>/g;
-
 /**
- * `text` → ids, every special token written out as itself taken as that
- * special, the text around them as ordinary text: what tiktoken's
- * `encode(text, "all")` gives (leftmost match; two specials cannot overlap,
- * each ends at its first `|>`).
+ * What a table is built from, as a SHA-256: the table file's format, the
+ * ranks file's bytes and the preset's specials. A table file with another
+ * checksum is rebuilt.
  */
-export function encodeWithSpecials(text: string, specials: Readonly<Record<string, number>>, ordinary: (t: string) => number[]): number[] {
-  const out: number[] = [];
-  const push = (ids: number[]) => {
-    for (const id of ids) out.push(id);
-  };
-  let last = 0;
-  const re = new RegExp(SPECIAL_LIKE.source, "g");
-  for (let m = re.exec(text); m !== null; m = re.exec(text)) {
-    const id = specials[m[0]];
-    if (id === undefined) {
-      re.lastIndex = m.index + 1; // text that only looks special: it may hide a real one after its "<|"
-      continue;
-    }
-    if (m.index > last) push(ordinary(text.slice(last, m.index)));
-    out.push(id);
-    last = m.index + m[0].length;
+export function ranksChecksum(preset: HarmonyPreset): Uint8Array {
+  const h = createHash("sha256");
+  h.update(`harmony-sidecar vocabulary table ${TABLE_FORMAT}\n`);
+  h.update(readFileSync(ranksFile()));
+  h.update(JSON.stringify({ vocabLimit: preset.vocabLimit, firstSpecial: preset.firstSpecial, specials: specialsMap(preset) }));
+  return new Uint8Array(h.digest());
+}
+
+/** The table and its BPE lookup, built from tiktoken (on SharedArrayBuffers when `shared`). */
+export function buildFromTiktoken(preset: HarmonyPreset, shared: boolean): TableData {
+  const { Tiktoken } = require("tiktoken/lite") as typeof import("tiktoken/lite");
+  const o200k = JSON.parse(readFileSync(ranksFile(), "utf8")) as { bpe_ranks: string; pat_str: string };
+  const enc = new Tiktoken(o200k.bpe_ranks, specialsMap(preset), o200k.pat_str);
+  try {
+    const table = buildVocabTable(
+      preset.vocabLimit,
+      (id) => enc.decode_single_token_bytes(id),
+      (id) => id >= preset.firstSpecial,
+      shared ? (n) => new SharedArrayBuffer(n) : undefined,
+    );
+    const built = new ByteRanks(table, preset.firstSpecial);
+    const slots = shared ? new Int32Array(new SharedArrayBuffer(built.slots.byteLength)) : built.slots;
+    if (slots !== built.slots) slots.set(built.slots);
+    return { table, ranks: { slots, maxTokenBytes: built.maxTokenBytes }, ordinaryLimit: preset.firstSpecial };
+  } finally {
+    enc.free();
   }
-  if (last < text.length) push(ordinary(text.slice(last)));
-  return out;
-}
-
-export interface LoadOptions {
-  /** Put the table on SharedArrayBuffers (for sharing with worker threads). */
-  shared?: boolean;
-}
-
-export function loadHarmonyEncoding(opts: LoadOptions = {}): HarmonyEncoding {
-  const preset = HARMONY;
-  const t0 = performance.now();
-  const specials = specialsMap(preset);
-  const enc = new Tiktoken(o200k.bpe_ranks, specials, o200k.pat_str);
-  const table = buildVocabTable(
-    preset.vocabLimit,
-    (id) => enc.decode_single_token_bytes(id),
-    (id) => id >= preset.firstSpecial,
-    opts.shared ? (n) => new SharedArrayBuffer(n) : undefined,
-  );
-  const buildMs = performance.now() - t0;
-  const ordinary = createOrdinaryEncoder({
-    encodeShort: (text) => enc.encode_ordinary(text),
-    table,
-    ordinaryLimit: preset.firstSpecial,
-  });
-  return {
-    preset,
-    table,
-    buildMs,
-    encode: (text) => encodeWithSpecials(text, specials, ordinary.encode),
-    encodeOrdinary: ordinary.encode,
-    ordinaryStats: ordinary.stats,
-  };
 }

@@ -1,8 +1,9 @@
 /** The `parse` command, in process (same code path as the binary). */
 import { PassThrough, Readable } from "node:stream";
 import { describe, expect, it } from "vitest";
-import { parseIdList, runParse, type ParseCommandOptions } from "../../src/commands/parse.js";
-import { harmony, loadJsonl } from "../helpers.js";
+import fc from "fast-check";
+import { parseIdList, readLines, runParse, type ParseCommandOptions } from "../../src/commands/parse.js";
+import { fcParams, harmony, loadJsonl } from "../helpers.js";
 
 const { enc } = harmony();
 const defaults: ParseCommandOptions = {
@@ -101,5 +102,57 @@ describe("parse", () => {
       .join("\n");
     const r = await run(input, { batch: true, strict: true });
     expect(r.lines).toHaveLength(1200);
+  });
+
+  it("reads batch lines as they arrive, however the input is cut, with a bound on a line's bytes", async () => {
+    const collect = async (chunks: Buffer[], max?: number) => {
+      const out: (string | null)[] = [];
+      for await (const lines of readLines(Readable.from(chunks), max)) out.push(...lines);
+      return out;
+    };
+    await fc.assert(
+      fc.asyncProperty(
+        fc.array(fc.oneof(fc.string({ unit: "grapheme", maxLength: 30 }), fc.constant("x".repeat(40))), { maxLength: 8 }),
+        fc.boolean(),
+        fc.boolean(),
+        fc.array(fc.nat(), { maxLength: 6 }),
+        async (lines, crlf, last, cuts) => {
+          const text = lines.map((l) => l + (crlf ? "\r\n" : "\n")).join("") + (last ? "tail" : "");
+          const bytes = Buffer.from(text);
+          const at = [...new Set(cuts.map((c) => c % (bytes.length + 1)))].sort((a, b) => a - b);
+          const chunks = [0, ...at, bytes.length].slice(1).map((end, i, ends) => bytes.subarray(i === 0 ? 0 : ends[i - 1], end));
+          // the bound counts a line's bytes before its newline, a CR among them
+          const want = [...lines.map((l) => (Buffer.byteLength(l) + (crlf ? 1 : 0) > 32 ? null : l)), ...(last ? ["tail"] : [])];
+          expect(
+            await collect(
+              chunks.filter((c) => c.length > 0),
+              32,
+            ),
+          ).toEqual(want);
+        },
+      ),
+      fcParams(300),
+    );
+  });
+
+  it("refuses a batch line past the bound with line_too_long and answers the lines after it", async () => {
+    const good = JSON.stringify({ id: "ok", tokens: enc.encode("<|channel|>final<|message|>x<|end|>") });
+    const stdout = new PassThrough();
+    let out = "";
+    stdout.on("data", (c) => (out += c));
+    const huge = Buffer.alloc(65 * 1024 * 1024, 0x20);
+    const input = Readable.from([
+      Buffer.from(good + "\n"),
+      huge.subarray(0, 40 << 20),
+      huge.subarray(40 << 20),
+      Buffer.from("\n" + good + "\n"),
+    ]);
+    const code = await runParse({ ...defaults, batch: true }, { stdin: input, stdout, stderr: new PassThrough() }, enc);
+    const lines = out
+      .trim()
+      .split("\n")
+      .map((l) => JSON.parse(l));
+    expect(code).toBe(2);
+    expect(lines.map((l) => l.error?.code ?? l.id)).toEqual(["ok", "line_too_long", "ok"]);
   });
 });

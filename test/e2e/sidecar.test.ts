@@ -314,10 +314,13 @@ describe.each([2, 0])("sidecar mode, %i worker threads", (workers) => {
       const it = stream[Symbol.asyncIterator]();
       await it.next();
       ctrl.abort();
-      await new Promise((r) => setTimeout(r, 800));
+      // polled, not slept on: each holds once the abort has gone through
+      for (;;) {
+        const metrics = await (await fetch(`${base}/metrics`)).text();
+        if (upstream.received.at(-1)!.aborted && /^harmony_open_streams 0$/m.test(metrics)) break;
+        await new Promise((r) => setTimeout(r, 25));
+      }
       expect(upstream.received.at(-1)!.aborted).toBe(true);
-      const metrics = await (await fetch(`${base}/metrics`)).text();
-      expect(metrics).toMatch(/^harmony_open_streams 0$/m);
     });
 
     it("without --upstream the OpenAI paths say so", async () => {

@@ -1,6 +1,8 @@
 /** POST /v1/parse and GET /inspect over real HTTP, with a real Service (src/transport/inspect.ts). */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { answerParse } from "../../src/inspect/parse.js";
 import { parseOnWorker } from "../../src/transport/inspect.js";
+import { harmony } from "../helpers.js";
 import { startInspectServer, type InspectServer } from "./server.js";
 
 const TEXT =
@@ -110,8 +112,15 @@ describe("POST /v1/parse", () => {
     clearInterval(timer);
     expect(res.status).toBe(200);
     expect(((await res.json()) as { tokens: unknown[] }).tokens).toHaveLength(262144);
-    expect(worst).toBeLessThan(250);
-    console.log(`largest /v1/parse: ${Math.round(ms)} ms, event-loop stall ${Math.round(worst)} ms`);
+    // the same parse on this thread, for scale: the stall must be a small part of it (both grow on a slower machine)
+    const { vocab, enc } = harmony();
+    const t1 = performance.now();
+    answerParse(vocab, enc.encode, new TextEncoder().encode(body), 262_144);
+    const inline = performance.now() - t1;
+    expect(worst).toBeLessThan(Math.max(250, inline / 2));
+    console.log(
+      `largest /v1/parse: ${Math.round(ms)} ms, event-loop stall ${Math.round(worst)} ms (the parse on this thread: ${Math.round(inline)} ms)`,
+    );
   });
 });
 

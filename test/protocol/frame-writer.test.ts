@@ -5,7 +5,7 @@ import type { DeltaEvent, HarmonyEvent } from "../../src/core/events.js";
 import { decodeServerFrame, fromWire, toWire, type StreamRef } from "../../src/protocol/events.js";
 import { deltaJson, FrameWriter, handleField, jsonRef, streamField } from "../../src/protocol/frame-writer.js";
 import { schema } from "../../src/protocol/schema.js";
-import { fcParams } from "../helpers.js";
+import { expectSameBytes, fcParams } from "../helpers.js";
 
 const s = schema();
 const kinds = ["reasoning", "content", "commentary", "tool_args", "other"] as const;
@@ -150,7 +150,7 @@ describe("FrameWriter", () => {
         // (which protobufjs and Buffer would write differently).
         const got = w.take();
         const exp = want.take();
-        if (items.every(([r]) => !("stream" in r && r.stream === ""))) expect(Buffer.from(got)).toEqual(Buffer.from(exp));
+        if (items.every(([r]) => !("stream" in r && r.stream === ""))) expectSameBytes(got, exp);
         else
           expect(decodeServerFrame(s, got).map((e) => fromWire(e)!.event)).toEqual(
             decodeServerFrame(s, exp).map((e) => fromWire(e)!.event),
@@ -183,10 +183,10 @@ describe("FrameWriter", () => {
           }
           const view = slabbed.take();
           const copy = Buffer.from(plain.take());
-          expect(Buffer.from(view)).toEqual(copy);
+          expectSameBytes(view, copy);
           views.push({ view, copy });
         }
-        for (const { view, copy } of views) expect(Buffer.from(view)).toEqual(copy);
+        for (const { view, copy } of views) expectSameBytes(view, copy, "an earlier view");
       }),
       fcParams(200),
     );

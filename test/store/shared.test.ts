@@ -113,7 +113,8 @@ describe("the shared store", () => {
       const results = await Promise.all([s.fetch(["t:a"]), s.fetch(["t:b"]), s.fetch(["t:c"])]);
       const took = performance.now() - t0;
       expect(results).toEqual([null, null, null]);
-      expect(took).toBeLessThan(500);
+      // a fetch that waited for the paused store would never end: any bound far above the budget tells the two apart
+      expect(took).toBeLessThan(5000);
       expect(failures).toEqual(["read:1", "read:1", "read:1"]);
       expect(lines.filter((l) => l.level === "warn")).toHaveLength(1);
       expect(lines[0]!.obj).toMatchObject({ op: "read", failures: 1, error: "no answer within 20 ms" });
@@ -135,7 +136,8 @@ describe("the shared store", () => {
       s.write(`t:down${i}`, Buffer.from("lost"));
       const t0 = performance.now();
       expect(await s.fetch([`t:down${i}`])).toBeNull();
-      expect(performance.now() - t0).toBeLessThan(100);
+      // not queued until the store is back (ioredis's offline queue would hold it for ever): a generous bound tells them apart
+      expect(performance.now() - t0).toBeLessThan(2000);
     }
     await until(() => failures.write === 5);
     expect(failures.read).toBe(5);

@@ -1,7 +1,7 @@
 /**
- * encodeOrdinary (src/vocab/ordinary.ts) against tiktoken's own
- * `encode_ordinary`: the same ids for every input, with long pieces merged by
- * the heap BPE and the rest by tiktoken. Timing lives in bench/bpe-bench.ts.
+ * encodeOrdinary (src/vocab/ordinary.ts, plain JS: the ported pre-tokenizer
+ * and the heap BPE) against tiktoken's own WASM `encode_ordinary`: the same
+ * ids for every input. Timing lives in bench/bpe-bench.ts.
  *
  * FC_SEED=<n> replays a run, FC_SCALE=<k> runs k times as many cases.
  */
@@ -11,15 +11,11 @@ import { Tiktoken } from "tiktoken/lite";
 import { beforeAll, describe, expect, it } from "vitest";
 import { ByteRanks, bytePairEncode } from "../../src/vocab/bpe.js";
 import { loadHarmonyEncoding, type HarmonyEncoding } from "../../src/vocab/index.js";
-import { createOrdinaryEncoder, LONG_PIECE_BYTES, type OrdinaryEncoder } from "../../src/vocab/ordinary.js";
 import {
   computeV8Differences,
   isWhiteSpace,
-  longRunRanges,
   O200K_PATTERN_SOURCE,
-  pieceStartAtOrBefore,
   splitPieces,
-  utf8Length,
   V8_DIFFERENCES,
   V8_DIFFERENCES_UNICODE,
   wellFormed,
@@ -33,14 +29,11 @@ const o200k = require("tiktoken/encoders/o200k_base.json") as { bpe_ranks: strin
 let enc: HarmonyEncoding;
 /** tiktoken as is: the reference. */
 let ref: Tiktoken;
-/** The same encoder with a 24-byte threshold, so short strings take the long-piece path too. */
-let small: OrdinaryEncoder;
 const reference = (text: string): number[] => Array.from(ref.encode_ordinary(text));
 
 beforeAll(() => {
   enc = loadHarmonyEncoding();
   ref = new Tiktoken(o200k.bpe_ranks, {}, o200k.pat_str);
-  small = createOrdinaryEncoder({ encodeShort: (t) => ref.encode_ordinary(t), table: enc.table, ordinaryLimit: 199998, threshold: 24 });
 });
 
 // ---------------------------------------------------------------- generators
@@ -130,35 +123,38 @@ const mixed = (min: number, max: number) =>
 // ---------------------------------------------------------------- properties
 
 describe("encodeOrdinary equals tiktoken's encode_ordinary", () => {
-  it("on random mixes of short pieces and long runs (the service's encoder, threshold 256 bytes)", () => {
+  it("on random mixes of short pieces and long runs", () => {
     fc.assert(
       fc.property(mixed(100, 1500), (text) => {
         expect(enc.encodeOrdinary(text)).toEqual(reference(text));
       }),
       params(150),
     );
-    expect(enc.ordinaryStats().longPieces).toBeGreaterThan(0);
   });
 
-  it("on random mixes with a 24-byte threshold (most pieces through the heap BPE)", () => {
+  it("on random mixes of short pieces and short runs", () => {
     fc.assert(
       fc.property(mixed(4, 120), (text) => {
-        expect(small.encode(text)).toEqual(reference(text));
+        expect(enc.encodeOrdinary(text)).toEqual(reference(text));
       }),
       params(400),
     );
   });
 
-  it("on arbitrary strings, full Unicode range, both thresholds", () => {
+  it("on arbitrary strings, full Unicode range", () => {
     fc.assert(
       fc.property(fc.string({ unit: "binary", maxLength: 200 }), fc.string({ unit: "grapheme", maxLength: 60 }), (a, b) => {
         const text = a + b + a;
-        const want = reference(text);
-        expect(small.encode(text)).toEqual(want);
-        expect(enc.encodeOrdinary(text)).toEqual(want);
+        expect(enc.encodeOrdinary(text)).toEqual(reference(text));
       }),
       params(300),
     );
+  });
+
+  it("on texts far longer than its scratch buffer, and after them on short ones again", () => {
+    for (const text of ["Hello, world! ".repeat(40_000), "日本語のテキスト。".repeat(50_000), "ok"]) {
+      expect(enc.encodeOrdinary(text)).toEqual(reference(text));
+    }
   });
 
   it("every heap merge equals tiktoken on the piece alone", () => {
@@ -204,35 +200,7 @@ describe("the pre-tokenizer port", () => {
     expect(splitPieces(spaced).slice(0, 2)).toEqual(["\u3000", "\u3000"]);
     expect([...reference("\u3000\u3000"), ...reference(":".repeat(40))]).not.toEqual(reference(spaced));
     expect([...reference("\u3000\u30000").slice(0, -1), ...reference(":".repeat(40))]).toEqual(reference(spaced));
-    expect(small.encode(spaced)).toEqual(reference(spaced));
-  });
-
-  it("pieceStartAtOrBefore returns a piece start; longRunRanges flags every long piece", () => {
-    fc.assert(
-      fc.property(mixed(1, 200), fc.nat(), fc.integer({ min: 16, max: 300 }), (raw, k, threshold) => {
-        const text = wellFormed(raw);
-        const starts = new Set<number>([text.length]);
-        let at = 0;
-        const pieces = splitPieces(text);
-        for (const p of pieces) {
-          starts.add(at);
-          at += p.length;
-        }
-        const probe = text.length === 0 ? 0 : k % (text.length + 1);
-        expect(starts.has(pieceStartAtOrBefore(text, probe, 0))).toBe(true);
-        const ranges = longRunRanges(text, threshold);
-        at = 0;
-        for (const p of pieces) {
-          if (utf8Length(text, at, at + p.length) > threshold) {
-            let hit = false;
-            for (let r = 0; r < ranges.length; r += 2) if (ranges[r]! < at + p.length && ranges[r + 1]! > at) hit = true;
-            expect(hit).toBe(true);
-          }
-          at += p.length;
-        }
-      }),
-      params(400),
-    );
+    expect(enc.encodeOrdinary(spaced)).toEqual(reference(spaced));
   });
 
   it("V8_DIFFERENCES lists every code point Node's ICU classes unlike Unicode 16", () => {
@@ -290,7 +258,7 @@ describe("the pre-tokenizer port", () => {
         const out: number[] = [];
         for (const piece of splitPieces(s)) bytePairEncode(te.encode(piece), ranks, out);
         expect(out, JSON.stringify(s)).toEqual(reference(s));
-        expect(small.encode(s.repeat(20)), JSON.stringify(s)).toEqual(reference(s.repeat(20)));
+        expect(enc.encodeOrdinary(s.repeat(20)), JSON.stringify(s)).toEqual(reference(s.repeat(20)));
       }
     }
     expect(splitPieces("don'ſ DON'S")).toEqual(["don'ſ", " DON'S"]);
@@ -317,17 +285,6 @@ describe("long words", () => {
     expect(decode(enc.encodeOrdinary(word))).toBe(word);
     const request = Array.from({ length: 8 }, (_, i) => "Hello there, " + String.fromCharCode(97 + i).repeat(30_000) + "!\n").join("");
     expect(decode(enc.encodeOrdinary(request))).toBe(request);
-  });
-});
-
-describe("the bytes→rank lookup", () => {
-  it("is built on the first long piece, not at load", () => {
-    const fresh = loadHarmonyEncoding();
-    expect(fresh.ordinaryStats().lookupBuilt).toBe(false);
-    fresh.encodeOrdinary("Ordinary prose, " + "with words and 123 numbers. ".repeat(200));
-    expect(fresh.ordinaryStats()).toMatchObject({ lookupBuilt: false, longPieces: 0 });
-    fresh.encodeOrdinary("y".repeat(LONG_PIECE_BYTES + 1));
-    expect(fresh.ordinaryStats()).toMatchObject({ lookupBuilt: true, longPieces: 1, lookupBytes: 2 * 1024 * 1024 + 3 * 4 * 65536 });
   });
 });
 
