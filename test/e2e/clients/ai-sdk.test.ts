@@ -124,7 +124,7 @@ describe.each(["on", "off"] as const)("the AI SDK (the reasoning store %s)", (st
   it.each([false, true])("@ai-sdk/openai Chat (streamed: %s)", async (streamed) => {
     const from = rig.mark();
     const reasoning = await loop(openai().chat("gpt-oss"), streamed);
-    // @ai-sdk/openai's Chat model (4.0.118) reads neither `reasoning` nor `reasoning_content`: no reasoning
+    // @ai-sdk/openai's Chat model (3.0.141) reads neither `reasoning` nor `reasoning_content`: no reasoning
     // to show, and none sent back (the store puts it back, or with it off it is gone)
     expect(reasoning).toEqual(["", ""]);
     expect(JSON.stringify(sent.bodies[1]!.messages)).not.toContain(A.cot);

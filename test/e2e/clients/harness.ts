@@ -172,8 +172,11 @@ export function checkLoop(c: LoopCheck): void {
   }
   // the call is in flight: its reasoning stays in the prompt, before it (HARMONY.md §5)
   const cot = `<|start|>assistant<|channel|>analysis<|message|>${agent.cot}<|end|>`;
-  if (c.reasoningKept !== false) expect(at(p, cot, "the call's reasoning")).toBeLessThan(callAt);
-  else expect(p).not.toContain(agent.cot);
+  if (c.reasoningKept !== false) {
+    expect(at(p, cot, "the call's reasoning")).toBeLessThan(callAt);
+    // once: what the client sent back and what the store keeps are not both rendered
+    expect(p.split(agent.cot).length - 1, `the call's reasoning once in the prompt:\n${p}`).toBe(1);
+  } else expect(p).not.toContain(agent.cot);
   if (follow) {
     expect(follow.kind).toBe("follow-up");
     // after a final answer, the earlier turns' reasoning is dropped

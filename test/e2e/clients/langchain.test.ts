@@ -9,10 +9,10 @@
  * `streaming: true` estimates the prompt's tokens with js-tiktoken, which
  * fetches its ranks from the network (here: retried until the test's
  * deadline). `gpt-oss` is not a model id `@langchain/openai` sends
- * `reasoning` for (isReasoningModel: o*, gpt-5*, gpt-6*), so the summary
- * is asked through `modelKwargs`; on Chat, LangChain reads
- * `reasoning_content` only, asked with `harmony.reasoning_field`
- * (docs/clients.md).
+ * `reasoning` for (1.5.8's isReasoningModel: o1…, gpt-5* but not
+ * gpt-5-chat*), so the summary is asked through `modelKwargs`; on Chat,
+ * LangChain reads `reasoning_content` only, asked with
+ * `harmony.reasoning_field` (docs/clients.md).
  */
 import { HumanMessage, type AIMessage, type AIMessageChunk, type BaseMessage } from "@langchain/core/messages";
 import { tool } from "@langchain/core/tools";
