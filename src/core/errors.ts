@@ -101,6 +101,9 @@ export const REQUEST_ERROR_CODES = {
   bad_tool_call: "A tool call is not a function call with a name and string or object arguments.",
   unknown_tool_call_id: "A tool message's `tool_call_id` matches no earlier tool call, and it has no `name`.",
   bad_tool: "A `tools` entry is not a function with a name.",
+  unsupported_tool:
+    "A `tools` entry of a type the sidecar cannot give gpt-oss (hosted tools such as web_search or file_search; Chat: anything but function), named in the message.",
+  unsupported_input_item: "A Responses input item (or content part) of a type the sidecar cannot render, named in the message.",
   bad_reasoning_effort: "`reasoning_effort` is not low, medium or high (minimal and none count as low).",
   bad_response_format:
     "`response_format` (or Responses' `text.format`) is not text, json_object or json_schema with a valid name and an object schema.",
@@ -122,6 +125,7 @@ export const HTTP_ERROR_CODES = {
   parse_timeout: "POST /v1/parse took longer than its deadline (10 s) and its worker was stopped (503).",
   response_not_found: "GET or DELETE /v1/responses/{id}: no response with that id is stored for this tenant (404).",
   previous_response_not_found: "`previous_response_id` names no response stored for this tenant (404).",
+  item_not_found: "An `item_reference` input item names no item of a response stored for this tenant (404).",
   store_unavailable: "The shared store (--cot-store) did not answer within 1 s, and this process has no copy of the response (503).",
   upstream_unreachable: "The upstream could not be reached (502).",
   upstream_error: "The upstream answered with an error, before or during the stream (its 4xx kept, else 502).",

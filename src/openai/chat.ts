@@ -12,7 +12,10 @@
  * - function calls (`functions.*` recipients)  -> `delta.tool_calls`
  * - built-in tool calls (`python`, `browser.*`, `container.*`, ...: not
  *   client-executable) -> their arguments as reasoning text (option `builtinTools`)
- * - `other` deltas (authors other than the assistant), `recovery` events -> dropped
+ * - a message the parser read as text because calls were not allowed (a
+ *   `call_not_allowed` recovery: no tools, or tool_choice "none") -> dropped,
+ *   said in the `harmony` chunk before the finish (`recoveries`)
+ * - `other` deltas (authors other than the assistant), other `recovery` events -> dropped
  * - `error` events -> no output; kept in `errors`
  * - `done` -> a last chunk with `finish_reason` (and a usage chunk when `promptTokens` is set)
  *
@@ -31,6 +34,7 @@ import type {
 } from "openai/resources/chat/completions";
 import type { CompletionUsage } from "openai/resources/completions";
 import type { DeltaKind, DoneEvent, ErrorEvent, FinishReason, HarmonyEvent, ToolCallStartEvent } from "../core/events.js";
+import { DroppedCalls, type DroppedCall } from "./dropped-calls.js";
 
 export type ReasoningField = "reasoning" | "reasoning_content";
 export type ChatFinishReason = "stop" | "length" | "tool_calls";
@@ -88,6 +92,8 @@ export interface HarmonyChatCompletionChunk extends ChatCompletionChunk {
     tool_call_end?: { index: number; choice: number; arguments: string; valid_json: boolean };
     /** On a chunk of its own just before the finish reason: the choice's reasoning tokens (the parser's `done.reasoning_tokens`). */
     reasoning_tokens?: number;
+    /** On that chunk: the calls dropped because calls were not allowed. */
+    recoveries?: DroppedCall[];
   };
 }
 
@@ -153,6 +159,8 @@ export class ChatCompletionChunkAdapter {
   private readonly reasoningField: ReasoningField;
   private readonly choiceIndex: number;
   private readonly namespace: string;
+  /** Calls dropped because calls were not allowed (`call_not_allowed` recoveries). */
+  readonly droppedCalls = new DroppedCalls();
 
   constructor(options: ChatAdapterOptions) {
     this.options = { ...options };
@@ -176,6 +184,7 @@ export class ChatCompletionChunkAdapter {
   push(event: HarmonyEvent): HarmonyChatCompletionChunk[] {
     if (this.finished) return [];
     const out = this.start();
+    if (this.droppedCalls.drops(event)) return out;
     switch (event.type) {
       case "message_start":
         this.routeIndex = event.index;
@@ -251,7 +260,12 @@ export class ChatCompletionChunkAdapter {
     const reason = chatFinishReason(e.finish_reason, this.functionCalls);
     this.finishReason = reason;
     // not OpenAI's: the choice's reasoning tokens, for a front that reports the engine's usage (it does not send this on)
-    out.push(this.noChoices({ harmony: { reasoning_tokens: e.reasoning_tokens } }));
+    const dropped = this.droppedCalls.recoveries;
+    out.push(
+      this.noChoices({
+        harmony: { reasoning_tokens: e.reasoning_tokens, ...(dropped.length > 0 ? { recoveries: dropped.map((r) => ({ ...r })) } : {}) },
+      }),
+    );
     out.push(this.chunk({}, reason));
     if (this.options.promptTokens !== undefined) {
       out.push(this.noChoices({ usage: usageOf(this.options.promptTokens, e.tokens, e.reasoning_tokens) }));

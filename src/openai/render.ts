@@ -47,13 +47,32 @@ function lacksReasoning(m: unknown): m is Obj & { tool_calls: unknown[] } {
   return isObj(m) && m.role === "assistant" && Array.isArray(m.tool_calls) && m.tool_calls.length > 0 && !hasReasoning(m);
 }
 
+/**
+ * Per message, whether restoration looks its calls up: it lacks reasoning,
+ * and so do the assistant messages right before it (one turn sent as
+ * several messages, its reasoning in the first: the client sent it back).
+ */
+function restorable(messages: readonly unknown[]): boolean[] {
+  let turnHasReasoning = false;
+  return messages.map((m) => {
+    if (!isObj(m) || m.role !== "assistant") {
+      turnHasReasoning = false;
+      return false;
+    }
+    const lacks = lacksReasoning(m) && !turnHasReasoning;
+    if (hasReasoning(m)) turnHasReasoning = true;
+    return lacks;
+  });
+}
+
 function callIdOf(call: unknown): string | undefined {
   return isObj(call) && typeof call.id === "string" ? call.id : undefined;
 }
 
 /**
  * The tool call ids {@link restoreReasoning} would look up in `request`
- * (those of assistant messages that call tools and carry no reasoning), in
+ * (those of assistant messages that call tools and carry no reasoning,
+ * nor do the assistant messages of their turn before them), in
  * order; none when the request does not ask for restoration. A store that
  * answers asynchronously fetches these first, in one batch, then hands
  * restoreReasoning what it found.
@@ -61,8 +80,10 @@ function callIdOf(call: unknown): string | undefined {
 export function missingReasoning(request: unknown): string[] {
   const ids: string[] = [];
   if (!isObj(request) || !Array.isArray(request.messages) || !optionsOf(request).restore) return ids;
-  for (const m of request.messages as unknown[]) {
-    if (!lacksReasoning(m)) continue;
+  const messages = request.messages as unknown[];
+  const look = restorable(messages);
+  for (const [i, m] of messages.entries()) {
+    if (!look[i] || !lacksReasoning(m)) continue;
     for (const call of m.tool_calls) {
       const id = callIdOf(call);
       if (id !== undefined) ids.push(id);
@@ -83,17 +104,30 @@ export function restoreReasoning(
   const restored: Restored[] = [];
   if (!isObj(request) || !recall || !Array.isArray(request.messages)) return { request, restored };
   if (!optionsOf(request).restore) return { request, restored };
-  const messages = (request.messages as unknown[]).map((m, i) => {
-    if (!lacksReasoning(m)) return m;
+  // a turn (the assistant messages between two others) gets the reasoning once, on its first message: where
+  // the model wrote it, before the turn's preamble and calls
+  const messages = [...(request.messages as unknown[])];
+  let start = -1;
+  let has = false;
+  messages.forEach((m, i) => {
+    if (!isObj(m) || m.role !== "assistant") {
+      start = -1;
+      has = false;
+      return;
+    }
+    if (start < 0) start = i;
+    if (hasReasoning(m)) has = true;
+    if (has || !lacksReasoning(m)) return;
     for (const call of m.tool_calls) {
       const id = callIdOf(call);
       const text = id === undefined ? undefined : recall(id);
       if (id !== undefined && text !== undefined) {
-        restored.push({ tool_call_id: id, message_index: i, chars: text.length });
-        return { ...m, reasoning: text };
+        restored.push({ tool_call_id: id, message_index: start, chars: text.length });
+        messages[start] = { ...(messages[start] as Obj), reasoning: text };
+        has = true;
+        return;
       }
     }
-    return m;
   });
   return { request: { ...request, messages }, restored };
 }

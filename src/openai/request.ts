@@ -6,7 +6,7 @@
  * `REQUEST_ERROR_CODES` (src/core/errors.ts) and where in the request it is.
  */
 import type { RequestErrorCode } from "../core/errors.js";
-import { describeValue, isObj } from "../core/json.js";
+import { describeValue, isObj, type JsonObject as Obj } from "../core/json.js";
 import { HARMONY } from "../core/preset.js";
 import {
   browserToolNamespace,
@@ -50,6 +50,14 @@ export interface OpenAIChatMessage {
   /** Legacy single call (used when there are no `tool_calls`). */
   function_call?: { name: string; arguments?: string | null } | null;
   tool_call_id?: string;
+  /**
+   * Not OpenAI's (what a Responses input turns into): `"commentary"` on an
+   * assistant message without tool calls says its content is a preamble
+   * of a turn still in progress, not a final answer: its reasoning (if
+   * any) and content are rendered as `analysis` and `commentary`, and no
+   * `final` is rendered.
+   */
+  channel?: "commentary" | null;
 }
 
 export interface OpenAITool {
@@ -215,8 +223,9 @@ function toolsOf(tools: unknown, emptyAsNoArgs: boolean): ToolDescription[] {
   if (!Array.isArray(tools)) fault("bad_tool", "tools", "tools must be an array");
   return tools.map((t, i) => {
     const path = `tools[${i}]`;
-    if (!isObj(t) || (t.type !== undefined && t.type !== "function") || !isObj(t.function))
-      fault("bad_tool", path, 'a tool must be {type: "function", function: {...}}');
+    if (isObj(t) && t.type !== undefined && t.type !== "function")
+      fault("unsupported_tool", `${path}.type`, `tools of type ${describeValue(t.type)} are not supported (function only)`);
+    if (!isObj(t) || !isObj(t.function)) fault("bad_tool", path, 'a tool must be {type: "function", function: {...}}');
     const f = t.function;
     if (typeof f.name !== "string" || f.name === "") fault("bad_tool", `${path}.function.name`, "a function needs a name");
     if (f.description !== undefined && f.description !== null && typeof f.description !== "string")
@@ -247,7 +256,11 @@ function toolsOf(tools: unknown, emptyAsNoArgs: boolean): ToolDescription[] {
  *   `tool_calls`, the content (if any, not just whitespace) as a `commentary`
  *   preamble and one `commentary` message `to=functions.NAME`
  *   (`<|constrain|>json`, ending `<|call|>`) per call, arguments verbatim;
- *   without tool calls, the content as the `final` message (ending `<|end|>`);
+ *   without tool calls, the content as the `final` message (ending `<|end|>`).
+ *   Consecutive assistant messages are one turn: without calls of its own,
+ *   a message a call follows in them gives its content as a `commentary`
+ *   preamble, and one with no content that another assistant message
+ *   follows gives only its reasoning (no empty `final`);
  * - `tool` → `functions.NAME to=assistant` on `commentary`, NAME found
  *   through `tool_call_id` among the earlier tool calls (or the message's
  *   `name`); legacy `function_call` / `function` messages are mapped alike.
@@ -277,6 +290,19 @@ function callMessage(name: string, args: unknown, path: string, contentType: str
     }
   } else return fault("bad_tool_call", path, "arguments must be a JSON string");
   return { role: "assistant", channel: COMMENTARY, recipient: `functions.${name}`, content_type: contentType, content: text };
+}
+
+const isAssistant = (m: unknown): m is Obj => isObj(m) && m.role === "assistant";
+
+/** Whether an assistant message calls tools (`tool_calls`, or a legacy `function_call`). */
+function callsTools(m: Obj): boolean {
+  return (Array.isArray(m.tool_calls) && m.tool_calls.length > 0) || (m.function_call !== undefined && m.function_call !== null);
+}
+
+/** Whether a later assistant message of the same turn (the assistant messages right after `msgs[i]`) calls tools. */
+function callFollows(msgs: readonly unknown[], i: number): boolean {
+  for (let j = i + 1; j < msgs.length && isAssistant(msgs[j]); j++) if (callsTools(msgs[j] as Obj)) return true;
+  return false;
 }
 
 function convertRequest(request: unknown, options: FromOpenAIOptions): HarmonyMessage[] {
@@ -342,8 +368,14 @@ function convertRequest(request: unknown, options: FromOpenAIOptions): HarmonyMe
           if (!isObj(m.function_call)) fault("bad_tool_call", `${path}.function_call`, "function_call must be an object");
           calls = [{ type: "function", function: m.function_call }];
         }
+        const channel = m.channel;
+        if (channel !== undefined && channel !== null && channel !== COMMENTARY)
+          fault("bad_message", `${path}.channel`, `channel must be "commentary" or absent, not ${describeValue(channel)}`);
         if (reasoning !== null) out.push({ role: "assistant", channel: ANALYSIS, content: reasoning });
-        if (Array.isArray(calls) && calls.length > 0) {
+        if (channel === COMMENTARY && (!Array.isArray(calls) || calls.length === 0)) {
+          // a preamble of a turn in progress (Responses' phase "commentary" with no call after it yet)
+          if (text !== null && text.trim() !== "") out.push({ role: "assistant", channel: COMMENTARY, content: text });
+        } else if (Array.isArray(calls) && calls.length > 0) {
           if (text !== null && text.trim() !== "") out.push({ role: "assistant", channel: COMMENTARY, content: text });
           calls.forEach((c: unknown, k: number) => {
             const cpath = `${path}.tool_calls[${k}]`;
@@ -355,6 +387,12 @@ function convertRequest(request: unknown, options: FromOpenAIOptions): HarmonyMe
             if (typeof c.id === "string") callNames.set(c.id, f.name);
             out.push(callMessage(f.name, f.arguments, `${cpath}.function.arguments`, contentType));
           });
+        } else if (callFollows(msgs, i)) {
+          // one turn sent as several assistant messages (reasoning, text, calls: the Agents SDK's Chat
+          // model does so): text before the turn's call is its preamble, not a final answer
+          if (text !== null && text.trim() !== "") out.push({ role: "assistant", channel: COMMENTARY, content: text });
+        } else if ((text === null || text.trim() === "") && isAssistant(msgs[i + 1])) {
+          // nothing said yet: the turn goes on in the next message (this one brought only its reasoning)
         } else {
           out.push({ role: "assistant", channel: FINAL, content: text ?? "" });
         }

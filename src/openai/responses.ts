@@ -13,7 +13,11 @@
  * - function calls (`functions.*` recipients) -> `function_call` item (`call_id`, `name`, `arguments`)
  * - built-in tool calls (`python`, `browser.*`, ...: not client-executable)
  *                                             -> `reasoning` item holding the call's arguments (option `builtinTools`)
- * - `other` deltas, `recovery` events         -> dropped; `error` events -> kept in `errors`
+ * - a message the parser read as text because calls were not allowed
+ *   (a `call_not_allowed` recovery: the request has no tools, or
+ *   tool_choice "none")                       -> dropped (a call's arguments are no answer),
+ *                                                said in the closing event's `harmony.recoveries`
+ * - `other` deltas, other `recovery` events   -> dropped; `error` events -> kept in `errors`
  *
  * The stream ends with `response.completed` (finish `stop` / `tool_calls`),
  * `response.incomplete` (`length`: `incomplete_details.reason:
@@ -32,6 +36,7 @@ import type {
   ResponseUsage,
 } from "openai/resources/responses/responses";
 import type { DeltaKind, DoneEvent, ErrorEvent, FinishReason, HarmonyEvent, ToolCallStartEvent } from "../core/events.js";
+import { DroppedCalls } from "./dropped-calls.js";
 
 /** Response fields echoed from the request (instructions, tools, tool_choice, temperature, ...). */
 export type ResponseEcho = Partial<
@@ -92,6 +97,8 @@ export class ResponsesStreamAdapter {
   /** The function call (or built-in call) of the current message, from `tool_call_start`. */
   private call: { msg: number; builtin: boolean } | null = null;
   private final: Response | null = null;
+  /** Calls dropped because calls were not allowed (`call_not_allowed` recoveries). */
+  readonly droppedCalls = new DroppedCalls();
   private readonly base: string;
   private readonly namespace: string;
 
@@ -123,6 +130,7 @@ export class ResponsesStreamAdapter {
   push(event: HarmonyEvent): ResponseStreamEvent[] {
     if (this.finished) return [];
     const out = this.start();
+    if (this.droppedCalls.drops(event)) return out;
     switch (event.type) {
       case "message_start":
         if (this.open) this.close("completed", out);
@@ -332,7 +340,10 @@ export class ResponsesStreamAdapter {
     this.final = response;
     const copy = structuredCloneJson(response);
     // not OpenAI's: the reasoning tokens, for a front that reports the engine's usage (it takes this off)
-    const harmony = { reasoning_tokens: e.reasoning_tokens };
+    const harmony = {
+      reasoning_tokens: e.reasoning_tokens,
+      ...(this.droppedCalls.recoveries.length > 0 ? { recoveries: this.droppedCalls.recoveries.map((r) => ({ ...r })) } : {}),
+    };
     const type = status === "completed" ? "response.completed" : status === "incomplete" ? "response.incomplete" : "response.failed";
     out.push({ type, sequence_number: this.seq++, response: copy, harmony } as ResponseStreamEvent);
   }

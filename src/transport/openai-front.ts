@@ -23,15 +23,20 @@ import { checkSampling } from "../openai/sampling.js";
 import {
   chatUsage,
   continuedInput,
+  findItem,
+  itemReferences,
+  responseIdOfItem,
   responsesToChat,
+  responsesToolChoice,
   responsesUsage,
   storedInputItems,
   type PreviousResponse,
 } from "../openai/responses-input.js";
+import { ResponsesOutput } from "../openai/responses-output.js";
 import { generate, isClosing, type ForcedCall } from "../service/generate.js";
 import type { Service } from "../service/service.js";
 import { MAX_RESPONSE_ID, type Lookup } from "../store/responses.js";
-import { MAX_TOP_LOGPROBS, type Engine, type UpstreamConfig, type UpstreamError } from "../upstream/engine.js";
+import { MAX_TOP_LOGPROBS, type Engine, type UpstreamConfig, type UpstreamError, type UpstreamUsage } from "../upstream/engine.js";
 import { ClientFlow } from "./client-flow.js";
 import { readJson, sendJson } from "./respond.js";
 
@@ -47,13 +52,16 @@ function sendError(
 }
 
 /**
- * Which calls the parser lets through: tool_choice "none" allows none (a
- * call the model writes anyway is read as text, with a call_not_allowed
- * recovery); parallel_tool_calls false allows one (the first complete call
- * ends the answer).
+ * Which calls the parser lets through: tool_choice "none", or a request
+ * that declares no tools (and no built-in tool), allows none (a call the
+ * model writes anyway is dropped with a call_not_allowed recovery, and the
+ * answer says so: src/openai/dropped-calls.ts); parallel_tool_calls false
+ * allows one (the first complete call ends the answer).
  */
-function callsOf(request: Obj): "any" | "none" | "one" {
+function callsOf(request: Obj, tools: readonly string[]): "any" | "none" | "one" {
   if (request.tool_choice === "none") return "none";
+  const builtin = isObj(request.harmony) && isObj(request.harmony.builtin_tools) ? request.harmony.builtin_tools : {};
+  if (tools.length === 0 && builtin.browser !== true && builtin.python !== true) return "none";
   if (request.parallel_tool_calls === false) return "one";
   return "any";
 }
@@ -179,6 +187,14 @@ async function checkAnswers(svc: Service, format: AnswerFormat, answers: (string
   }
   if (out.length === 0 && unchecked.length === 0) return null;
   return { ...(out.length > 0 ? { recoveries: out } : {}), ...(unchecked.length > 0 ? { unchecked } : {}) };
+}
+
+/** The answer's `harmony`: its recoveries (calls dropped where none were allowed, schema mismatches) and the answers left unchecked; null when there are none. */
+function harmonyOf(dropped: readonly unknown[], note: CheckNote): Obj | null {
+  const recoveries = [...dropped, ...(note?.recoveries ?? [])];
+  const unchecked = note?.unchecked ?? [];
+  if (recoveries.length === 0 && unchecked.length === 0) return null;
+  return { ...(recoveries.length > 0 ? { recoveries } : {}), ...(unchecked.length > 0 ? { unchecked } : {}) };
 }
 
 /** OpenAI's error type for an upstream failure: the client's mistake (4xx) or the server's. */
@@ -328,12 +344,14 @@ async function handleChat(
   if (format !== null) svc.warmChecker();
   const streamed: (string | null)[] = Array.from({ length: n }, () => null);
   const called: boolean[] = Array.from({ length: n }, () => false);
+  // calls dropped where none were allowed, by choice: said in the answer
+  const dropped: Obj[] = [];
   const open = {
     format: "openai.chat",
     model,
     reasoning_field: reasoningField,
     tools,
-    calls: callsOf(request),
+    calls: callsOf(request, tools),
   };
   const gen = generate(
     svc,
@@ -372,6 +390,7 @@ async function handleChat(
         }
         // the choice's reasoning tokens, for usage (not sent on)
         reasoningTokens += h.reasoning_tokens ?? 0;
+        for (const r of h.recoveries ?? []) dropped.push({ ...r, choice });
         return;
       }
       if (stream) {
@@ -417,11 +436,12 @@ async function handleChat(
     if (res.destroyed) return;
     const choices = results.flatMap((r) => r.choices);
     if (logprobs) choices.forEach((c, i) => ((c as { logprobs: unknown }).logprobs = { content: logprobs[i]!.content, refusal: null }));
+    const harmony = harmonyOf(dropped, note);
     sendJson(res, 200, {
       ...results[0]!,
       choices,
       ...(usageObj ? { usage: usageObj } : {}),
-      ...(note !== null ? { harmony: note } : {}),
+      ...(harmony !== null ? { harmony } : {}),
     });
     return;
   }
@@ -440,7 +460,8 @@ async function handleChat(
   }
   if (error)
     res.write(`data: ${JSON.stringify({ error: { message: error.message, type: "upstream_error", param: null, code: error.code } })}\n\n`);
-  if (note !== null) res.write(`data: ${JSON.stringify(extraChunk({ harmony: note }))}\n\n`);
+  const harmony = harmonyOf(dropped, note);
+  if (harmony !== null) res.write(`data: ${JSON.stringify(extraChunk({ harmony }))}\n\n`);
   if (includeUsage && usageObj) res.write(`data: ${JSON.stringify(extraChunk({ usage: usageObj }))}\n\n`);
   res.end("data: [DONE]\n\n");
 }
@@ -501,10 +522,16 @@ async function handleResponses(svc: Service, engine: Engine, req: http.IncomingM
   }
   const input = continuedInput(previous, request.input);
   if (!input.ok) return sendError(res, 400, "invalid_request_error", "bad_request", input.message, input.param);
-  const conv = responsesToChat({ ...request, input: input.items });
-  if (!conv.ok) return sendError(res, 400, "invalid_request_error", "bad_request", conv.message, conv.param);
+  const items = await referencedItems(svc, tenant, input.items, previous);
+  if (!items.ok)
+    return items.code === "store_unavailable"
+      ? sendError(res, 503, "server_error", "store_unavailable", items.message, items.param)
+      : sendError(res, 404, "invalid_request_error", "item_not_found", items.message, items.param);
+  const conv = responsesToChat({ ...request, input: items.items });
+  if (!conv.ok)
+    return sendError(res, conv.code === "item_not_found" ? 404 : 400, "invalid_request_error", conv.code, conv.message, conv.param);
   const tools = declaredToolNames(conv.chat);
-  const forced = forcing(svc, res, request.tool_choice, tools, 1);
+  const forced = forcing(svc, res, responsesToolChoice(request.tool_choice), tools, 1);
   if (!forced) return;
   const rendered = await prepare(svc, tenant, res, request, conv.chat, "responses");
   if (!rendered) return;
@@ -523,7 +550,32 @@ async function handleResponses(svc: Service, engine: Engine, req: http.IncomingM
   };
   const format = answerFormat(conv.chat);
   if (format !== null) svc.warmChecker();
-  const open = { format: "openai.responses", model, tools, calls: callsOf(request) };
+  const open = { format: "openai.responses", model, tools, calls: callsOf(conv.chat, tools) };
+  // the output in the client's terms: custom and namespaced tools, reasoning in summary / encrypted_content when asked
+  const reasoningAsked = isObj(request.reasoning) ? (request.reasoning.summary ?? request.reasoning.generate_summary) : undefined;
+  const output = new ResponsesOutput({
+    routes: conv.routes,
+    summary: typeof reasoningAsked === "string" && reasoningAsked !== "none",
+    carry: Array.isArray(request.include) && request.include.includes("reasoning.encrypted_content"),
+  });
+  let dropped: unknown[] = [];
+  const onEvent = (obj: Obj, usage: UpstreamUsage | null): void => {
+    if (isObj(obj.response)) {
+      obj.response.previous_response_id = previousId;
+      obj.response.store = storing;
+    }
+    if (isClosing(obj)) {
+      final = obj;
+      const reasoningTokens = isObj(obj.harmony) && typeof obj.harmony.reasoning_tokens === "number" ? obj.harmony.reasoning_tokens : 0;
+      if (isObj(obj.harmony) && Array.isArray(obj.harmony.recoveries)) dropped = obj.harmony.recoveries;
+      delete obj.harmony;
+      if (usage && isObj(obj.response)) obj.response.usage = responsesUsage(usage, reasoningTokens);
+      // a stored response is announced complete only once it is stored (the next turn may go to another
+      // replica), a structured one once its answer is checked
+      if (storing || format !== null) return;
+    }
+    if (stream) write(obj);
+  };
   const gen = generate(
     svc,
     engine,
@@ -532,20 +584,8 @@ async function handleResponses(svc: Service, engine: Engine, req: http.IncomingM
     tenant,
     (_choice, obj, usage) => {
       if (obj.harmony_error) return;
-      if (isObj(obj.response)) {
-        obj.response.previous_response_id = previousId;
-        obj.response.store = storing;
-      }
-      if (isClosing(obj)) {
-        final = obj;
-        const reasoningTokens = isObj(obj.harmony) && typeof obj.harmony.reasoning_tokens === "number" ? obj.harmony.reasoning_tokens : 0;
-        delete obj.harmony;
-        if (usage && isObj(obj.response)) obj.response.usage = responsesUsage(usage, reasoningTokens);
-        // a stored response is announced complete only once it is stored (the next turn may go to another
-        // replica), a structured one once its answer is checked
-        if (storing || format !== null) return;
-      }
-      if (stream) write(obj);
+      if (!output.active) return onEvent(obj, usage);
+      for (const ev of output.event(obj)) onEvent(ev, usage);
     },
     { force: forced.force, ...(stream ? { backpressure: () => flow.wait() } : {}) },
   );
@@ -556,15 +596,17 @@ async function handleResponses(svc: Service, engine: Engine, req: http.IncomingM
   if (error) svc.logger.warn({ code: error.code, status: error.upstreamStatus }, error.message);
   const finished = final as Obj | null;
   const response = finished && isObj(finished.response) ? finished.response : null;
+  let note: CheckNote = null;
   if (format !== null && response && response.status === "completed") {
     // a response that only calls functions has no answer to check
     const text = typeof response.output_text === "string" && response.output_text !== "" ? response.output_text : null;
-    const note = await checkAnswers(svc, format, [text]);
-    if (note !== null) response.harmony = note;
+    note = await checkAnswers(svc, format, [text]);
   }
+  const harmony = response ? harmonyOf(dropped, note) : null;
+  if (response && harmony !== null) response.harmony = harmony;
   if (storing && response && typeof response.id === "string") {
     const id = response.id;
-    const outcome = await store.put(tenant, id, { response, input: storedInputItems(input.items, id.replace(/^resp_/, "")) });
+    const outcome = await store.put(tenant, id, { response, input: storedInputItems(items.items, id.replace(/^resp_/, "")) });
     svc.metrics.responses.inc({ op: "store", outcome });
     if (outcome === "too_large") {
       response.store = false;
@@ -589,6 +631,51 @@ async function handleResponses(svc: Service, engine: Engine, req: http.IncomingM
 }
 
 // ---------------------------------------------------------------- stored responses
+
+/**
+ * `items` with each `item_reference` replaced by the item it names, read
+ * from the response store within the tenant: the response an id of the
+ * sidecar's names (`rs_<base>_0` → `resp_<base>`), else the previous
+ * response's items. One read per response.
+ */
+async function referencedItems(
+  svc: Service,
+  tenant: string,
+  items: unknown[],
+  previous: PreviousResponse | null,
+): Promise<{ ok: true; items: unknown[] } | { ok: false; code: "item_not_found" | "store_unavailable"; message: string; param: string }> {
+  const refs = itemReferences(items);
+  if (refs.length === 0) return { ok: true, items };
+  const records = new Map<string, PreviousResponse | null>();
+  const out = [...items];
+  for (const { index, id } of refs) {
+    const param = `input[${index}].id`;
+    const notFound = { ok: false as const, code: "item_not_found" as const, message: "", param };
+    if (typeof id !== "string" || id === "" || id.length > MAX_RESPONSE_ID)
+      return { ...notFound, message: "an item_reference needs the id of a stored item" };
+    let found = previous ? findItem(previous, id) : null;
+    const responseId = found === null ? responseIdOfItem(id) : null;
+    if (found === null && responseId !== null && svc.responses.enabled) {
+      if (!records.has(responseId)) {
+        const got = await lookup(svc, tenant, responseId);
+        if (!got.ok && got.reason === "unavailable")
+          return { ok: false, code: "store_unavailable", message: "the response store did not answer in time; try again", param };
+        records.set(responseId, got.ok ? got.record : null);
+      }
+      const record = records.get(responseId);
+      found = record ? findItem(record, id) : null;
+    }
+    if (found === null || found.type === "item_reference")
+      return {
+        ...notFound,
+        message: svc.responses.enabled
+          ? `Item with id '${id}' not found.`
+          : `Item with id '${id}' not found: this server does not store responses (--response-store-bytes 0)`,
+      };
+    out[index] = found;
+  }
+  return { ok: true, items: out };
+}
 
 /** The response stored under `id` for `tenant`, the outcome counted. */
 async function lookup(svc: Service, tenant: string, id: string): Promise<Lookup> {

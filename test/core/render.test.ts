@@ -29,6 +29,7 @@ import {
   type RenderConversationOptions,
   type RenderPiece,
 } from "../../src/core/render.js";
+import { missingReasoning, renderRequest } from "../../src/openai/render.js";
 import { fromOpenAIRequest, type OpenAIChatRequest } from "../../src/openai/request.js";
 import { jsonSchemaToTypeScript } from "../../src/core/schema-ts.js";
 import { harmony } from "../helpers.js";
@@ -769,6 +770,82 @@ describe("fromOpenAIRequest", () => {
     expect(text).toContain("<|start|>assistant<|channel|>analysis<|message|>two lookups<|end|>");
   });
 
+  it("one turn sent as several assistant messages: the preamble stays commentary, the reasoning stays, none restored twice", () => {
+    // the shape @openai/agents-openai 0.14.3 sends (itemsToMessages, dist/openaiChatCompletionsConverter.mjs: each
+    // reasoning, message and function_call item of a turn an assistant message of its own), recorded through the front
+    const call = { id: "c1", type: "function", function: { name: "lookup_weather", arguments: '{"location":"SF"}' } };
+    const messages = [
+      { role: "user", content: "Weather in SF?" },
+      { role: "assistant", content: null, reasoning: "need the weather tool" },
+      { role: "assistant", content: [{ type: "text", text: "Checking SF.", annotations: [] }] },
+      { role: "assistant", content: null, tool_calls: [call] },
+      { role: "tool", tool_call_id: "c1", content: "sunny" },
+    ];
+    const callMsg = {
+      role: "assistant",
+      channel: "commentary",
+      recipient: "functions.lookup_weather",
+      content_type: "<|constrain|>json",
+      content: '{"location":"SF"}',
+    };
+    const result = { role: "tool", name: "functions.lookup_weather", recipient: "assistant", channel: "commentary", content: "sunny" };
+    expect(convert({ tools, messages }).slice(2)).toEqual([
+      user("Weather in SF?"),
+      analysis("need the weather tool"),
+      { role: "assistant", channel: "commentary", content: "Checking SF." },
+      callMsg,
+      result,
+    ]);
+    // the answer's turn alike (its reasoning, then its text), then the user: no empty final, and the finished turns'
+    // reasoning is dropped
+    const answered = [
+      ...messages,
+      { role: "assistant", content: null, reasoning: "sunny, say so" },
+      { role: "assistant", content: "Sunny." },
+      { role: "user", content: "Thanks!" },
+    ];
+    expect(convert({ tools, messages: answered }).slice(2)).toEqual([
+      user("Weather in SF?"),
+      analysis("need the weather tool"),
+      { role: "assistant", channel: "commentary", content: "Checking SF." },
+      callMsg,
+      result,
+      analysis("sunny, say so"),
+      final("Sunny."),
+      user("Thanks!"),
+    ]);
+    // an assistant message with nothing said and no assistant message after it is still an (empty) final answer
+    expect(
+      convert({
+        messages: [
+          { role: "assistant", content: null, reasoning: "hm" },
+          { role: "user", content: "?" },
+        ],
+      }).slice(1),
+    ).toEqual([analysis("hm"), final(""), user("?")]);
+    // the turn brought its reasoning back: the store is not asked for it (it would be rendered twice)
+    const looked: string[] = [];
+    const recall = (id: string) => (looked.push(id), "from the store");
+    const r = renderRequest({ tools, messages }, { encodeOrdinary: enc.encodeOrdinary, recall });
+    expect(looked).toEqual([]);
+    expect(missingReasoning({ tools, messages })).toEqual([]);
+    expect(r).toMatchObject({ ok: true, restored: [] });
+    expect(r.ok && r.text.split("<|channel|>analysis").length - 1).toBe(1);
+    // without the reasoning message, the call's reasoning is looked up and put back once, at the turn's start: the
+    // prompt is the one the client would have got by sending it back
+    const stateless = messages.filter((m) => !("reasoning" in m));
+    expect(missingReasoning({ tools, messages: stateless })).toEqual(["c1"]);
+    const r2 = renderRequest({ tools, messages: stateless }, { encodeOrdinary: enc.encodeOrdinary, recall });
+    expect(r2).toMatchObject({ ok: true, restored: [{ tool_call_id: "c1", message_index: 1 }] });
+    const sentBack = renderRequest({ tools, messages }, { encodeOrdinary: enc.encodeOrdinary });
+    expect(r2.ok && sentBack.ok && r2.text).toBe(sentBack.ok && sentBack.text.replace("need the weather tool", "from the store"));
+    // two call messages in one turn: the reasoning goes back once
+    const twice = [...stateless.slice(0, 3), { role: "assistant", content: null, tool_calls: [{ ...call, id: "c2" }] }];
+    const r3 = renderRequest({ tools, messages: twice }, { encodeOrdinary: enc.encodeOrdinary, recall: () => "from the store" });
+    expect(r3).toMatchObject({ ok: true, restored: [{ tool_call_id: "c1", message_index: 1 }] });
+    expect(r3.ok && r3.text.split("from the store").length - 1).toBe(1);
+  });
+
   it("system content options: identity, cutoff, date, effort (request or option), python", () => {
     const [sysMsg] = convert(
       { messages: [{ role: "user", content: "hi" }], reasoning: { effort: "high" } },
@@ -842,7 +919,9 @@ describe("fromOpenAIRequest", () => {
       "bad_tool_call@messages[0].tool_calls[0].function.name",
     );
     expect(err({ messages: [{ role: "tool", tool_call_id: "nope", content: "x" }] })).toBe("unknown_tool_call_id@messages[0].tool_call_id");
-    expect(err({ messages: [], tools: [{ type: "web_search" }] })).toBe("bad_tool@tools[0]");
+    // a tool type other than function is refused by name (issue #30)
+    expect(err({ messages: [], tools: [{ type: "web_search" }] })).toBe("unsupported_tool@tools[0].type");
+    expect(err({ messages: [], tools: [{ type: "function" }] })).toBe("bad_tool@tools[0]");
     expect(err({ messages: [], reasoning_effort: "max" })).toBe("bad_reasoning_effort@reasoning_effort");
     const cyclic: Record<string, unknown> = {};
     cyclic.self = cyclic;

@@ -202,11 +202,6 @@ describe("the OpenAI front against vLLM's contract", () => {
         const injected =
           ids("<|channel|>analysis<|message|>").length +
           ids("<|start|>assistant<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>").length;
-        console.log(
-          "DBG",
-          JSON.stringify(r.usage),
-          sent.map((x) => JSON.stringify(x.events.filter((e) => typeof e === "object" && e !== null && (e as { usage?: unknown }).usage))),
-        );
         expect(r.usage?.completion_tokens).toBe(ids(`${reasoning}<|end|>`).length + step2.length + injected);
         expect(r.usage?.prompt_tokens).toBe((sent[0]!.body!.prompt as number[]).length - ids("<|channel|>analysis<|message|>").length);
       } else {

@@ -231,6 +231,13 @@ export interface VllmStandIn {
   completions(): Received[];
   /** Scripts are taken in order, one per `/v1/completions` request; the last repeats. */
   script(...s: Script[]): void;
+  /**
+   * A model that reads its prompt: each `/v1/completions` request's script
+   * is `fn(body)` (the request as sent), until `script()` is called again.
+   * For clients' tool loops, where what the model samples depends on the
+   * turn (test/e2e/clients/harness.ts).
+   */
+  respond(fn: (body: Obj) => Script): void;
   /** Change the server config (e.g. `set({ profile: "v0.10.0" })`). */
   set(c: Partial<VllmConfig>): void;
   close(): Promise<void>;
@@ -594,6 +601,7 @@ const SSE_HEADERS = { "content-type": "text/event-stream; charset=utf-8", "cache
 export async function startVllm(initial: Partial<VllmConfig> = {}): Promise<VllmStandIn> {
   const config: VllmConfig = { ...GPT_OSS_20B, decode: defaultDecode, tokenize: defaultTokenize, ...initial } as VllmConfig;
   let scripts: Script[] = [{}];
+  let responder: ((body: Obj) => Script) | null = null;
   const received: Received[] = [];
   const started = Math.floor(Date.now() / 1000);
   const metrics = { running: 0, success: new Map<string, number>(), promptTokens: 0, generationTokens: 0 };
@@ -674,7 +682,7 @@ export async function startVllm(initial: Partial<VllmConfig> = {}): Promise<Vllm
       case "/v1/completions":
         break;
     }
-    const s = scripts.length > 1 ? scripts.shift()! : scripts[0]!;
+    const s = responder && rec.body ? responder(rec.body) : scripts.length > 1 ? scripts.shift()! : scripts[0]!;
     const cfg: VllmConfig = { ...config, ...(s.config ?? {}) };
     if (s.status) {
       rec.status = s.status;
@@ -960,6 +968,10 @@ export async function startVllm(initial: Partial<VllmConfig> = {}): Promise<Vllm
     completions: () => received.filter((r) => r.path === "/v1/completions"),
     script: (...s) => {
       scripts = s.length ? s : [{}];
+      responder = null;
+    },
+    respond: (fn) => {
+      responder = fn;
     },
     set: (c) => {
       Object.assign(config, c);
