@@ -23,7 +23,11 @@
  * scope (src/store/store.ts, `memoScope`) + the id. Values: the reasoning's
  * UTF-8 bytes; a stored response's JSON.
  */
-import { Redis, type RedisOptions } from "ioredis";
+import { createRequire } from "node:module";
+import type { Redis, RedisOptions } from "ioredis";
+
+/** ioredis, loaded when a shared store is first made: a process without one never pays its start-up. */
+const loadIoredis = (): typeof import("ioredis") => createRequire(import.meta.url)("ioredis") as typeof import("ioredis");
 
 /** The prefix of every key: the service, and the version of the key layout and value format. */
 export const KEY_PREFIX = "hs:v2:";
@@ -162,7 +166,8 @@ export class SharedStore {
     this.maxPending = options.maxPendingBytes ?? 16 * 1024 * 1024;
     this.warnInterval = options.warnIntervalMs ?? 30_000;
     this.now = options.now ?? Date.now;
-    this.client = new Redis({
+    const { Redis: Client } = loadIoredis();
+    this.client = new Client({
       ...connectionOptions(options.url),
       // RESP2: what every Redis and Valkey speaks, with no HELLO handshake
       protocol: 2,
