@@ -10,7 +10,7 @@ import fc from "fast-check";
 import { beforeAll, describe, expect, it } from "vitest";
 import type { DeltaKind, HarmonyEvent, MessageStartEvent, ReferenceMessage } from "../../src/core/events.js";
 import { HeaderMemo, MAX_MEMO_ROLES, parseHeaderReference, threadHeaderMemo } from "../../src/core/header.js";
-import { HarmonyParser, MAX_ARGUMENT_BYTES, type ParserOptions } from "../../src/core/parser.js";
+import { HarmonyParser, MAX_ARGUMENT_BYTES, MAX_HEADERLESS_CHARS, REPEAT_LIMIT, type ParserOptions } from "../../src/core/parser.js";
 import { HARMONY } from "../../src/core/preset.js";
 import { FLAG_WHOLE, type Vocabulary } from "../../src/core/vocab.js";
 import type { HarmonyEncoding } from "../../src/vocab/index.js";
@@ -226,6 +226,11 @@ function mergeDeltas(events: readonly HarmonyEvent[]): HarmonyEvent[] {
   return out;
 }
 
+/** A message with no header at all (rule 13): no channel, no recipient; its deltas are reasoning. */
+function isHeaderless(s: MessageStartEvent): boolean {
+  return s.role === "assistant" && s.channel === null && s.recipient === null;
+}
+
 const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
 
 function expectedKind(s: MessageStartEvent): DeltaKind {
@@ -242,7 +247,8 @@ function expectedKind(s: MessageStartEvent): DeltaKind {
  */
 function checkEventStream(events: readonly HarmonyEvent[], whole: boolean) {
   const finished: { start: MessageStartEvent; text: string; message?: ReferenceMessage }[] = [];
-  let open: { start: MessageStartEvent; text: string; kind?: DeltaKind } | null = null;
+  /** `answer`: rule 13's text given again as the answer (content deltas after reasoning ones, in a message with no channel). */
+  let open: { start: MessageStartEvent; text: string; kind?: DeltaKind; answer?: string } | null = null;
   let started = 0;
   let recoveries = 0;
   let calls = 0;
@@ -281,6 +287,19 @@ function checkEventStream(events: readonly HarmonyEvent[], whole: boolean) {
         expect(e.index).toBe(open!.start.index);
         expect(e.text).not.toBe("");
         expect(LONE_SURROGATE.test(e.text), `delta splits a character: ${JSON.stringify(e.text)}`).toBe(false);
+        if (isHeaderless(open!.start) && (e.kind === "reasoning" || (e.kind === "content" && open!.kind === "reasoning"))) {
+          // rule 13: reasoning as it arrives; given again, once, as the answer at the end
+          if (e.kind === "content") {
+            expect(open!.answer, "headerless text given as the answer twice").toBeUndefined();
+            expect(open!.text.startsWith(e.text), "the answer is the headerless text").toBe(true);
+            open!.answer = e.text;
+          } else {
+            expect(open!.answer, "reasoning after the headerless text's answer").toBeUndefined();
+            open!.text += e.text;
+          }
+          open!.kind = "reasoning";
+          break;
+        }
         expect(e.kind).toBe(expectedKind(open!.start));
         open!.text += e.text;
         break;
@@ -293,7 +312,11 @@ function checkEventStream(events: readonly HarmonyEvent[], whole: boolean) {
           const m = e.message!;
           expect(m.content).toBe(open!.text);
           expect(m.role).toBe(s.role);
-          expect(m.channel ?? null).toBe(s.channel);
+          if (isHeaderless(s) && open!.kind === "reasoning") {
+            // rule 13: reasoning, or the answer too when it was given again
+            expect(m.channel).toBe(open!.answer === undefined ? "analysis" : "final");
+            if (open!.answer !== undefined) expect(open!.answer).toBe(open!.text);
+          } else expect(m.channel ?? null).toBe(s.channel);
           expect(m.recipient ?? null).toBe(s.recipient);
           expect(m.content_type ?? null).toBe(s.content_type);
           expect(m.name ?? null).toBe(s.name);
@@ -576,10 +599,11 @@ describe("property: a restarted parser is a new parser", () => {
   it("keeps its grown window across restarts; a splice that reads far back in it gives what a new parser gives", () => {
     // an abandoned header whose restart comes a hundred ids later (past a new
     // parser's first window): the splice reads the window that a long earlier
-    // stream grew to full size and filled with its own ids
+    // stream grew to full size and filled with its own ids (the text between is
+    // reasoning with no header, rule 13: never the call's arguments, rule 14)
     const junk = enc.encodeOrdinary("lorem ipsum dolor ".repeat(120));
     const call = [
-      ...enc.encode("<|start|>assistant to=functions.lookup<|channel|>commentary"),
+      ...enc.encode("<|start|>assistant to=functions.lookup<|channel|>commentary<|end|><|return|>"),
       ...enc.encodeOrdinary(" filler".repeat(100)),
       ...enc.encode("<|start|>assistant<|channel|>commentary json<|message|>{}<|call|>"),
     ];
@@ -620,7 +644,7 @@ describe("property: bounded memory (resilient)", () => {
     .array(fc.oneof({ arbitrary: piece, weight: 4 }, { arbitrary: longRun, weight: 1 }), { minLength: 5, maxLength: 30 })
     .map((ps) => ps.flat());
 
-  it("heldBytes() stays under 16 KiB at every step, besides a tool call's arguments (at most 1 MiB)", () => {
+  it("heldBytes() stays under 16 KiB at every step, besides a tool call's arguments (at most 1 MiB) and headerless text kept for the answer (rule 13, at most 1 MiB)", () => {
     fc.assert(
       fc.property(
         longStream,
@@ -631,10 +655,11 @@ describe("property: bounded memory (resilient)", () => {
           let max = parser.heldBytes();
           for (let i = 0; i < ids.length; i += size) {
             parser.write(ids.slice(i, i + size));
-            const held = parser.heldBytes() - parser.argumentBytes;
+            const held = parser.heldBytes() - parser.argumentBytes - parser.headerlessBytes;
             if (held > max) max = held;
             expect(held, `after ${i + size} of ${ids.length} ids`).toBeLessThanOrEqual(LIMIT);
             expect(parser.argumentBytes).toBeLessThanOrEqual(MAX_ARGUMENT_BYTES + 1);
+            expect(parser.headerlessBytes).toBeLessThanOrEqual(2 * MAX_HEADERLESS_CHARS);
           }
           parser.end();
           expect(parser.heldBytes()).toBeLessThanOrEqual(LIMIT);
@@ -1177,7 +1202,7 @@ describe("property: resilient mode gives back text that has no header at all", (
     .map((parts) => parts.join(""))
     .filter((t) => !/^\s*assistant(\s|$)/.test(t));
 
-  it("the deltas and recovery raws, in order, are exactly the text fed", () => {
+  it("the deltas and recovery raws, in order, are exactly the text fed (its answer, rule 13, given again at the end)", () => {
     fc.assert(
       fc.property(
         plainText,
@@ -1189,9 +1214,17 @@ describe("property: resilient mode gives back text that has no header at all", (
           const { events } = run(ids, { role, wholeMessages: true }, sizes);
           checkEventStream(events, true);
           let out = "";
+          const reasoning = new Map<number, string>();
           for (const e of events) {
-            if (e.type === "delta") out += e.text;
-            else if (e.type === "recovery" && e.raw !== undefined) out += e.raw;
+            if (e.type === "delta" && e.kind === "content" && reasoning.has(e.index)) {
+              // rule 13: the headerless text, given again as the answer
+              expect(e.text).toBe(reasoning.get(e.index));
+              continue;
+            }
+            if (e.type === "delta") {
+              out += e.text;
+              if (e.kind === "reasoning") reasoning.set(e.index, (reasoning.get(e.index) ?? "") + e.text);
+            } else if (e.type === "recovery" && e.raw !== undefined) out += e.raw;
           }
           expect(out).toBe(text);
         },
@@ -1209,13 +1242,19 @@ describe("property: resilient mode gives back text that has no header at all", (
 // ---------------------------------------------------------------- 6. generated conversations
 
 describe("property: well-formed conversations", () => {
-  const conversation = fc.record({
-    primed: fc.boolean(),
-    first: assistantMessage,
-    rest: fc.array(fc.oneof({ arbitrary: assistantMessage, weight: 3 }, { arbitrary: otherMessage, weight: 1 }), {
-      maxLength: 5,
-    }),
-  });
+  // unprimed, a conversation may begin with another author's message (then it is no completion, rule 8)
+  const conversation = fc
+    .record({
+      primed: fc.boolean(),
+      lead: fc.option(otherMessage, { freq: 3 }),
+      first: assistantMessage,
+      rest: fc.array(fc.oneof({ arbitrary: assistantMessage, weight: 3 }, { arbitrary: otherMessage, weight: 1 }), {
+        maxLength: 5,
+      }),
+    })
+    .map(({ primed, lead, first, rest }) =>
+      primed || lead === null ? { primed, first, rest } : { primed, first: lead, rest: [first, ...rest] },
+    );
 
   it("parse identically in strict and resilient mode and give back the generated messages", () => {
     fc.assert(
@@ -1268,7 +1307,7 @@ describe("property: well-formed conversations", () => {
     );
   });
 
-  it("a primed completion ends at the stop that closes a tool call or a final answer (rule 8)", () => {
+  it("a completion (primed, or whose first message is the assistant's) ends at the stop that closes a tool call or a final answer (rule 8)", () => {
     fc.assert(
       fc.property(conversation, chunking, ({ primed, first, rest }, sizes) => {
         const msgs = [first, ...rest];
@@ -1278,7 +1317,8 @@ describe("property: well-formed conversations", () => {
         const closes = (m: GenMessage) =>
           m.role === "assistant" &&
           ((m.stop === T.call && m.recipient !== null) || (m.stop === T.return && m.recipient === null && m.channel === "final"));
-        const cut = primed ? msgs.findIndex(closes) : -1;
+        // unprimed, a stream whose first message is the assistant's is a completion too
+        const cut = primed || msgs[0]!.role === "assistant" ? msgs.findIndex(closes) : -1;
         const kept = cut < 0 ? msgs : msgs.slice(0, cut + 1);
         expect(messagesOf(events)).toEqual(kept.map(expectedMessage));
         const after = events.filter((e) => e.type === "recovery" && e.kind === "after_stop");

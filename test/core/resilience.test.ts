@@ -74,12 +74,20 @@ describe("headers without <|message|>", () => {
     expect(r.recoveries.map((x) => x.kind)).toEqual(["missing_message"]);
   });
 
-  it("streams headerless text as it arrives instead of waiting for the stop token", () => {
-    const tokens = ids("Sure, here is the answer you asked for, in full.");
+  it("streams headerless text as reasoning as it arrives, and gives it as the answer only at the end (rule 13)", () => {
+    const text = "Sure, here is the answer you asked for, in full.";
+    const tokens = ids(text);
     const p = new HarmonyParser(vocab);
     const early = tokens.slice(0, 6).flatMap((t) => p.write([t]));
-    expect(early.some((e) => e.type === "message_start" && e.channel === "final")).toBe(true);
-    expect(early.some((e) => e.type === "delta")).toBe(true);
+    expect(early.some((e) => e.type === "message_start" && e.channel === null)).toBe(true);
+    const kinds = early.filter((e) => e.type === "delta").map((e) => (e as { kind: string }).kind);
+    expect(kinds.length).toBeGreaterThan(0);
+    expect(new Set(kinds)).toEqual(new Set(["reasoning"]));
+    const rest = [...tokens.slice(6).flatMap((t) => p.write([t]))];
+    expect(rest.some((e) => e.type === "delta" && e.kind === "content")).toBe(false);
+    const last = p.end();
+    expect(last.filter((e) => e.type === "delta")).toEqual([{ type: "delta", index: 0, kind: "content", text }]);
+    expect(last.find((e) => e.type === "recovery")).toMatchObject({ kind: "headerless_text", detail: expect.stringContaining("answer") });
   });
 
   it("turns an over-long header into content", () => {
@@ -171,10 +179,10 @@ describe("header shapes", () => {
     expect(r.messages).toEqual([{ ...CALL, content_type: type }]);
   });
 
-  it("does not take prose before the channel for a recipient, and keeps the prose", () => {
+  it("does not take prose before the channel for a recipient, and keeps the prose, as reasoning (rule 13)", () => {
     const r = parse("Sure!<|channel|>final<|message|>Here it is.<|return|>");
     expect(r.messages).toEqual([
-      { role: "assistant", content: "Sure!", channel: "final" },
+      { role: "assistant", content: "Sure!", channel: "analysis" },
       { role: "assistant", content: "Here it is.", channel: "final" },
     ]);
     expect(r.messages.some((m) => m.recipient !== undefined)).toBe(false);
@@ -184,7 +192,8 @@ describe("header shapes", () => {
     const tokens = ids("東京の天気は晴れ、最高気温は23℃です。☀️");
     const p = new HarmonyParser(vocab, { wholeMessages: true });
     const early = tokens.slice(0, 4).flatMap((t) => p.write([t]));
-    expect(early.some((e) => e.type === "message_start" && e.channel === "final")).toBe(true);
+    expect(early.some((e) => e.type === "message_start" && e.channel === null)).toBe(true);
+    expect(early.some((e) => e.type === "delta" && e.kind === "reasoning")).toBe(true);
     const rest = [...p.write(tokens.slice(4)), ...p.end()];
     expect(rest.find((e) => e.type === "message_end")).toMatchObject({
       message: { content: "東京の天気は晴れ、最高気温は23℃です。☀️", channel: "final" },
