@@ -365,6 +365,8 @@ export class HarmonyParser {
   private prov = -1;
   /** How it ended; null while it is still open. Its message_end waits for the decision. */
   private provStop: StopKind | null = null;
+  /** Its header's fields (a content type or name read with it), once it has ended. */
+  private provHeader: ParsedHeader | null = null;
   /** Its tokens, [provFrom, provTo). */
   private provFrom = 0;
   private provTo = 0;
@@ -512,6 +514,7 @@ export class HarmonyParser {
     this.heldRole = -1;
     this.prov = -1;
     this.provStop = null;
+    this.provHeader = null;
     this.provFrom = this.provTo = 0;
     this.keep = this.whole;
     this.provCut = false;
@@ -1146,6 +1149,7 @@ export class HarmonyParser {
    * `<|return|>` in a completion, decides at once.
    */
   private closeHeaderless(stop: StopKind): void {
+    this.provHeader = this.header;
     this.provStop = stop;
     this.provTo = this.pos;
     this.header = null;
@@ -1180,9 +1184,16 @@ export class HarmonyParser {
     }
     this.provCut = false;
     const ev: HarmonyEvent = { type: "message_end", index, stop };
+    const h = this.provHeader ?? this.header;
+    this.provHeader = null;
     if (this.whole) {
-      const channels = this.preset.channels;
-      ev.message = { role: this.preset.implicitRole, content: text, channel: answer ? this.preset.headerlessChannel : channels.reasoning };
+      // the reference's key order: role, name, recipient, content, channel, content_type
+      const m: Partial<ReferenceMessage> = { role: h?.role ?? this.preset.implicitRole };
+      if (h?.name != null) m.name = h.name;
+      m.content = text;
+      m.channel = answer ? this.preset.headerlessChannel : this.preset.channels.reasoning;
+      if (h?.contentType != null) m.content_type = h.contentType;
+      ev.message = m as ReferenceMessage;
     }
     this.emit(ev);
     this.completed++;
@@ -1856,9 +1867,13 @@ export class HarmonyParser {
     if (header.role === this.preset.implicitRole) header = this.argumentsOnly(header, content0, at);
     if (ARGUMENTS_START.test(content0) || !WORDLIKE.test(content0)) this.applyCarry(header, at);
     header = this.toolPolicy(this.channelPolicy(header, at, text), at, text);
-    // rule 13: text with no header at all has no channel; a header's text without one is on the final channel
-    const headerless = !hasFields && header.recipient === null;
+    // rule 13: the assistant's text with neither a channel nor a call's recipient (no header at all,
+    // or one whose only field was a recipient that names no tool) is not known to be the answer
+    const headerless = header.channel === null && header.recipient === null && header.role === this.preset.implicitRole;
     if (header.channel === null && header.recipient === null && !headerless) header.channel = this.preset.headerlessChannel;
+    // rule 15: a channel's name glued to the text after it (`finalHello!`)
+    if (th.repairs.includes("channel_glued_to_text"))
+      this.recover("channel_repaired", at, `channel ${JSON.stringify(th.channel)} read where text was glued to it; the text is content`);
     if (hasFields) {
       const repaired = th.repairs.length > 0 ? ` (header repaired: ${th.repairs.join(", ")})` : "";
       this.recover(
@@ -1945,7 +1960,8 @@ export class HarmonyParser {
   private abandonHeader(at: number, kind: RecoveryKind, detail: string, parsed?: TolerantHeader): void {
     const { text } = this.headerText(false);
     const th = parsed ?? parseHeaderTolerant(text, this.headerRole(), this.preset, { atMessage: false, carrying: false });
-    if (th.recipient !== null && th.recipient !== this.preset.selfRecipient) {
+    // only a recipient that names a tool waits for the next header (rule 11): `to=...?` does not
+    if (th.recipient !== null && th.recipient !== this.preset.selfRecipient && this.namesTool(th.recipient)) {
       if (this.carryFrom >= 0) this.dropCarry(at, "a later abandoned header replaced it");
       this.carryFrom = this.hdrStart;
       this.carryTo = at;
@@ -1954,6 +1970,13 @@ export class HarmonyParser {
     }
     const junk = this.hdrKind === H_IMPLICIT && th.restStart === 0;
     this.recover(junk ? "junk_text" : kind, at, junk ? "text between messages; dropped" : detail, text);
+  }
+
+  /** Whether a recipient read from a header names a tool (rule 11), so that a restarted header may take it. */
+  private namesTool(recipient: string): boolean {
+    if (!RECIPIENT.test(recipient)) return false;
+    const h: ParsedHeader = { role: this.preset.implicitRole, name: null, recipient, channel: null, contentType: null };
+    return judgeRecipient(h, this.tools, this.preset).header.recipient !== null;
   }
 
   /** Give a carried recipient to a header that has none. */

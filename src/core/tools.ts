@@ -92,7 +92,10 @@ export function judgeRecipient(h: ParsedHeader, tools: DeclaredTools | null, pre
   if (r === null || h.role !== preset.implicitRole) return { header: h, repaired: null, unknown: false };
   const channels = preset.channels;
   const word = r.startsWith(preset.markers.constrain) ? "" : r.toLowerCase();
-  // role, channel and content-type words are never tool names
+  // role, channel and content-type words are never tool names, nor is the bare namespace
+  // (`to=functions` with the tool's name inside the arguments), unless a tool of that name is declared
+  if (r === FUNCTIONS && !(tools !== null && tools.has(r)))
+    return { header: { ...h, recipient: null }, repaired: `${JSON.stringify(r)} is a namespace, not a tool`, unknown: false };
   if (
     r.includes("<|") ||
     preset.roles.includes(r) ||
