@@ -1329,3 +1329,129 @@ describe("property: well-formed conversations", () => {
     );
   });
 });
+
+// ---------------------------------------------------------------- 7. rules 13-16
+
+describe("property: rules 13–16 (docs/resilience.md)", () => {
+  it("rule 13: text with no header is never content before the end: given as the answer once, last, and only when no final or call came", () => {
+    fc.assert(
+      fc.property(idStream(60), options, chunking, (ids, opts, sizes) => {
+        const { events } = run(ids, { ...opts, mode: "resilient", wholeMessages: true }, sizes);
+        const starts = new Map<number, MessageStartEvent>();
+        const firstKind = new Map<number, DeltaKind>();
+        let answeredBefore = false;
+        const answered = new Map<number, boolean>();
+        for (const [k, e] of events.entries()) {
+          if (e.type === "message_start") {
+            starts.set(e.index, e);
+            answered.set(e.index, answeredBefore);
+            if (e.role === "assistant" && (e.recipient !== null || e.channel === "final")) answeredBefore = true;
+          }
+          if (e.type !== "delta") continue;
+          if (!firstKind.has(e.index)) firstKind.set(e.index, e.kind);
+          const s = starts.get(e.index)!;
+          const headerless = s.role === "assistant" && s.channel === null && s.recipient === null && firstKind.get(e.index) === "reasoning";
+          if (!headerless || e.kind !== "content") continue;
+          // the answer: right before its message's end, with nothing after it but that end, recoveries and done
+          expect(events[k + 1], JSON.stringify(ids)).toMatchObject({ type: "message_end", index: e.index });
+          expect(events.slice(k + 1).some((x) => x.type === "message_start" || x.type === "delta")).toBe(false);
+          expect(answered.get(e.index), "headerless text was the answer after a final or a call").toBe(false);
+        }
+      }),
+      params(400),
+    );
+  });
+
+  /** A line's ids: text with no line feed, then a line feed (encoded alone, as a model repeats a line's tokens). */
+  const line = fc.stringMatching(/^[A-Za-z][A-Za-z .,!?'-]{0,40}$/).map((t) => [...enc.encodeOrdinary(t), ...enc.encodeOrdinary("\n")]);
+
+  it("rule 16: a line repeated more than 16 times is cut after the 16th, with one repetition recovery carrying the count; what follows is kept", () => {
+    fc.assert(
+      fc.property(line, fc.integer({ min: 1, max: 60 }), chunking, fc.boolean(), (l, n, sizes, analysis) => {
+        const head = enc.encode(analysis ? "<|channel|>analysis<|message|>" : "<|channel|>final<|message|>");
+        const after = enc.encodeOrdinary("Done: 42.");
+        const ids = [...head, ...Array.from({ length: n }, () => l).flat(), ...after, T.end];
+        const { events } = run(ids, { wholeMessages: true }, sizes);
+        checkEventStream(events, true);
+        const text = (id: number[]) => id.map((x) => vocab.text(x)).join("");
+        const message = events.find((e) => e.type === "message_end")!;
+        expect(message.type === "message_end" && message.message?.content).toBe(text(l).repeat(Math.min(n, REPEAT_LIMIT)) + "Done: 42.");
+        const cuts = events.filter((e) => e.type === "recovery" && e.kind === "repetition");
+        if (n <= REPEAT_LIMIT) expect(cuts).toEqual([]);
+        else {
+          expect(cuts).toHaveLength(1);
+          expect(cuts[0]).toMatchObject({ at: head.length + REPEAT_LIMIT * l.length });
+          expect((cuts[0] as { detail: string }).detail).toContain(`the same line ${n} times in a row`);
+        }
+        // bounded: nothing held past the window
+        expect(events.at(-1)).toMatchObject({ type: "done" });
+      }),
+      params(200),
+    );
+  });
+
+  it("rule 16: a whole message repeated more than 16 times is cut after the 16th; the message after the loop is kept", () => {
+    fc.assert(
+      fc.property(fc.integer({ min: 1, max: 40 }), contentText, chunking, (n, content, sizes) => {
+        const first = enc.encode("<|channel|>analysis<|message|>Think.<|end|>");
+        const copy = [...enc.encode("<|start|>assistant<|channel|>analysis<|message|>"), ...enc.encodeOrdinary(content), T.end];
+        const last = enc.encode("<|start|>assistant<|channel|>final<|message|>Done.<|return|>");
+        const ids = [...first, ...Array.from({ length: n }, () => copy).flat(), ...last];
+        const { events } = run(ids, { wholeMessages: true }, sizes);
+        checkEventStream(events, true);
+        const kept = messagesOf(events);
+        expect(kept.length).toBe(1 + Math.min(n, REPEAT_LIMIT) + 1);
+        expect(kept.at(-1)).toEqual({ role: "assistant", content: "Done.", channel: "final" });
+        const cuts = events.filter((e) => e.type === "recovery" && e.kind === "repetition");
+        expect(cuts.length).toBe(n > REPEAT_LIMIT ? 1 : 0);
+      }),
+      params(150),
+    );
+  });
+
+  it("rule 14: a completion cut anywhere inside a header gives no text and the messages before it", () => {
+    const convo = fc.record({ first: assistantMessage, rest: fc.array(assistantMessage, { minLength: 1, maxLength: 3 }) });
+    fc.assert(
+      fc.property(convo, fc.nat(), chunking, ({ first, rest }, pick, sizes) => {
+        const msgs = [first, ...rest];
+        const parts = msgs.map((m, i) => render(m, i === 0));
+        // the headers of the later messages: from their <|start|> to their <|message|>
+        const heads: [number, number][] = [];
+        let at = parts[0]!.length;
+        for (const p of parts.slice(1)) {
+          heads.push([at, at + p.indexOf(T.message)]);
+          at += p.length;
+        }
+        const ids = parts.flat();
+        const [from, to] = heads[pick % heads.length]!;
+        const cut = from + 1 + (pick % (to - from));
+        const opts = { wholeMessages: true, afterStop: "parse" as const };
+        const a = run(ids.slice(0, cut), opts, sizes).events;
+        const b = run(ids.slice(0, from), opts, sizes).events;
+        const deltas = (evs: HarmonyEvent[]) => mergeDeltas(evs).filter((e) => e.type === "delta");
+        expect(deltas(a), JSON.stringify(ids.slice(from, cut))).toEqual(deltas(b));
+        expect(messagesOf(a)).toEqual(messagesOf(b));
+      }),
+      params(300),
+    );
+  });
+
+  it("rule 15: a final channel spelled another way is the final channel, with channel_repaired; strict mode keeps the name as written", () => {
+    fc.assert(
+      fc.property(
+        fc.constantFrom("FINAL", "Final", "final_answer", "final>", "finalAnswer", "FINAL_ANSWER", "Final:"),
+        contentText.filter((t) => t.trim() !== "" && !t.includes("<|")),
+        (name, content) => {
+          const ids = [...enc.encode(`<|channel|>${name}<|message|>`), ...enc.encodeOrdinary(content), T.return];
+          const r = run(ids, { wholeMessages: true }).events;
+          expect(messagesOf(r)).toEqual([{ role: "assistant", content, channel: "final" }]);
+          expect(r.filter((e) => e.type === "recovery").map((e) => (e as { kind: string }).kind)).toEqual(["channel_repaired"]);
+          expect(r.some((e) => e.type === "delta" && e.kind !== "content")).toBe(false);
+          const s = run(ids, { mode: "strict", wholeMessages: true }).events;
+          expect(messagesOf(s)).toEqual([{ role: "assistant", content, channel: name }]);
+        },
+      ),
+      params(150),
+    );
+  });
+});
