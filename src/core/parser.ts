@@ -11,12 +11,15 @@
  *   error texts, error positions, the state it continues in);
  * - resilient (default) repairs malformed output instead of erroring, and
  *   reports each repair as a `recovery` event (docs/errors.md lists them).
+ *   "Rule N" below is rule N of docs/resilience.md.
  *
  * Memory per stream: a ring of the last `windowSize` token ids (it starts
  * small and grows with the stream, so short streams stay small), the current
  * header bytes, pending partial UTF-8 bytes, the not-yet-emitted delta text
- * of the current `write`, and the current message's content only when whole
- * messages were requested.
+ * of the current `write`, the current message's content only when whole
+ * messages were requested or while it is text with no header (rule 13, up
+ * to MAX_HEADERLESS_CHARS), and a tool call's arguments (up to
+ * MAX_ARGUMENT_BYTES). What rules 14 and 16 hold back waits in the window.
  */
 import { repairArguments } from "./arguments.js";
 import { describeValue, isJson, isJsonBytes, isJsonTokens } from "./json.js";
@@ -59,7 +62,7 @@ export interface ParserOptions {
   /**
    * Resilient mode, primed streams: what follows the stop that ends the
    * completion (a `<|call|>` closing a tool call, a `<|return|>` closing a
-   * final answer; HARMONY.md §4, rule 8). `drop` (default): nothing more is
+   * final answer; docs/resilience.md, rule 8). `drop` (default): nothing more is
    * parsed; the tokens are reported in one `after_stop` recovery. `parse`:
    * parse on, as for an unprimed stream.
    */

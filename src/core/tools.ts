@@ -1,5 +1,5 @@
 /**
- * Only a tool is called (HARMONY.md §4, rule 11): which recipients of an
+ * Only a tool is called (docs/resilience.md, rule 11): which recipients of an
  * assistant message name a tool, in resilient mode.
  *
  * A tool call needs a recipient that names a tool: `functions.NAME`, a

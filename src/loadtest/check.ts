@@ -32,7 +32,7 @@ export interface Observed {
 
 /**
  * Rebuild messages from events (message_start fields + deltas). Text with
- * no header (HARMONY.md §4, rule 13) starts with no channel and streams as
+ * no header (docs/resilience.md, rule 13) starts with no channel and streams as
  * reasoning; when it turns out to be the answer it is given again, as
  * content, at the end: such a message is the analysis message of its
  * reasoning, or the final message of its answer.
