@@ -279,8 +279,8 @@ export class HarmonyParser {
    * (text that begins with `<|start|>assistant`, as servers log a turn).
    */
   private completion!: boolean;
-  /** Resilient: flags that take a text token out of write()'s loop (FLAG_NEWLINE: rule 16 reads lines); strict: none. */
-  private hotMask!: number;
+  /** Rule 16 reads the current message's lines: FLAG_NEWLINE, or 0 (strict mode, a tool call's arguments). */
+  private lineMask = 0;
   /** Resilient: the implicit role's word as one token (`assistant`), held in content until the next token (-1: none). */
   private roleWord!: number;
   private dropAfterStop!: boolean;
@@ -455,7 +455,6 @@ export class HarmonyParser {
     this.tCall = t.call;
     this.tEndOfText = preset.specials["<|endoftext|>"] ?? -1;
     this.dropAfterStop = options.afterStop !== "parse";
-    this.hotMask = this.strict ? FLAG_WHOLE : FLAG_WHOLE | FLAG_NEWLINE;
     this.roleWord = this.strict ? -1 : vocab.idOfText(preset.implicitRole);
     this.calls0 = options.calls ?? "any";
     const tools = options.tools;
@@ -525,6 +524,7 @@ export class HarmonyParser {
     this.lineFrom = 0;
     this.prevLine = -1;
     this.prevLineLen = this.lineReps = 0;
+    this.lineMask = 0;
     this.textFrom = 0;
     this.prevMsg = -1;
     this.prevMsgLen = this.prevMsgHdr = this.msgReps = 0;
@@ -586,11 +586,14 @@ export class HarmonyParser {
     // own copy inline: helpers shared by both made one-token writes ~5% slower
     const flags = this.flags;
     const fs = this.firstSpecial;
-    const hot = this.hotMask;
     const role = this.roleWord;
+    // a line's end (rule 16) only as the last token: what follows one may be compared, not text
+    const lines = this.lineMask;
     for (let i = start; i < end; i++) {
       const id = ids[i]!;
-      if (id >>> 0 !== id || id >= fs || (flags[id]! & hot) !== FLAG_WHOLE || id === role) return false;
+      if (id >>> 0 !== id || id >= fs) return false;
+      const f = flags[id]!;
+      if ((f & FLAG_WHOLE) === 0 || id === role || ((f & lines) !== 0 && i !== end - 1)) return false;
     }
     let win = this.window;
     let mask = this.mask;
@@ -610,6 +613,7 @@ export class HarmonyParser {
     this.pos = pos;
     // a call's arguments are kept for its tool_call_end (rule 12), as write() keeps them
     if (this.isCall) this.keepArgumentTokens(ids, start, end);
+    else if ((flags[ids[end - 1]!]! & lines) !== 0 && this.lineEnds(pos)) this.shadow(this.prevLine, this.prevLineLen, null);
     return true;
   }
 
@@ -647,18 +651,21 @@ export class HarmonyParser {
     const flags = this.flags;
     const fs = this.firstSpecial;
     const vocab = this.vocab;
-    const hot = this.hotMask;
     const role = this.roleWord;
     let i = start > 0 ? start : 0;
     while (i < n) {
       if (this.state === S_CONTENT && this.pendLen === 0 && !this.swallowed && this.heldRole < 0) {
-        // hot loop: whole-UTF-8 text tokens inside a message (resilient: no line feed, no role word)
+        // hot loop: whole-UTF-8 text tokens inside a message (resilient: not the role word)
         let pos = this.pos;
         let acc = "";
         const from = i;
+        const lines = this.lineMask;
+        let loop = false;
         for (; i < n; i++) {
           const id = ids[i]!;
-          if (id >>> 0 !== id || id >= fs || (flags[id]! & hot) !== FLAG_WHOLE || id === role) break;
+          if (id >>> 0 !== id || id >= fs) break;
+          const f = flags[id]!;
+          if ((f & FLAG_WHOLE) === 0 || id === role) break;
           if (pos > mask && mask !== this.maxMask) {
             win = this.growWindow(pos + n - i);
             mask = this.mask;
@@ -669,6 +676,12 @@ export class HarmonyParser {
           win[w + 2] = id >>> 16;
           pos++;
           acc += vocab.text(id);
+          // rule 16: a line ends here; after REPEAT_LIMIT equal ones, what follows is compared first
+          if ((f & lines) !== 0 && this.lineEnds(pos)) {
+            loop = true;
+            i++;
+            break;
+          }
         }
         this.pos = pos;
         if (acc !== "") {
@@ -682,6 +695,7 @@ export class HarmonyParser {
             else this.keepArgumentTokens(ids, from, i);
           }
         }
+        if (loop) this.shadow(this.prevLine, this.prevLineLen, null);
         if (i >= n) break;
       }
       const id = ids[i++]!;
@@ -697,16 +711,16 @@ export class HarmonyParser {
       this.pos++;
       if (this.state === S_CONTENT) this.contentToken(id);
       else if (this.state === S_HEADER) this.headerToken(id);
-      else if (this.state === S_AFTER) this.afterToken(id);
+      else if (this.state === S_EXPECT) this.expectToken(id);
       else this.otherToken(id);
     }
     this.flushDelta();
     return this.answer();
   }
 
-  /** A token between messages, or in one of resilient mode's waiting states. */
+  /** A token after the completion's end, or in one of resilient mode's waiting states. */
   private otherToken(id: number): void {
-    if (this.state === S_EXPECT) this.expectToken(id);
+    if (this.state === S_AFTER) this.afterToken(id);
     else if (this.state === S_SHADOW) this.shadowToken(id);
     else this.endedToken(id);
   }
@@ -715,7 +729,7 @@ export class HarmonyParser {
   private step(id: number): void {
     if (this.state === S_CONTENT) this.contentToken(id);
     else if (this.state === S_HEADER) this.headerToken(id);
-    else if (this.state === S_AFTER) this.afterToken(id);
+    else if (this.state === S_EXPECT) this.expectToken(id);
     else this.otherToken(id);
   }
 
@@ -735,9 +749,9 @@ export class HarmonyParser {
     return this.window[w]! | (this.window[w + 1]! << 8) | (this.window[w + 2]! << 16);
   }
 
-  /** Whether positions [a, a + len) and [b, b + len), a < b, are the same ids and still in the window. */
-  private sameSpan(a: number, b: number, len: number): boolean {
-    if (a < 0 || this.pos - a > this.mask + 1) return false;
+  /** Whether positions [a, a + len) and [b, b + len), a < b, are the same ids and still in the window (at stream position `pos`). */
+  private sameSpan(a: number, b: number, len: number, pos = this.pos): boolean {
+    if (a < 0 || pos - a > this.mask + 1) return false;
     for (let k = 0; k < len; k++) if (this.windowId(a + k) !== this.windowId(b + k)) return false;
     return true;
   }
@@ -1051,6 +1065,8 @@ export class HarmonyParser {
         content_type: h.contentType,
       });
     }
+    // rule 16 reads the lines of text, never a call's arguments
+    this.lineMask = this.strict || this.isCall ? 0 : FLAG_NEWLINE;
     this.state = S_CONTENT;
   }
 
@@ -1217,16 +1233,20 @@ export class HarmonyParser {
     this.prevMsgHdr = hdr;
   }
 
-  /** A line of the current message's text ended (its last token holds a line feed): count it, and after REPEAT_LIMIT in a row compare what follows. */
-  private lineEnded(): void {
+  /**
+   * A line of the current message's text ended at `pos` (its last token
+   * holds a line feed): count it. True when it is the REPEAT_LIMIT-th equal
+   * line in a row, so what follows must be compared with it (shadow).
+   */
+  private lineEnds(pos: number): boolean {
     const from = this.lineFrom;
-    const len = this.pos - from;
-    const same = len === this.prevLineLen && this.sameSpan(this.prevLine, from, len);
+    const len = pos - from;
+    const same = len === this.prevLineLen && this.sameSpan(this.prevLine, from, len, pos);
     this.lineReps = same ? this.lineReps + 1 : 1;
     this.prevLine = from;
     this.prevLineLen = len;
-    this.lineFrom = this.pos;
-    if (this.lineReps >= REPEAT_LIMIT && 2 * len <= this.mask + 1) this.shadow(from, len, null);
+    this.lineFrom = pos;
+    return this.lineReps >= REPEAT_LIMIT && 2 * len <= this.mask + 1;
   }
 
   /** Compare what follows with the copy [ref, ref + len): for a line, or for a message's text (`header` its header). */
@@ -1335,7 +1355,7 @@ export class HarmonyParser {
       }
       if ((f & FLAG_WHOLE) !== 0 && this.pendLen === 0) this.appendText(this.vocab.text(id));
       else this.appendTokenBytes(id);
-      if ((f & FLAG_NEWLINE) !== 0 && !this.isCall) this.lineEnded();
+      if ((f & this.lineMask) !== 0 && this.lineEnds(this.pos)) this.shadow(this.prevLine, this.prevLineLen, null);
       return;
     }
     if (this.heldRole >= 0 && id !== this.tStart && id !== this.tChannel) this.releaseRole();

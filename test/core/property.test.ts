@@ -1385,6 +1385,16 @@ describe("property: rules 13–16 (docs/resilience.md)", () => {
         }
         // bounded: nothing held past the window
         expect(events.at(-1)).toMatchObject({ type: "done" });
+        // the same through takeText (a service's fast path), where it takes the chunk
+        const taker = new HarmonyParser(vocab, { wholeMessages: false });
+        const taken: HarmonyEvent[] = [];
+        for (const c of chunks(ids, sizes)) {
+          if (taker.takeText(c, 0, c.length)) taken.push({ type: "delta", index: taker.messageIndex, kind: taker.textKind, text: text(c) });
+          else taken.push(...taker.write(c));
+        }
+        taken.push(...taker.end());
+        const plain = run(ids, { wholeMessages: false }, sizes).events;
+        expect(mergeDeltas(taken)).toEqual(mergeDeltas(plain));
       }),
       params(200),
     );
