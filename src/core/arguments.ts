@@ -1,6 +1,6 @@
 /**
  * A tool call's whole arguments, checked and, where a known real shape of
- * broken JSON applies, repaired (HARMONY.md §4, rule 12). The deltas stay
+ * broken JSON applies, repaired (docs/resilience.md, rule 12). The deltas stay
  * as generated; only `tool_call_end` carries the repaired text, and the
  * raw text goes into an `arguments_repaired` recovery.
  *

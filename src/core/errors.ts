@@ -74,6 +74,8 @@ export const RECOVERY_KINDS = [
   "arguments_repaired",
   "call_not_allowed",
   "schema_mismatch",
+  "channel_repaired",
+  "repetition",
 ] as const;
 
 export type RecoveryKind = (typeof RECOVERY_KINDS)[number];

@@ -44,7 +44,7 @@ export interface ToolCallStartEvent {
 }
 
 /**
- * A tool call's whole arguments, after its last delta (HARMONY.md §4, rule
+ * A tool call's whole arguments, after its last delta (docs/resilience.md, rule
  * 12): repaired where a known broken shape applies (then an
  * `arguments_repaired` recovery comes first, with the raw text). Not sent
  * for a call cut short by a length limit or an abort.

@@ -195,6 +195,38 @@ export interface TolerantOptions {
 
 const IDENT = /^[A-Za-z0-9_][\w.\-/:+@]*$/;
 
+/** The start of a completion whose prompt ended inside ` to`: `=functions.f`. */
+const CUT_RECIPIENT = /^=[A-Za-z_][\w.\-]*(?=[\s<{[]|$)/;
+
+/** A recipient's name as far as a call's arguments glued to it (`to=functions.f{"a":1}`): a name, then `{` or `[`. */
+const NAME_THEN_ARGUMENTS = /^[A-Za-z_][\w.\-/:@]*(?=[{[])/;
+
+/**
+ * Where a channel's value that runs on into text ends (`finalHello!`, a
+ * `<|message|>` lost between them): after a channel's name followed by an
+ * upper-case letter; -1 when it does not.
+ */
+function gluedChannelEnd(text: string, from: number, to: number, preset: HarmonyPreset): number {
+  const { reasoning, commentary, final } = preset.channels;
+  for (const known of [reasoning, commentary, final]) {
+    const e = from + known.length;
+    if (e < to && text.startsWith(known, from)) {
+      const c = text.charCodeAt(e);
+      if (c >= 0x41 && c <= 0x5a) return e;
+    }
+  }
+  return -1;
+}
+
+/** The first `{` or `[` in text[from, to), or -1. */
+function firstBrace(text: string, from: number, to: number): number {
+  for (let i = from; i < to; i++) {
+    const c = text.charCodeAt(i);
+    if (c === 0x7b || c === 0x5b) return i;
+  }
+  return -1;
+}
+
 function countWords(s: string, from: number, max: number): number {
   let n = 0;
   let inWord = false;
@@ -245,6 +277,21 @@ export function parseHeaderTolerant(text: string, role: string | null, preset: H
     if (text.startsWith(channelMarker, p)) {
       const q = p + channelMarker.length;
       const e = valueEnd(q);
+      const glued = opts.atMessage ? -1 : gluedChannelEnd(text, q, e, preset);
+      if (glued > 0) {
+        // the channel's name, then the text the model meant after a <|message|>
+        if (channel !== null) repairs.push("second_channel");
+        channel = text.slice(q, glued);
+        repairs.push("channel_glued_to_text");
+        if (resolvedRole === null) {
+          resolvedRole = preset.implicitRole;
+          repairs.push("missing_role");
+        }
+        fields++;
+        lastFieldEnd = p = glued;
+        restAt = glued;
+        break;
+      }
       if (e > q) {
         if (channel !== null) {
           repairs.push("second_channel");
@@ -264,19 +311,33 @@ export function parseHeaderTolerant(text: string, role: string | null, preset: H
       const q = p + constrain.length;
       const q2 = skipWs(q);
       if (q2 > q) repairs.push("constrain_spaced");
-      const e = valueEnd(q2);
+      let e = valueEnd(q2);
+      // arguments glued to the type (`<|constrain|>json{"a":1}`) begin the content
+      const brace = opts.atMessage ? -1 : firstBrace(text, q2, e);
+      if (brace > q2) e = brace;
       if (e > q2) {
         if (contentType !== null) repairs.push("second_content_type");
         contentType = constrain + text.slice(q2, e);
       } else repairs.push("empty_constrain");
       fields++;
       lastFieldEnd = p = e;
+      if (brace > q2) {
+        repairs.push("arguments_glued_to_header");
+        restAt = e;
+        break;
+      }
       continue;
     }
-    if (text.startsWith(toPrefix, p)) {
-      const q = p + toPrefix.length;
-      const e = valueEnd(q);
+    // a prompt that ended inside ` to` leaves the completion to begin `=functions.f`
+    const cutTo = p === 0 && role !== null && CUT_RECIPIENT.test(text) ? 1 : 0;
+    if (cutTo === 1 || text.startsWith(toPrefix, p)) {
+      const q = p + (cutTo === 1 ? 1 : toPrefix.length);
+      let e = valueEnd(q);
+      // arguments glued to the recipient (`to=functions.f{"a":1}`) begin the content
+      const named = opts.atMessage ? null : NAME_THEN_ARGUMENTS.exec(text.slice(q, e));
+      if (named !== null) e = q + named[0].length;
       const value = text.slice(q, e);
+      if (cutTo === 1) repairs.push("recipient_cut_by_the_prompt");
       if (value === "") repairs.push("empty_recipient");
       else if (recipient === null) recipient = value;
       else repairs.push(value === recipient ? "duplicate_recipient" : "conflicting_recipient");
@@ -286,6 +347,11 @@ export function parseHeaderTolerant(text: string, role: string | null, preset: H
       }
       fields++;
       lastFieldEnd = p = e;
+      if (named !== null) {
+        repairs.push("arguments_glued_to_header");
+        restAt = e;
+        break;
+      }
       continue;
     }
     const e = wordEnd(p);

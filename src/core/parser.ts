@@ -11,12 +11,15 @@
  *   error texts, error positions, the state it continues in);
  * - resilient (default) repairs malformed output instead of erroring, and
  *   reports each repair as a `recovery` event (docs/errors.md lists them).
+ *   "Rule N" below is rule N of docs/resilience.md.
  *
  * Memory per stream: a ring of the last `windowSize` token ids (it starts
  * small and grows with the stream, so short streams stay small), the current
  * header bytes, pending partial UTF-8 bytes, the not-yet-emitted delta text
- * of the current `write`, and the current message's content only when whole
- * messages were requested.
+ * of the current `write`, the current message's content only when whole
+ * messages were requested or while it is text with no header (rule 13, up
+ * to MAX_HEADERLESS_CHARS), and a tool call's arguments (up to
+ * MAX_ARGUMENT_BYTES). What rules 14 and 16 hold back waits in the window.
  */
 import { repairArguments } from "./arguments.js";
 import { describeValue, isJson, isJsonBytes, isJsonTokens } from "./json.js";
@@ -36,7 +39,7 @@ import { DeclaredTools, FUNCTIONS, judgeRecipient, restoreSpaces } from "./tools
 
 const FUNCTIONS_PREFIX = `${FUNCTIONS}.`;
 import { decodeLossy, decodeValidUtf8, REPLACEMENT, scanUtf8 } from "./utf8.js";
-import { FLAG_PROSE, FLAG_SPACE, FLAG_WHOLE, type Vocabulary } from "./vocab.js";
+import { FLAG_NEWLINE, FLAG_PROSE, FLAG_SPACE, FLAG_WHOLE, type Vocabulary } from "./vocab.js";
 
 export type ParseMode = "resilient" | "strict";
 
@@ -59,7 +62,7 @@ export interface ParserOptions {
   /**
    * Resilient mode, primed streams: what follows the stop that ends the
    * completion (a `<|call|>` closing a tool call, a `<|return|>` closing a
-   * final answer; HARMONY.md §4, rule 8). `drop` (default): nothing more is
+   * final answer; docs/resilience.md, rule 8). `drop` (default): nothing more is
    * parsed; the tokens are reported in one `after_stop` recovery. `parse`:
    * parse on, as for an unprimed stream.
    */
@@ -95,6 +98,28 @@ const S_CONTENT = 2;
 const S_DONE = 3;
 /** Resilient: the completion ended (rule 8, or <|endoftext|>); later tokens are only counted. */
 const S_AFTER = 4;
+/**
+ * Resilient: inside a message's text, after a line (or a whole message)
+ * came REPEAT_LIMIT times in a row (rule 16): each token is compared with
+ * the last copy, in the window, and produces nothing until the copy is
+ * complete (then it is cut) or the text differs (then the tokens held are
+ * read again from the window as the text they are).
+ */
+const S_SHADOW = 5;
+/**
+ * Resilient: a header that names a channel was closed by `<|end|>` (rule
+ * 14): text after it makes it a header that lacked its `<|message|>`; a new
+ * header, a stop or the end makes it an abandoned header. The tokens in
+ * between (white space, punctuation) wait in the window.
+ */
+const S_ENDED = 6;
+
+/** Rule 16: a line or message that comes more than this many times in a row is cut after this many. */
+export const REPEAT_LIMIT = 16;
+/** Rule 13: UTF-16 units of headerless text kept to be given again as the answer at the end (what comes later is reasoning only). */
+export const MAX_HEADERLESS_CHARS = 1 << 19;
+/** Rule 14: tokens after a header's `<|end|>` that can wait for text before the header counts as abandoned. */
+const ENDED_HOLD_TOKENS = 16;
 
 /** Text of the tokens after a completion's end kept for the `after_stop` recovery. */
 export const AFTER_STOP_RAW_BYTES = 4096;
@@ -114,6 +139,21 @@ const NO_EVENTS: HarmonyEvent[] = Object.freeze([]) as unknown as HarmonyEvent[]
 
 /** Window marker for an id that is not a token (ids are stored in 3 bytes). */
 const NOT_A_TOKEN = 0xffffff;
+
+/** A marker cut short at the end of a header's text (`<|ch`, `<|`, `<`): never text (rule 14). */
+const CUT_MARKER = /<(?:\|(?:[a-z_]+\|?)?)?$/;
+
+/** Where a marker cut short ends `text` (rule 14), or -1. */
+function cutMarkerAt(text: string): number {
+  const m = CUT_MARKER.exec(text);
+  return m === null ? -1 : m.index;
+}
+
+/** The word a channel name begins with (rule 15 matches it, lower-cased, against the channels): `final` of `final_answer`, `finalAnswer`, `FINAL>`. */
+const LEADING_LETTERS = /^(?:[A-Z]+(?![a-z])|[A-Z]?[a-z]+)/;
+
+/** Text that starts like a tool's arguments (JSON, or a fence around it), not prose (rule 14). */
+const ARGUMENTS_START = /^\s*(?:[{["]|```)/;
 
 /** What a recipient looks like: `functions.get_weather`, `browser.search`, `python`. */
 const RECIPIENT = /^[\p{L}\p{N}_][\p{L}\p{N}_.\-:/@+]*$/u;
@@ -233,6 +273,16 @@ export class HarmonyParser {
   private tCall!: number;
   private tEndOfText!: number;
   private primed!: boolean;
+  /**
+   * Resilient: the stream is one completion, so rule 8 ends it at its
+   * closing stop: primed, or unprimed with the assistant's message first
+   * (text that begins with `<|start|>assistant`, as servers log a turn).
+   */
+  private completion!: boolean;
+  /** Rule 16 reads the current message's lines: FLAG_NEWLINE, or 0 (strict mode, a tool call's arguments). */
+  private lineMask = 0;
+  /** Resilient: the implicit role's word as one token (`assistant`), held in content until the next token (-1: none). */
+  private roleWord!: number;
   private dropAfterStop!: boolean;
   private tools!: DeclaredTools | null;
   private calls0!: "any" | "none" | "one";
@@ -310,10 +360,59 @@ export class HarmonyParser {
   private afterBytes: Uint8Array = NO_BYTES;
   private afterLen = 0;
 
+  /** The role word held back from content (its position), or -1: before `<|channel|>` it begins a header whose `<|start|>` was lost. */
+  private heldRole = -1;
+
+  // rule 13: text with no header, while nobody knows yet whether it is reasoning or the answer
+  /** Its message index, or -1. */
+  private prov = -1;
+  /** How it ended; null while it is still open. Its message_end waits for the decision. */
+  private provStop: StopKind | null = null;
+  /** Its header's fields (a content type or name read with it), once it has ended. */
+  private provHeader: ParsedHeader | null = null;
+  /** Its tokens, [provFrom, provTo). */
+  private provFrom = 0;
+  private provTo = 0;
+  /** The current message's text is kept in mtext: whole messages, or rule 13's text (up to MAX_HEADERLESS_CHARS). */
+  private keep = false;
+  /** Rule 13's text outgrew MAX_HEADERLESS_CHARS: what was kept is what is given again. */
+  private provCut = false;
+  /** A final answer or a call came: headerless text after it is never the answer. */
+  private answered = false;
+
+  // rule 16: lines of the current message's text, and whole messages, that repeat
+  /** Where the current line began; the previous line and its length; how many times in a row it came. */
+  private lineFrom = 0;
+  private prevLine = -1;
+  private prevLineLen = 0;
+  private lineReps = 0;
+  /** Where the current message's text began. */
+  private textFrom = 0;
+  /** The previous message's tokens (header to stop), its header's length, and how many times in a row it came. */
+  private prevMsg = -1;
+  private prevMsgLen = 0;
+  private prevMsgHdr = 0;
+  private msgReps = 0;
+  /** S_SHADOW: the copy compared with (from, length), where the candidate began, and the header of a whole message compared. */
+  private shRef = 0;
+  private shLen = 0;
+  private shFrom = 0;
+  private shHeader: ParsedHeader | null = null;
+  /** Copies cut from the current loop, their tokens, where the first began, and whether they are messages. */
+  private cutCopies = 0;
+  private cutTokens = 0;
+  private cutAt = 0;
+  private cutMessages = false;
+
+  /** S_ENDED: where the `<|end|>` that closed the header stood. */
+  private endedAt = 0;
+
   private calls = 0;
   private lastWasCall = false;
   private errors = 0;
   private recoveries = 0;
+  /** The latest position a recovery was reported at (decisions made later are reported no earlier). */
+  private lastAt = 0;
   private out: HarmonyEvent[] = NO_EVENTS;
   private readonly scratch: Int32Array;
 
@@ -356,6 +455,7 @@ export class HarmonyParser {
     this.tCall = t.call;
     this.tEndOfText = preset.specials["<|endoftext|>"] ?? -1;
     this.dropAfterStop = options.afterStop !== "parse";
+    this.roleWord = this.strict ? -1 : vocab.idOfText(preset.implicitRole);
     this.calls0 = options.calls ?? "any";
     const tools = options.tools;
     this.tools = tools === undefined || tools === null ? null : tools instanceof DeclaredTools ? tools : new DeclaredTools(tools);
@@ -376,6 +476,7 @@ export class HarmonyParser {
     const role = options.role === undefined ? preset.implicitRole : options.role;
     this.nextRole = role;
     this.primed = role !== null;
+    this.completion = this.primed;
     this.state = role === null ? S_EXPECT : S_HEADER;
 
     // a strict stream's header has no size limit: a huge one is not kept
@@ -412,10 +513,31 @@ export class HarmonyParser {
     this.afterAt = 0;
     this.afterBytes = NO_BYTES;
     this.afterLen = 0;
+    this.heldRole = -1;
+    this.prov = -1;
+    this.provStop = null;
+    this.provHeader = null;
+    this.provFrom = this.provTo = 0;
+    this.keep = this.whole;
+    this.provCut = false;
+    this.answered = false;
+    this.lineFrom = 0;
+    this.prevLine = -1;
+    this.prevLineLen = this.lineReps = 0;
+    this.lineMask = 0;
+    this.textFrom = 0;
+    this.prevMsg = -1;
+    this.prevMsgLen = this.prevMsgHdr = this.msgReps = 0;
+    this.shRef = this.shLen = this.shFrom = 0;
+    this.shHeader = null;
+    this.cutCopies = this.cutTokens = this.cutAt = 0;
+    this.cutMessages = false;
+    this.endedAt = 0;
     this.calls = 0;
     this.lastWasCall = false;
     this.errors = 0;
     this.recoveries = 0;
+    this.lastAt = 0;
     this.out = NO_EVENTS;
   }
 
@@ -426,7 +548,7 @@ export class HarmonyParser {
 
   /** The reference's state name (`ExpectStart`, `Header`, `Content`), or `Done`. */
   get stateName(): "ExpectStart" | "Header" | "Content" | "Done" {
-    return (["ExpectStart", "Header", "Content", "Done", "Done"] as const)[this.state]!;
+    return (["ExpectStart", "Header", "Content", "Done", "Done", "Content", "Header"] as const)[this.state]!;
   }
 
   get finished(): boolean {
@@ -459,14 +581,19 @@ export class HarmonyParser {
    * messages (their message text is kept as a string).
    */
   takeText(ids: ArrayLike<number>, start: number, end: number): boolean {
-    if (this.state !== S_CONTENT || this.pendLen !== 0 || this.swallowed || this.whole || end <= start) return false;
+    if (this.state !== S_CONTENT || this.pendLen !== 0 || this.swallowed || this.keep || this.heldRole >= 0 || end <= start) return false;
     // the same test and window store as write()'s hot loop, which keeps its
     // own copy inline: helpers shared by both made one-token writes ~5% slower
     const flags = this.flags;
     const fs = this.firstSpecial;
+    const role = this.roleWord;
+    // a line's end (rule 16) only as the last token: what follows one may be compared, not text
+    const lines = this.lineMask;
     for (let i = start; i < end; i++) {
       const id = ids[i]!;
-      if (id >>> 0 !== id || id >= fs || (flags[id]! & FLAG_WHOLE) === 0) return false;
+      if (id >>> 0 !== id || id >= fs) return false;
+      const f = flags[id]!;
+      if ((f & FLAG_WHOLE) === 0 || id === role || ((f & lines) !== 0 && i !== end - 1)) return false;
     }
     let win = this.window;
     let mask = this.mask;
@@ -486,6 +613,7 @@ export class HarmonyParser {
     this.pos = pos;
     // a call's arguments are kept for its tool_call_end (rule 12), as write() keeps them
     if (this.isCall) this.keepArgumentTokens(ids, start, end);
+    else if ((flags[ids[end - 1]!]! & lines) !== 0 && this.lineEnds(pos)) this.shadow(this.prevLine, this.prevLineLen, null);
     return true;
   }
 
@@ -494,6 +622,11 @@ export class HarmonyParser {
     const text = this.dtext.length + this.mtext.length;
     const buffers = this.window.byteLength + this.hdr.byteLength + this.pend.byteLength + this.afterBytes.byteLength;
     return buffers + this.argBytes.byteLength + 2 * (text + this.argText.length);
+  }
+
+  /** Of heldBytes(), rule 13's headerless text kept to be given again as the answer (at most 2 × MAX_HEADERLESS_CHARS). */
+  get headerlessBytes(): number {
+    return this.prov >= 0 && !this.whole ? 2 * this.mtext.length : 0;
   }
 
   /** Of heldBytes(), the buffer of the current tool call's arguments (at most MAX_ARGUMENT_BYTES + 1). */
@@ -518,16 +651,21 @@ export class HarmonyParser {
     const flags = this.flags;
     const fs = this.firstSpecial;
     const vocab = this.vocab;
+    const role = this.roleWord;
     let i = start > 0 ? start : 0;
     while (i < n) {
-      if (this.state === S_CONTENT && this.pendLen === 0 && !this.swallowed) {
-        // hot loop: whole-UTF-8 text tokens inside a message
+      if (this.state === S_CONTENT && this.pendLen === 0 && !this.swallowed && this.heldRole < 0) {
+        // hot loop: whole-UTF-8 text tokens inside a message (resilient: not the role word)
         let pos = this.pos;
         let acc = "";
         const from = i;
+        const lines = this.lineMask;
+        let loop = false;
         for (; i < n; i++) {
           const id = ids[i]!;
-          if (id >>> 0 !== id || id >= fs || (flags[id]! & FLAG_WHOLE) === 0) break;
+          if (id >>> 0 !== id || id >= fs) break;
+          const f = flags[id]!;
+          if ((f & FLAG_WHOLE) === 0 || id === role) break;
           if (pos > mask && mask !== this.maxMask) {
             win = this.growWindow(pos + n - i);
             mask = this.mask;
@@ -538,11 +676,17 @@ export class HarmonyParser {
           win[w + 2] = id >>> 16;
           pos++;
           acc += vocab.text(id);
+          // rule 16: a line ends here; after REPEAT_LIMIT equal ones, what follows is compared first
+          if ((f & lines) !== 0 && this.lineEnds(pos)) {
+            loop = true;
+            i++;
+            break;
+          }
         }
         this.pos = pos;
         if (acc !== "") {
           this.dtext += acc;
-          if (this.whole) this.mtext += acc;
+          if (this.keep) this.keepText(acc);
           if (this.isCall) {
             // one token (a step's write): its text is at hand; a long run's text is one
             // string (one native encode); a short run is copied token by token
@@ -551,6 +695,7 @@ export class HarmonyParser {
             else this.keepArgumentTokens(ids, from, i);
           }
         }
+        if (loop) this.shadow(this.prevLine, this.prevLineLen, null);
         if (i >= n) break;
       }
       const id = ids[i++]!;
@@ -566,11 +711,49 @@ export class HarmonyParser {
       this.pos++;
       if (this.state === S_CONTENT) this.contentToken(id);
       else if (this.state === S_HEADER) this.headerToken(id);
-      else if (this.state === S_AFTER) this.afterToken(id);
-      else this.expectToken(id);
+      else if (this.state === S_EXPECT) this.expectToken(id);
+      else this.otherToken(id);
     }
     this.flushDelta();
     return this.answer();
+  }
+
+  /** A token after the completion's end, or in one of resilient mode's waiting states. */
+  private otherToken(id: number): void {
+    if (this.state === S_AFTER) this.afterToken(id);
+    else if (this.state === S_SHADOW) this.shadowToken(id);
+    else this.endedToken(id);
+  }
+
+  /** Take one token already in the window (read again from it: rules 14 and 16), as write() would. */
+  private step(id: number): void {
+    if (this.state === S_CONTENT) this.contentToken(id);
+    else if (this.state === S_HEADER) this.headerToken(id);
+    else if (this.state === S_EXPECT) this.expectToken(id);
+    else this.otherToken(id);
+  }
+
+  /** Take the window's tokens [from, to) again (they were held, not read), each at its own position. */
+  private replay(from: number, to: number): void {
+    const end = this.pos;
+    for (let k = from; k < to; k++) {
+      this.pos = k + 1;
+      this.step(this.windowId(k));
+    }
+    this.pos = end;
+  }
+
+  /** The id at stream position `k` (still in the window). */
+  private windowId(k: number): number {
+    const w = 3 * (k & this.mask);
+    return this.window[w]! | (this.window[w + 1]! << 8) | (this.window[w + 2]! << 16);
+  }
+
+  /** Whether positions [a, a + len) and [b, b + len), a < b, are the same ids and still in the window (at stream position `pos`). */
+  private sameSpan(a: number, b: number, len: number, pos = this.pos): boolean {
+    if (a < 0 || pos - a > this.mask + 1) return false;
+    for (let k = 0; k < len; k++) if (this.windowId(a + k) !== this.windowId(b + k)) return false;
+    return true;
   }
 
   /** The events of this write() or end(), made at the first (emit). */
@@ -599,6 +782,9 @@ export class HarmonyParser {
       return this.answer();
     }
     this.cutShort = reason !== "eos";
+    // what waited in the window is read as it is (rules 14 and 16)
+    if (this.state === S_SHADOW) this.diverge(-1, true);
+    else if (this.state === S_ENDED) this.abandonEnded(this.pos);
     if (this.state === S_CONTENT) this.endMessage("eos");
     else if (this.state === S_HEADER) {
       if (this.strict) {
@@ -606,6 +792,9 @@ export class HarmonyParser {
       } else this.headerAtEnd();
     }
     if (!this.strict && this.carryFrom >= 0) this.dropCarry(this.pos, "the stream ended before a restarted header");
+    if (this.cutCopies > 0) this.reportRepetition();
+    // rule 13: the stream ended with no other message after the headerless text
+    if (this.prov >= 0) this.decideHeaderless(!this.answered, this.pos);
     if (this.afterCount > 0) this.reportAfterStop();
     let finish: FinishReason;
     if (reason === "abort") finish = "abort";
@@ -646,7 +835,10 @@ export class HarmonyParser {
   private recover(kind: RecoveryKind, at: number, detail: string, raw?: string): void {
     // text already decoded comes first, whatever the chunking
     this.flushDelta();
+    // a loop's cut (rule 16) is reported before anything that came after it
+    if (this.cutCopies > 0 && kind !== "repetition") this.reportRepetition();
     this.recoveries++;
+    if (at > this.lastAt) this.lastAt = at;
     if (raw === undefined || raw === "") {
       // the same repair of the next token, in the same write: counted in the last event
       const last = this.out[this.out.length - 1];
@@ -665,8 +857,20 @@ export class HarmonyParser {
 
   private appendText(s: string): void {
     this.dtext += s;
-    if (this.whole) this.mtext += s;
+    if (this.keep) this.keepText(s);
     if (this.isCall) this.appendArguments(s);
+  }
+
+  /** Keep the current message's text: whole messages keep all of it, rule 13's text up to MAX_HEADERLESS_CHARS. */
+  private keepText(s: string): void {
+    this.mtext += s;
+    if (!this.whole && this.mtext.length > MAX_HEADERLESS_CHARS) {
+      // never half of a surrogate pair
+      const cut = (this.mtext.charCodeAt(MAX_HEADERLESS_CHARS - 1) & 0xfc00) === 0xd800 ? MAX_HEADERLESS_CHARS - 1 : MAX_HEADERLESS_CHARS;
+      this.mtext = this.mtext.slice(0, cut);
+      this.keep = false;
+      this.provCut = true;
+    }
   }
 
   /** Keep text of a call's arguments for its tool_call_end (as UTF-8, up to MAX_ARGUMENT_BYTES). */
@@ -810,6 +1014,11 @@ export class HarmonyParser {
   // ---------------------------------------------------------------- messages
 
   private beginMessage(h: ParsedHeader): void {
+    if (!this.strict) {
+      // rule 13: another message follows the headerless text, so it was reasoning
+      if (this.prov >= 0) this.decideHeaderless(false, this.pos - 1);
+      if (this.cutCopies > 0) this.reportRepetition();
+    }
     this.header = h;
     this.msgFrom = this.hdrKind === H_EXPLICIT && this.hdrStart > 0 ? this.hdrStart - 1 : this.hdrStart;
     this.msgIndex = this.started++;
@@ -818,8 +1027,15 @@ export class HarmonyParser {
     this.swallowed = false;
     this.dtext = "";
     this.mtext = "";
+    this.keep = this.whole;
     this.isCall = false;
     this.releaseArguments();
+    this.textFrom = this.lineFrom = this.pos;
+    this.prevLine = -1;
+    this.lineReps = 0;
+    // rule 8: an unprimed stream whose first message is the assistant's is one completion too
+    if (this.msgIndex === 0 && h.role === this.preset.implicitRole) this.completion = true;
+    if (this.isFinalAnswer(h) || (h.recipient !== null && h.role === this.preset.implicitRole)) this.answered = true;
     this.emit({
       type: "message_start",
       index: this.msgIndex,
@@ -849,10 +1065,14 @@ export class HarmonyParser {
         content_type: h.contentType,
       });
     }
+    // rule 16 reads the lines of text, never a call's arguments
+    this.lineMask = this.strict || this.isCall ? 0 : FLAG_NEWLINE;
     this.state = S_CONTENT;
   }
 
   private endMessage(stop: StopKind): void {
+    // a role word before a stop is the message's own text
+    if (this.heldRole >= 0) this.releaseRole();
     // the reference appends undecodable tokens' U+FFFD, then leftover bytes
     if (this.swallowed) this.appendText(REPLACEMENT);
     if (this.pendLen > 0) {
@@ -861,7 +1081,12 @@ export class HarmonyParser {
     }
     this.swallowed = false;
     this.flushDelta();
+    if (this.msgIndex === this.prov) {
+      this.closeHeaderless(stop);
+      return;
+    }
     const h = this.header!;
+    if (!this.strict && stop !== "eos") this.noteMessage();
     if (h.channel === this.preset.channels.reasoning && this.pos > this.msgFrom) this.reasoningTokens += this.pos - this.msgFrom;
     if (this.isCall && !this.cutShort) this.endCall(h, stop);
     this.isCall = false;
@@ -883,8 +1108,8 @@ export class HarmonyParser {
     this.lastWasCall = h.recipient !== null && h.role === this.preset.implicitRole;
     this.header = null;
     this.state = S_EXPECT;
-    // rule 8: a primed completion ends at the stop that closes a tool call or a final answer
-    if (!this.strict && this.primed && this.dropAfterStop) {
+    // rule 8: a completion ends at the stop that closes a tool call or a final answer
+    if (!this.strict && this.completion && this.dropAfterStop) {
       if ((stop === "call" && this.lastWasCall) || (stop === "return" && this.isFinalAnswer(h))) this.endCompletion();
     }
     // one call at most: the first complete one ends the completion, however it was closed
@@ -929,7 +1154,167 @@ export class HarmonyParser {
   /** Resilient: the completion ends here (rule 8's stops, or <|endoftext|>); what follows is only counted. */
   private endCompletion(): void {
     if (this.carryFrom >= 0) this.dropCarry(this.pos, "the completion ended before a restarted header");
+    if (this.cutCopies > 0) this.reportRepetition();
+    if (this.prov >= 0) this.decideHeaderless(!this.answered, this.pos - 1);
     this.state = S_AFTER;
+  }
+
+  // ---------------------------------------------------------------- rule 13: text with no header
+
+  /**
+   * Headerless text ended (its stop, `<|start|>` or `<|channel|>` in it, or
+   * the end of the stream): its message_end waits until it is known whether
+   * another message follows. The end of the stream, or a closing
+   * `<|return|>` in a completion, decides at once.
+   */
+  private closeHeaderless(stop: StopKind): void {
+    this.provHeader = this.header;
+    this.provStop = stop;
+    this.provTo = this.pos;
+    this.header = null;
+    this.state = S_EXPECT;
+    if (stop === "eos") this.decideHeaderless(!this.answered, this.pos);
+    else if (stop === "return" && this.completion && this.dropAfterStop) this.endCompletion();
+  }
+
+  /**
+   * Rule 13's decision: the headerless text was reasoning (another message
+   * followed it), or it is the answer too (the completion ended with no
+   * other message, and no final answer or call came before it): then its
+   * text is given again, as content, in one delta. A recovery says which.
+   */
+  private decideHeaderless(answer: boolean, when: number): void {
+    const at = Math.max(when, this.lastAt);
+    const index = this.prov;
+    const stop = this.provStop ?? "eos";
+    const text = this.mtext;
+    this.prov = -1;
+    this.provStop = null;
+    this.mtext = "";
+    this.keep = this.whole;
+    if (answer) {
+      const cut = this.provCut ? ` (its first ${text.length} UTF-16 units)` : "";
+      this.recover("headerless_text", at, `the completion ended with no other message: the text with no header is the answer${cut}`);
+      if (text !== "") this.emit({ type: "delta", index, kind: "content", text });
+      this.answered = true;
+    } else {
+      this.recover("headerless_text", at, "another message followed the text with no header: it was reasoning");
+      if (this.provTo > this.provFrom) this.reasoningTokens += this.provTo - this.provFrom;
+    }
+    this.provCut = false;
+    const ev: HarmonyEvent = { type: "message_end", index, stop };
+    const h = this.provHeader ?? this.header;
+    this.provHeader = null;
+    if (this.whole) {
+      // the reference's key order: role, name, recipient, content, channel, content_type
+      const m: Partial<ReferenceMessage> = { role: h?.role ?? this.preset.implicitRole };
+      if (h?.name != null) m.name = h.name;
+      m.content = text;
+      m.channel = answer ? this.preset.headerlessChannel : this.preset.channels.reasoning;
+      if (h?.contentType != null) m.content_type = h.contentType;
+      ev.message = m as ReferenceMessage;
+    }
+    this.emit(ev);
+    this.completed++;
+    this.lastWasCall = false;
+  }
+
+  // ---------------------------------------------------------------- rule 16: repetition
+
+  /** A message ended by its stop: count it if it repeats the one before, token for token (header to stop). */
+  private noteMessage(): void {
+    const from = this.msgFrom;
+    const len = this.pos - from;
+    const hdr = this.textFrom - from;
+    const same = len === this.prevMsgLen && hdr === this.prevMsgHdr && this.sameSpan(this.prevMsg, from, len);
+    this.msgReps = same ? this.msgReps + 1 : 1;
+    this.prevMsg = from;
+    this.prevMsgLen = len;
+    this.prevMsgHdr = hdr;
+  }
+
+  /**
+   * A line of the current message's text ended at `pos` (its last token
+   * holds a line feed): count it. True when it is the REPEAT_LIMIT-th equal
+   * line in a row, so what follows must be compared with it (shadow).
+   */
+  private lineEnds(pos: number): boolean {
+    const from = this.lineFrom;
+    const len = pos - from;
+    const same = len === this.prevLineLen && this.sameSpan(this.prevLine, from, len, pos);
+    this.lineReps = same ? this.lineReps + 1 : 1;
+    this.prevLine = from;
+    this.prevLineLen = len;
+    this.lineFrom = pos;
+    return this.lineReps >= REPEAT_LIMIT && 2 * len <= this.mask + 1;
+  }
+
+  /** Compare what follows with the copy [ref, ref + len): for a line, or for a message's text (`header` its header). */
+  private shadow(ref: number, len: number, header: ParsedHeader | null): void {
+    this.flushDelta();
+    this.state = S_SHADOW;
+    this.shRef = ref;
+    this.shLen = len;
+    this.shFrom = this.pos;
+    this.shHeader = header;
+  }
+
+  /** S_SHADOW: a token of a line or message that may be one more copy. */
+  private shadowToken(id: number): void {
+    const k = this.pos - 1 - this.shFrom;
+    const ref = this.shRef + k;
+    if (k < this.shLen && this.pos - ref <= this.mask + 1 && this.windowId(ref) === id) {
+      if (k + 1 < this.shLen) return;
+      // one more whole copy: cut
+      const message = this.shHeader !== null;
+      const from = message ? this.msgFrom : this.shFrom;
+      if (this.cutCopies === 0) this.cutAt = from;
+      this.cutCopies++;
+      this.cutTokens += this.pos - from;
+      this.cutMessages = message;
+      if (message) {
+        // the message never began: its start is the copy the next one is compared with
+        this.prevMsg = this.msgFrom;
+        this.shHeader = null;
+        this.nextRole = null;
+        this.state = S_EXPECT;
+      } else {
+        this.shRef = this.shFrom;
+        this.prevLine = this.shFrom;
+        this.shFrom = this.lineFrom = this.pos;
+      }
+      return;
+    }
+    this.diverge(id);
+  }
+
+  /** The text differs from the copy at token `id` (or the stream ends: `atEnd`): the loop is over; what was held is read as text. */
+  private diverge(id: number, atEnd = false): void {
+    const header = this.shHeader;
+    this.shHeader = null;
+    if (this.cutCopies > 0) this.reportRepetition();
+    this.state = S_CONTENT;
+    const end = this.pos;
+    if (header !== null) {
+      // the message begins where its text began
+      this.pos = this.shFrom;
+      this.beginMessage(header);
+      this.pos = end;
+    }
+    this.replay(this.shFrom, atEnd ? end : end - 1);
+    if (!atEnd) this.step(id);
+  }
+
+  private reportRepetition(): void {
+    const n = this.cutCopies;
+    const what = this.cutMessages ? "message" : "line";
+    this.cutCopies = 0;
+    this.recover(
+      "repetition",
+      this.cutAt,
+      `the same ${what} ${REPEAT_LIMIT + n} times in a row: cut after the ${REPEAT_LIMIT}th (${n} ${what}s, ${this.cutTokens} tokens, dropped)`,
+    );
+    this.cutTokens = 0;
   }
 
   /** A token after the completion's end: counted, and its text kept (capped) for the after_stop recovery. */
@@ -960,6 +1345,20 @@ export class HarmonyParser {
       }
     }
     if (this.swallowed) return;
+    if (!this.strict && valid && id < this.ordinaryLimit) {
+      const f = this.flags[id]!;
+      if (this.heldRole >= 0) this.releaseRole();
+      if (id === this.roleWord) {
+        // rule 10: held until the next token shows whether it begins a header (its own text, or junk)
+        this.heldRole = this.pos - 1;
+        return;
+      }
+      if ((f & FLAG_WHOLE) !== 0 && this.pendLen === 0) this.appendText(this.vocab.text(id));
+      else this.appendTokenBytes(id);
+      if ((f & this.lineMask) !== 0 && this.lineEnds(this.pos)) this.shadow(this.prevLine, this.prevLineLen, null);
+      return;
+    }
+    if (this.heldRole >= 0 && id !== this.tStart && id !== this.tChannel) this.releaseRole();
     if (!valid) {
       if (this.strict) {
         // the reference cannot decode past it until the message ends
@@ -972,6 +1371,11 @@ export class HarmonyParser {
       return;
     }
     if (!this.strict && (id === this.tStart || id === this.tChannel)) {
+      // a role word right before it is the new header's, whose <|start|> was lost (rule 10)
+      const role = this.heldRole;
+      this.heldRole = -1;
+      if (role >= 0 && id === this.tStart)
+        this.recover("junk_text", role, "a role word before <|start|>; dropped", this.preset.implicitRole);
       this.recover(
         "missing_end",
         this.pos - 1,
@@ -980,7 +1384,8 @@ export class HarmonyParser {
       this.endMessage("end");
       if (id === this.tStart) this.beginHeader(H_EXPLICIT, this.pos);
       else {
-        this.beginHeader(H_IMPLICIT, this.pos - 1);
+        this.beginHeader(H_IMPLICIT, role >= 0 ? role : this.pos - 1);
+        if (role >= 0) this.appendHeaderToken(this.roleWord);
         this.appendHeaderToken(id);
       }
       return;
@@ -997,6 +1402,13 @@ export class HarmonyParser {
       return;
     }
     this.appendTokenBytes(id);
+  }
+
+  /** The role word held back from content is content after all. */
+  private releaseRole(): void {
+    this.heldRole = -1;
+    if (this.pendLen === 0) this.appendText(this.vocab.text(this.roleWord));
+    else this.appendTokenBytes(this.roleWord);
   }
 
   /** A special token's text (for a recovery's raw text). */
@@ -1217,6 +1629,26 @@ export class HarmonyParser {
       this.beginMessage(r.header);
       return;
     }
+    const header = this.readCompleteHeader(at);
+    this.nextRole = null;
+    // rule 16: after REPEAT_LIMIT identical messages in a row, one more with the same header is compared first
+    if (this.msgReps >= REPEAT_LIMIT && this.sameHeaderAsLast()) {
+      this.msgFrom = this.hdrKind === H_EXPLICIT && this.hdrStart > 0 ? this.hdrStart - 1 : this.hdrStart;
+      this.shadow(this.prevMsg + this.prevMsgHdr, this.prevMsgLen - this.prevMsgHdr, header);
+      return;
+    }
+    this.beginMessage(header);
+  }
+
+  /** Whether the header just read is, token for token, the last message's. */
+  private sameHeaderAsLast(): boolean {
+    const from = this.hdrKind === H_EXPLICIT && this.hdrStart > 0 ? this.hdrStart - 1 : this.hdrStart;
+    const len = this.pos - from;
+    return len === this.prevMsgHdr && 2 * this.prevMsgLen <= this.mask + 1 && this.sameSpan(this.prevMsg, from, len);
+  }
+
+  /** Resilient: the fields of a header whose text is complete (at `<|message|>`, or where it stood), with its repairs reported. */
+  private readCompleteHeader(at: number): ParsedHeader {
     const read = this.headerText(false).text;
     // a declared tool name with spaces is read as one word (rule 11)
     const text = this.tools !== null && this.tools.spaced.length > 0 ? this.tools.protect(read) : read;
@@ -1238,8 +1670,7 @@ export class HarmonyParser {
     if (text !== read && header.recipient !== null) header = { ...header, recipient: restoreSpaces(header.recipient) };
     header = this.toolPolicy(this.channelPolicy(header, at, read), at, read);
     if (this.hdrKind === H_IMPLICIT) this.recover("missing_start", at, "a header without <|start|>; assumed <|start|>assistant");
-    this.nextRole = null;
-    this.beginMessage(header);
+    return header;
   }
 
   /** The reference's reading of a complete header (remembered, with a memo; never mutated). */
@@ -1277,11 +1708,88 @@ export class HarmonyParser {
       }
       return;
     }
+    if (stop === "end" && th.channel !== null && !this.hdrJunk) {
+      // rule 14: what follows tells whether <|end|> stands where <|message|> belongs
+      this.endedAt = at;
+      this.state = S_ENDED;
+      return;
+    }
     this.abandonHeader(at, "abandoned_header", `a header was closed by <|${stop}|> before <|message|>`, th);
     if (this.hdrKind === H_IMPLICIT && th.recipient === null)
       this.recover("stray_stop", at, `<|${stop}|> after text between messages; dropped`);
     this.nextRole = null;
     this.state = S_EXPECT;
+  }
+
+  /**
+   * S_ENDED (rule 14): a token after the `<|end|>` that closed a header
+   * naming a channel. Text (a word, or the start of a call's arguments)
+   * makes the `<|end|>` the header's `<|message|>`; white space and
+   * punctuation wait; anything else abandons the header.
+   */
+  private endedToken(id: number): void {
+    if (id >>> 0 === id && id < this.ordinaryLimit) {
+      const text = (this.flags[id]! & FLAG_WHOLE) !== 0 ? this.vocab.text(id) : null;
+      if (text === null || WORDLIKE.test(text) || text.includes("{") || text.includes("[")) {
+        this.commitEnded();
+        return;
+      }
+      // held in the window, where they are read again: never more than it holds
+      if (this.pos - 1 - this.endedAt <= ENDED_HOLD_TOKENS && this.pos + 1 - this.endedAt <= this.mask + 1) return;
+    }
+    if (id === this.tMessage && this.pos - 1 === this.endedAt + 1) {
+      // `<|end|><|message|>`: the <|end|> was a stray stop inside a header
+      this.recover("stray_stop", this.endedAt, "<|end|> inside a header, before its <|message|>; dropped");
+      this.state = S_HEADER;
+      this.completeHeader();
+      return;
+    }
+    this.abandonEnded(this.pos - 1);
+    this.step(id);
+  }
+
+  /** Rule 14: the header closed by `<|end|>` is a header; the tokens after the `<|end|>` are its content. */
+  private commitEnded(): void {
+    const at = this.endedAt;
+    let header = this.readCompleteHeader(at);
+    this.recover(
+      "missing_message",
+      at,
+      "a header closed by <|end|> where <|message|> belongs, with text after it: read as its <|message|>",
+    );
+    this.nextRole = null;
+    if (header.recipient !== null && header.role === this.preset.implicitRole) {
+      header = this.argumentsOnly(header, this.windowText(at + 1, this.pos) ?? "", at);
+    }
+    const end = this.pos;
+    this.pos = at + 1;
+    this.beginMessage(header);
+    this.pos = end;
+    this.replay(at + 1, end);
+  }
+
+  /** Rule 14: the header closed by `<|end|>` was abandoned after all; the tokens [endedAt + 1, to) are read as what they are. */
+  private abandonEnded(to: number): void {
+    const at = this.endedAt;
+    const { text } = this.headerText(false);
+    const th = parseHeaderTolerant(text, this.headerRole(), this.preset, { atMessage: false, carrying: this.carryFrom >= 0 });
+    this.abandonHeader(at, "abandoned_header", "a header was closed by <|end|> before <|message|>", th);
+    if (this.hdrKind === H_IMPLICIT && th.recipient === null)
+      this.recover("stray_stop", at, "<|end|> after text between messages; dropped");
+    this.nextRole = null;
+    this.state = S_EXPECT;
+    this.replay(at + 1, to);
+  }
+
+  /**
+   * Rule 14: a recipient is read from a header with no `<|message|>` only
+   * when arguments follow it (JSON, or a fence), never from prose: then the
+   * message is text on its channel.
+   */
+  private argumentsOnly(h: ParsedHeader, content: string, at: number): ParsedHeader {
+    if (h.recipient === null || ARGUMENTS_START.test(content) || !WORDLIKE.test(content)) return h;
+    this.recover("header_repaired", at, `recipient ${h.recipient} dropped: prose, not arguments, follows a header with no <|message|>`);
+    return { ...h, recipient: null };
   }
 
   /** Resilient: end of input inside a header. */
@@ -1293,14 +1801,18 @@ export class HarmonyParser {
       return;
     }
     const { text } = this.headerText(false);
-    const th = parseHeaderTolerant(text, this.headerRole(), this.preset, {
+    // rule 14: a marker cut short at the end (`<|ch`) is never text
+    const cut = cutMarkerAt(text);
+    const core = cut < 0 ? text : text.slice(0, cut);
+    const th = parseHeaderTolerant(core, this.headerRole(), this.preset, {
       atMessage: false,
       carrying: this.carryFrom >= 0,
     });
-    const rest = text.slice(th.restStart);
+    const rest = core.slice(th.restStart);
     // a lone identifier-like word is more likely a cut header field than an answer
     if (isText(rest, th.restWords)) {
-      if (this.headerBecomesMessage(th, text, this.hdrLen, at, true)) this.endMessage("eos");
+      if (cut >= 0) this.recover("truncated_header", at, "the stream ended inside a marker; dropped", text.slice(cut));
+      if (this.headerBecomesMessage(th, core, this.hdrLen, at, true)) this.endMessage("eos");
       else this.state = S_EXPECT;
       return;
     }
@@ -1334,6 +1846,8 @@ export class HarmonyParser {
     const memo = within && this.hdrClean ? this.memo : null;
     if (memo !== null && memo.staysHeader(kind, this.hdrText, role)) return;
     const { text, tail } = this.headerText(true);
+    // a marker still arriving (`<|ch`…) is header, not text (rule 14)
+    if (within && cutMarkerAt(text) >= 0) return;
     const th = parseHeaderTolerant(text, role, this.preset, { atMessage: false, carrying: false });
     if (within) {
       // the last word may still be growing (" to" before "=functions…"): count complete words
@@ -1370,9 +1884,19 @@ export class HarmonyParser {
       channel: th.channel,
       contentType: th.contentType,
     };
-    this.applyCarry(header, at);
+    // rule 14: no call from a recipient that prose follows, with no <|message|>; a kept
+    // recipient waits for a header that has arguments after it
+    const content0 = text.slice(th.restStart);
+    if (header.role === this.preset.implicitRole) header = this.argumentsOnly(header, content0, at);
+    if (ARGUMENTS_START.test(content0) || !WORDLIKE.test(content0)) this.applyCarry(header, at);
     header = this.toolPolicy(this.channelPolicy(header, at, text), at, text);
-    if (header.channel === null && header.recipient === null) header.channel = this.preset.headerlessChannel;
+    // rule 13: the assistant's text with neither a channel nor a call's recipient (no header at all,
+    // or one whose only field was a recipient that names no tool) is not known to be the answer
+    const headerless = header.channel === null && header.recipient === null && header.role === this.preset.implicitRole;
+    if (header.channel === null && header.recipient === null && !headerless) header.channel = this.preset.headerlessChannel;
+    // rule 15: a channel's name glued to the text after it (`finalHello!`)
+    if (th.repairs.includes("channel_glued_to_text"))
+      this.recover("channel_repaired", at, `channel ${JSON.stringify(th.channel)} read where text was glued to it; the text is content`);
     if (hasFields) {
       const repaired = th.repairs.length > 0 ? ` (header repaired: ${th.repairs.join(", ")})` : "";
       this.recover(
@@ -1381,10 +1905,19 @@ export class HarmonyParser {
         `header text ran into content without <|message|>${repaired}`,
         th.repairs.length > 0 ? text.slice(0, th.restStart) : undefined,
       );
-    } else this.recover("headerless_text", at, `text with no header; delivered as ${header.channel ?? "a"} message`);
+    } else if (headerless) {
+      this.recover("headerless_text", at, "text with no header: reasoning, until the completion shows whether it is the answer");
+    } else this.recover("headerless_text", at, `text with no header; delivered as a ${header.channel ?? "channel-less"} message`);
     const tailBytes = this.hdr.slice(tail, this.hdrLen);
     this.nextRole = null;
     this.beginMessage(header);
+    if (headerless) {
+      this.prov = this.msgIndex;
+      this.provFrom = this.msgFrom;
+      this.kind = "reasoning";
+      this.keep = true;
+      this.provCut = false;
+    }
     // rule 9: a marker read as header text never reaches content
     let content = text.slice(th.restStart);
     const { channel, constrain } = this.preset.markers;
@@ -1411,9 +1944,16 @@ export class HarmonyParser {
     if (c === null || h.role !== this.preset.implicitRole) return h;
     const { reasoning, commentary, final } = this.preset.channels;
     if (c === reasoning || c === commentary || c === final) return h;
+    // a declared tool's name where the channel belongs is a call to it (`<|channel|>final_answer` for a tool so named)
+    if (h.recipient === null && this.tools !== null && this.tools.has(c)) {
+      this.recover("channel_repaired", at, `channel ${JSON.stringify(c)} names a declared tool: a call to ${FUNCTIONS_PREFIX}${c}`, text);
+      return { ...h, channel: commentary, recipient: FUNCTIONS_PREFIX + c };
+    }
+    // rule 15: the letters it begins with, in any case (`final>`, `FINAL`, `final_answer`, `commentary?…`)
+    const lead = LEADING_LETTERS.exec(c)?.[0].toLowerCase();
     for (const known of [reasoning, commentary, final]) {
-      if (c.length > known.length && c.startsWith(known) && !/[\p{L}\p{N}_]/u.test(c[known.length]!)) {
-        this.recover("header_repaired", at, `channel ${JSON.stringify(c)} read as ${known}`, text);
+      if (lead === known) {
+        this.recover("channel_repaired", at, `channel ${JSON.stringify(c)} read as ${known}`, text);
         return { ...h, channel: known };
       }
     }
@@ -1443,7 +1983,8 @@ export class HarmonyParser {
   private abandonHeader(at: number, kind: RecoveryKind, detail: string, parsed?: TolerantHeader): void {
     const { text } = this.headerText(false);
     const th = parsed ?? parseHeaderTolerant(text, this.headerRole(), this.preset, { atMessage: false, carrying: false });
-    if (th.recipient !== null && th.recipient !== this.preset.selfRecipient) {
+    // only a recipient that names a tool waits for the next header (rule 11): `to=...?` does not
+    if (th.recipient !== null && th.recipient !== this.preset.selfRecipient && this.namesTool(th.recipient)) {
       if (this.carryFrom >= 0) this.dropCarry(at, "a later abandoned header replaced it");
       this.carryFrom = this.hdrStart;
       this.carryTo = at;
@@ -1452,6 +1993,13 @@ export class HarmonyParser {
     }
     const junk = this.hdrKind === H_IMPLICIT && th.restStart === 0;
     this.recover(junk ? "junk_text" : kind, at, junk ? "text between messages; dropped" : detail, text);
+  }
+
+  /** Whether a recipient read from a header names a tool (rule 11), so that a restarted header may take it. */
+  private namesTool(recipient: string): boolean {
+    if (!RECIPIENT.test(recipient)) return false;
+    const h: ParsedHeader = { role: this.preset.implicitRole, name: null, recipient, channel: null, contentType: null };
+    return judgeRecipient(h, this.tools, this.preset).header.recipient !== null;
   }
 
   /** Give a carried recipient to a header that has none. */

@@ -1,5 +1,5 @@
 /**
- * Only a tool is called (HARMONY.md §4, rule 11): which recipients of an
+ * Only a tool is called (docs/resilience.md, rule 11): which recipients of an
  * assistant message name a tool, in resilient mode.
  *
  * A tool call needs a recipient that names a tool: `functions.NAME`, a
@@ -92,7 +92,10 @@ export function judgeRecipient(h: ParsedHeader, tools: DeclaredTools | null, pre
   if (r === null || h.role !== preset.implicitRole) return { header: h, repaired: null, unknown: false };
   const channels = preset.channels;
   const word = r.startsWith(preset.markers.constrain) ? "" : r.toLowerCase();
-  // role, channel and content-type words are never tool names
+  // role, channel and content-type words are never tool names, nor is the bare namespace
+  // (`to=functions` with the tool's name inside the arguments), unless a tool of that name is declared
+  if (r === FUNCTIONS && !(tools !== null && tools.has(r)))
+    return { header: { ...h, recipient: null }, repaired: `${JSON.stringify(r)} is a namespace, not a tool`, unknown: false };
   if (
     r.includes("<|") ||
     preset.roles.includes(r) ||

@@ -24,6 +24,9 @@ export const FLAG_PROSE = 8;
  */
 export const FLAG_JSON_PLAIN = 16;
 
+/** Ordinary token whose text holds a line feed: it ends a line (the parser's repetition check reads lines). */
+export const FLAG_NEWLINE = 32;
+
 const NOT_HEADER_CHAR = /[^\sA-Za-z0-9_.\-:/@+=]/u;
 
 const WHITESPACE = /[\t\n\v\f\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]/;
@@ -69,6 +72,7 @@ export function buildVocabTable(
     }
     if ((f & FLAG_SPECIAL) === 0 && NOT_HEADER_CHAR.test(decodeLossyText(b))) f |= FLAG_PROSE;
     if ((f & FLAG_SPECIAL) === 0 && b.every((x) => x >= 0x20 && x !== 0x22 && x !== 0x5c)) f |= FLAG_JSON_PLAIN;
+    if ((f & FLAG_SPECIAL) === 0 && b.includes(0x0a)) f |= FLAG_NEWLINE;
     flags[id] = f;
     at += b.length;
   }
@@ -88,6 +92,8 @@ export class Vocabulary {
   private readonly strings: (string | undefined)[];
   /** Scratch space for UTF-8 scans, shared by the parsers of this thread (used synchronously only). */
   readonly scratch = new Int32Array(2);
+  /** idOfText's answers. */
+  private readonly byText = new Map<string, number>();
 
   constructor(table: VocabTable) {
     this.size = table.size;
@@ -110,6 +116,28 @@ export class Vocabulary {
       this.strings[id] = s;
     }
     return s;
+  }
+
+  /**
+   * The id of the ordinary token whose text is exactly `text`, or -1. Found
+   * by one scan of the table the first time a text is asked for (about a
+   * millisecond), remembered since.
+   */
+  idOfText(text: string): number {
+    const known = this.byText.get(text);
+    if (known !== undefined) return known;
+    const want = new TextEncoder().encode(text);
+    let found = -1;
+    const { offsets, bytes, flags } = this;
+    for (let id = 0; id < this.size && found < 0 && want.length > 0; id++) {
+      const a = offsets[id]!;
+      if (offsets[id + 1]! - a !== want.length || (flags[id]! & FLAG_SPECIAL) !== 0) continue;
+      let k = 0;
+      while (k < want.length && bytes[a + k] === want[k]) k++;
+      if (k === want.length) found = id;
+    }
+    if (this.byText.size < 64) this.byText.set(text, found);
+    return found;
   }
 
   byteStart(id: number): number {

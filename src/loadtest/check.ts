@@ -30,9 +30,17 @@ export interface Observed {
   callEnds: { message: number; arguments: string | null; validJson: boolean }[];
 }
 
-/** Rebuild messages from events (message_start fields + deltas). */
+/**
+ * Rebuild messages from events (message_start fields + deltas). Text with
+ * no header (docs/resilience.md, rule 13) starts with no channel and streams as
+ * reasoning; when it turns out to be the answer it is given again, as
+ * content, at the end: such a message is the analysis message of its
+ * reasoning, or the final message of its answer.
+ */
 export function observe(events: readonly HarmonyEvent[]): Observed {
   const byIndex = new Map<number, ReferenceMessage>();
+  /** Rule 13's messages: no channel, reasoning deltas first; and the answer given again, if it was. */
+  const headerless = new Map<number, { answer: string | null }>();
   const order: number[] = [];
   const o: Observed = { messages: [], recoveries: [], errors: [], raw: [], done: false, callEnds: [] };
   const ends = new Map<number, { arguments: string; validJson: boolean }>();
@@ -58,7 +66,12 @@ export function observe(events: readonly HarmonyEvent[]): Observed {
         break;
       case "delta": {
         const m = byIndex.get(ev.index);
-        if (m) m.content += ev.text;
+        const h = headerless.get(ev.index);
+        if (m && m.channel === undefined && m.recipient === undefined && m.content === "" && ev.kind === "reasoning") {
+          headerless.set(ev.index, { answer: null });
+          m.content += ev.text;
+        } else if (m && h !== undefined && ev.kind === "content") h.answer = (h.answer ?? "") + ev.text;
+        else if (m) m.content += ev.text;
         else o.errors.push({ code: "delta_without_message", message: `delta for message ${ev.index} before its start` });
         break;
       }
@@ -75,6 +88,11 @@ export function observe(events: readonly HarmonyEvent[]): Observed {
       default:
         break;
     }
+  }
+  for (const [i, h] of headerless) {
+    const m = byIndex.get(i)!;
+    m.channel = h.answer === null ? "analysis" : "final";
+    if (h.answer !== null) m.content = h.answer;
   }
   o.messages = order.map((i) => byIndex.get(i)!);
   o.callEnds = calls.map((i) => ({

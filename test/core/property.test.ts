@@ -10,7 +10,7 @@ import fc from "fast-check";
 import { beforeAll, describe, expect, it } from "vitest";
 import type { DeltaKind, HarmonyEvent, MessageStartEvent, ReferenceMessage } from "../../src/core/events.js";
 import { HeaderMemo, MAX_MEMO_ROLES, parseHeaderReference, threadHeaderMemo } from "../../src/core/header.js";
-import { HarmonyParser, MAX_ARGUMENT_BYTES, type ParserOptions } from "../../src/core/parser.js";
+import { HarmonyParser, MAX_ARGUMENT_BYTES, MAX_HEADERLESS_CHARS, REPEAT_LIMIT, type ParserOptions } from "../../src/core/parser.js";
 import { HARMONY } from "../../src/core/preset.js";
 import { FLAG_WHOLE, type Vocabulary } from "../../src/core/vocab.js";
 import type { HarmonyEncoding } from "../../src/vocab/index.js";
@@ -226,6 +226,11 @@ function mergeDeltas(events: readonly HarmonyEvent[]): HarmonyEvent[] {
   return out;
 }
 
+/** A message with no header at all (rule 13): no channel, no recipient; its deltas are reasoning. */
+function isHeaderless(s: MessageStartEvent): boolean {
+  return s.role === "assistant" && s.channel === null && s.recipient === null;
+}
+
 const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
 
 function expectedKind(s: MessageStartEvent): DeltaKind {
@@ -242,7 +247,8 @@ function expectedKind(s: MessageStartEvent): DeltaKind {
  */
 function checkEventStream(events: readonly HarmonyEvent[], whole: boolean) {
   const finished: { start: MessageStartEvent; text: string; message?: ReferenceMessage }[] = [];
-  let open: { start: MessageStartEvent; text: string; kind?: DeltaKind } | null = null;
+  /** `answer`: rule 13's text given again as the answer (content deltas after reasoning ones, in a message with no channel). */
+  let open: { start: MessageStartEvent; text: string; kind?: DeltaKind; answer?: string } | null = null;
   let started = 0;
   let recoveries = 0;
   let calls = 0;
@@ -281,6 +287,19 @@ function checkEventStream(events: readonly HarmonyEvent[], whole: boolean) {
         expect(e.index).toBe(open!.start.index);
         expect(e.text).not.toBe("");
         expect(LONE_SURROGATE.test(e.text), `delta splits a character: ${JSON.stringify(e.text)}`).toBe(false);
+        if (isHeaderless(open!.start) && (e.kind === "reasoning" || (e.kind === "content" && open!.kind === "reasoning"))) {
+          // rule 13: reasoning as it arrives; given again, once, as the answer at the end
+          if (e.kind === "content") {
+            expect(open!.answer, "headerless text given as the answer twice").toBeUndefined();
+            expect(open!.text.startsWith(e.text), "the answer is the headerless text").toBe(true);
+            open!.answer = e.text;
+          } else {
+            expect(open!.answer, "reasoning after the headerless text's answer").toBeUndefined();
+            open!.text += e.text;
+          }
+          open!.kind = "reasoning";
+          break;
+        }
         expect(e.kind).toBe(expectedKind(open!.start));
         open!.text += e.text;
         break;
@@ -293,7 +312,11 @@ function checkEventStream(events: readonly HarmonyEvent[], whole: boolean) {
           const m = e.message!;
           expect(m.content).toBe(open!.text);
           expect(m.role).toBe(s.role);
-          expect(m.channel ?? null).toBe(s.channel);
+          if (isHeaderless(s) && open!.kind === "reasoning") {
+            // rule 13: reasoning, or the answer too when it was given again
+            expect(m.channel).toBe(open!.answer === undefined ? "analysis" : "final");
+            if (open!.answer !== undefined) expect(open!.answer).toBe(open!.text);
+          } else expect(m.channel ?? null).toBe(s.channel);
           expect(m.recipient ?? null).toBe(s.recipient);
           expect(m.content_type ?? null).toBe(s.content_type);
           expect(m.name ?? null).toBe(s.name);
@@ -576,10 +599,11 @@ describe("property: a restarted parser is a new parser", () => {
   it("keeps its grown window across restarts; a splice that reads far back in it gives what a new parser gives", () => {
     // an abandoned header whose restart comes a hundred ids later (past a new
     // parser's first window): the splice reads the window that a long earlier
-    // stream grew to full size and filled with its own ids
+    // stream grew to full size and filled with its own ids (the text between is
+    // reasoning with no header, rule 13: never the call's arguments, rule 14)
     const junk = enc.encodeOrdinary("lorem ipsum dolor ".repeat(120));
     const call = [
-      ...enc.encode("<|start|>assistant to=functions.lookup<|channel|>commentary"),
+      ...enc.encode("<|start|>assistant to=functions.lookup<|channel|>commentary<|end|><|return|>"),
       ...enc.encodeOrdinary(" filler".repeat(100)),
       ...enc.encode("<|start|>assistant<|channel|>commentary json<|message|>{}<|call|>"),
     ];
@@ -620,7 +644,7 @@ describe("property: bounded memory (resilient)", () => {
     .array(fc.oneof({ arbitrary: piece, weight: 4 }, { arbitrary: longRun, weight: 1 }), { minLength: 5, maxLength: 30 })
     .map((ps) => ps.flat());
 
-  it("heldBytes() stays under 16 KiB at every step, besides a tool call's arguments (at most 1 MiB)", () => {
+  it("heldBytes() stays under 16 KiB at every step, besides a tool call's arguments (at most 1 MiB) and headerless text kept for the answer (rule 13, at most 1 MiB)", () => {
     fc.assert(
       fc.property(
         longStream,
@@ -631,10 +655,11 @@ describe("property: bounded memory (resilient)", () => {
           let max = parser.heldBytes();
           for (let i = 0; i < ids.length; i += size) {
             parser.write(ids.slice(i, i + size));
-            const held = parser.heldBytes() - parser.argumentBytes;
+            const held = parser.heldBytes() - parser.argumentBytes - parser.headerlessBytes;
             if (held > max) max = held;
             expect(held, `after ${i + size} of ${ids.length} ids`).toBeLessThanOrEqual(LIMIT);
             expect(parser.argumentBytes).toBeLessThanOrEqual(MAX_ARGUMENT_BYTES + 1);
+            expect(parser.headerlessBytes).toBeLessThanOrEqual(2 * MAX_HEADERLESS_CHARS);
           }
           parser.end();
           expect(parser.heldBytes()).toBeLessThanOrEqual(LIMIT);
@@ -1177,7 +1202,7 @@ describe("property: resilient mode gives back text that has no header at all", (
     .map((parts) => parts.join(""))
     .filter((t) => !/^\s*assistant(\s|$)/.test(t));
 
-  it("the deltas and recovery raws, in order, are exactly the text fed", () => {
+  it("the deltas and recovery raws, in order, are exactly the text fed (its answer, rule 13, given again at the end)", () => {
     fc.assert(
       fc.property(
         plainText,
@@ -1189,9 +1214,17 @@ describe("property: resilient mode gives back text that has no header at all", (
           const { events } = run(ids, { role, wholeMessages: true }, sizes);
           checkEventStream(events, true);
           let out = "";
+          const reasoning = new Map<number, string>();
           for (const e of events) {
-            if (e.type === "delta") out += e.text;
-            else if (e.type === "recovery" && e.raw !== undefined) out += e.raw;
+            if (e.type === "delta" && e.kind === "content" && reasoning.has(e.index)) {
+              // rule 13: the headerless text, given again as the answer
+              expect(e.text).toBe(reasoning.get(e.index));
+              continue;
+            }
+            if (e.type === "delta") {
+              out += e.text;
+              if (e.kind === "reasoning") reasoning.set(e.index, (reasoning.get(e.index) ?? "") + e.text);
+            } else if (e.type === "recovery" && e.raw !== undefined) out += e.raw;
           }
           expect(out).toBe(text);
         },
@@ -1209,13 +1242,19 @@ describe("property: resilient mode gives back text that has no header at all", (
 // ---------------------------------------------------------------- 6. generated conversations
 
 describe("property: well-formed conversations", () => {
-  const conversation = fc.record({
-    primed: fc.boolean(),
-    first: assistantMessage,
-    rest: fc.array(fc.oneof({ arbitrary: assistantMessage, weight: 3 }, { arbitrary: otherMessage, weight: 1 }), {
-      maxLength: 5,
-    }),
-  });
+  // unprimed, a conversation may begin with another author's message (then it is no completion, rule 8)
+  const conversation = fc
+    .record({
+      primed: fc.boolean(),
+      lead: fc.option(otherMessage, { freq: 3 }),
+      first: assistantMessage,
+      rest: fc.array(fc.oneof({ arbitrary: assistantMessage, weight: 3 }, { arbitrary: otherMessage, weight: 1 }), {
+        maxLength: 5,
+      }),
+    })
+    .map(({ primed, lead, first, rest }) =>
+      primed || lead === null ? { primed, first, rest } : { primed, first: lead, rest: [first, ...rest] },
+    );
 
   it("parse identically in strict and resilient mode and give back the generated messages", () => {
     fc.assert(
@@ -1268,7 +1307,7 @@ describe("property: well-formed conversations", () => {
     );
   });
 
-  it("a primed completion ends at the stop that closes a tool call or a final answer (rule 8)", () => {
+  it("a completion (primed, or whose first message is the assistant's) ends at the stop that closes a tool call or a final answer (rule 8)", () => {
     fc.assert(
       fc.property(conversation, chunking, ({ primed, first, rest }, sizes) => {
         const msgs = [first, ...rest];
@@ -1278,7 +1317,8 @@ describe("property: well-formed conversations", () => {
         const closes = (m: GenMessage) =>
           m.role === "assistant" &&
           ((m.stop === T.call && m.recipient !== null) || (m.stop === T.return && m.recipient === null && m.channel === "final"));
-        const cut = primed ? msgs.findIndex(closes) : -1;
+        // unprimed, a stream whose first message is the assistant's is a completion too
+        const cut = primed || msgs[0]!.role === "assistant" ? msgs.findIndex(closes) : -1;
         const kept = cut < 0 ? msgs : msgs.slice(0, cut + 1);
         expect(messagesOf(events)).toEqual(kept.map(expectedMessage));
         const after = events.filter((e) => e.type === "recovery" && e.kind === "after_stop");
@@ -1286,6 +1326,142 @@ describe("property: well-formed conversations", () => {
         expect(events.at(-1)).toMatchObject({ type: "done" });
       }),
       params(300),
+    );
+  });
+});
+
+// ---------------------------------------------------------------- 7. rules 13-16
+
+describe("property: rules 13–16 (docs/resilience.md)", () => {
+  it("rule 13: text with no header is never content before the end: given as the answer once, last, and only when no final or call came", () => {
+    fc.assert(
+      fc.property(idStream(60), options, chunking, (ids, opts, sizes) => {
+        const { events } = run(ids, { ...opts, mode: "resilient", wholeMessages: true }, sizes);
+        const starts = new Map<number, MessageStartEvent>();
+        const firstKind = new Map<number, DeltaKind>();
+        let answeredBefore = false;
+        const answered = new Map<number, boolean>();
+        for (const [k, e] of events.entries()) {
+          if (e.type === "message_start") {
+            starts.set(e.index, e);
+            answered.set(e.index, answeredBefore);
+            if (e.role === "assistant" && (e.recipient !== null || e.channel === "final")) answeredBefore = true;
+          }
+          if (e.type !== "delta") continue;
+          if (!firstKind.has(e.index)) firstKind.set(e.index, e.kind);
+          const s = starts.get(e.index)!;
+          const headerless = s.role === "assistant" && s.channel === null && s.recipient === null && firstKind.get(e.index) === "reasoning";
+          if (!headerless || e.kind !== "content") continue;
+          // the answer: right before its message's end, with nothing after it but that end, recoveries and done
+          expect(events[k + 1], JSON.stringify(ids)).toMatchObject({ type: "message_end", index: e.index });
+          expect(events.slice(k + 1).some((x) => x.type === "message_start" || x.type === "delta")).toBe(false);
+          expect(answered.get(e.index), "headerless text was the answer after a final or a call").toBe(false);
+        }
+      }),
+      params(400),
+    );
+  });
+
+  /** A line's ids: text with no line feed, then a line feed (encoded alone, as a model repeats a line's tokens). */
+  const line = fc.stringMatching(/^[A-Za-z][A-Za-z .,!?'-]{0,40}$/).map((t) => [...enc.encodeOrdinary(t), ...enc.encodeOrdinary("\n")]);
+
+  it("rule 16: a line repeated more than 16 times is cut after the 16th, with one repetition recovery carrying the count; what follows is kept", () => {
+    fc.assert(
+      fc.property(line, fc.integer({ min: 1, max: 60 }), chunking, fc.boolean(), (l, n, sizes, analysis) => {
+        const head = enc.encode(analysis ? "<|channel|>analysis<|message|>" : "<|channel|>final<|message|>");
+        const after = enc.encodeOrdinary("Done: 42.");
+        const ids = [...head, ...Array.from({ length: n }, () => l).flat(), ...after, T.end];
+        const { events } = run(ids, { wholeMessages: true }, sizes);
+        checkEventStream(events, true);
+        const text = (id: number[]) => id.map((x) => vocab.text(x)).join("");
+        const message = events.find((e) => e.type === "message_end")!;
+        expect(message.type === "message_end" && message.message?.content).toBe(text(l).repeat(Math.min(n, REPEAT_LIMIT)) + "Done: 42.");
+        const cuts = events.filter((e) => e.type === "recovery" && e.kind === "repetition");
+        if (n <= REPEAT_LIMIT) expect(cuts).toEqual([]);
+        else {
+          expect(cuts).toHaveLength(1);
+          expect(cuts[0]).toMatchObject({ at: head.length + REPEAT_LIMIT * l.length });
+          expect((cuts[0] as { detail: string }).detail).toContain(`the same line ${n} times in a row`);
+        }
+        // bounded: nothing held past the window
+        expect(events.at(-1)).toMatchObject({ type: "done" });
+        // the same through takeText (a service's fast path), where it takes the chunk
+        const taker = new HarmonyParser(vocab, { wholeMessages: false });
+        const taken: HarmonyEvent[] = [];
+        for (const c of chunks(ids, sizes)) {
+          if (taker.takeText(c, 0, c.length)) taken.push({ type: "delta", index: taker.messageIndex, kind: taker.textKind, text: text(c) });
+          else taken.push(...taker.write(c));
+        }
+        taken.push(...taker.end());
+        const plain = run(ids, { wholeMessages: false }, sizes).events;
+        expect(mergeDeltas(taken)).toEqual(mergeDeltas(plain));
+      }),
+      params(200),
+    );
+  });
+
+  it("rule 16: a whole message repeated more than 16 times is cut after the 16th; the message after the loop is kept", () => {
+    fc.assert(
+      fc.property(fc.integer({ min: 1, max: 40 }), contentText, chunking, (n, content, sizes) => {
+        const first = enc.encode("<|channel|>analysis<|message|>Think.<|end|>");
+        const copy = [...enc.encode("<|start|>assistant<|channel|>analysis<|message|>"), ...enc.encodeOrdinary(content), T.end];
+        const last = enc.encode("<|start|>assistant<|channel|>final<|message|>Done.<|return|>");
+        const ids = [...first, ...Array.from({ length: n }, () => copy).flat(), ...last];
+        const { events } = run(ids, { wholeMessages: true }, sizes);
+        checkEventStream(events, true);
+        const kept = messagesOf(events);
+        expect(kept.length).toBe(1 + Math.min(n, REPEAT_LIMIT) + 1);
+        expect(kept.at(-1)).toEqual({ role: "assistant", content: "Done.", channel: "final" });
+        const cuts = events.filter((e) => e.type === "recovery" && e.kind === "repetition");
+        expect(cuts.length).toBe(n > REPEAT_LIMIT ? 1 : 0);
+      }),
+      params(150),
+    );
+  });
+
+  it("rule 14: a completion cut anywhere inside a header gives no text and the messages before it", () => {
+    const convo = fc.record({ first: assistantMessage, rest: fc.array(assistantMessage, { minLength: 1, maxLength: 3 }) });
+    fc.assert(
+      fc.property(convo, fc.nat(), chunking, ({ first, rest }, pick, sizes) => {
+        const msgs = [first, ...rest];
+        const parts = msgs.map((m, i) => render(m, i === 0));
+        // the headers of the later messages: from their <|start|> to their <|message|>
+        const heads: [number, number][] = [];
+        let at = parts[0]!.length;
+        for (const p of parts.slice(1)) {
+          heads.push([at, at + p.indexOf(T.message)]);
+          at += p.length;
+        }
+        const ids = parts.flat();
+        const [from, to] = heads[pick % heads.length]!;
+        const cut = from + 1 + (pick % (to - from));
+        const opts = { wholeMessages: true, afterStop: "parse" as const };
+        const a = run(ids.slice(0, cut), opts, sizes).events;
+        const b = run(ids.slice(0, from), opts, sizes).events;
+        const deltas = (evs: HarmonyEvent[]) => mergeDeltas(evs).filter((e) => e.type === "delta");
+        expect(deltas(a), JSON.stringify(ids.slice(from, cut))).toEqual(deltas(b));
+        expect(messagesOf(a)).toEqual(messagesOf(b));
+      }),
+      params(300),
+    );
+  });
+
+  it("rule 15: a final channel spelled another way is the final channel, with channel_repaired; strict mode keeps the name as written", () => {
+    fc.assert(
+      fc.property(
+        fc.constantFrom("FINAL", "Final", "final_answer", "final>", "finalAnswer", "FINAL_ANSWER", "Final:"),
+        contentText.filter((t) => t.trim() !== "" && !t.includes("<|")),
+        (name, content) => {
+          const ids = [...enc.encode(`<|channel|>${name}<|message|>`), ...enc.encodeOrdinary(content), T.return];
+          const r = run(ids, { wholeMessages: true }).events;
+          expect(messagesOf(r)).toEqual([{ role: "assistant", content, channel: "final" }]);
+          expect(r.filter((e) => e.type === "recovery").map((e) => (e as { kind: string }).kind)).toEqual(["channel_repaired"]);
+          expect(r.some((e) => e.type === "delta" && e.kind !== "content")).toBe(false);
+          const s = run(ids, { mode: "strict", wholeMessages: true }).events;
+          expect(messagesOf(s)).toEqual([{ role: "assistant", content, channel: name }]);
+        },
+      ),
+      params(150),
     );
   });
 });

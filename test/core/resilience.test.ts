@@ -74,12 +74,20 @@ describe("headers without <|message|>", () => {
     expect(r.recoveries.map((x) => x.kind)).toEqual(["missing_message"]);
   });
 
-  it("streams headerless text as it arrives instead of waiting for the stop token", () => {
-    const tokens = ids("Sure, here is the answer you asked for, in full.");
+  it("streams headerless text as reasoning as it arrives, and gives it as the answer only at the end (rule 13)", () => {
+    const text = "Sure, here is the answer you asked for, in full.";
+    const tokens = ids(text);
     const p = new HarmonyParser(vocab);
     const early = tokens.slice(0, 6).flatMap((t) => p.write([t]));
-    expect(early.some((e) => e.type === "message_start" && e.channel === "final")).toBe(true);
-    expect(early.some((e) => e.type === "delta")).toBe(true);
+    expect(early.some((e) => e.type === "message_start" && e.channel === null)).toBe(true);
+    const kinds = early.filter((e) => e.type === "delta").map((e) => (e as { kind: string }).kind);
+    expect(kinds.length).toBeGreaterThan(0);
+    expect(new Set(kinds)).toEqual(new Set(["reasoning"]));
+    const rest = [...tokens.slice(6).flatMap((t) => p.write([t]))];
+    expect(rest.some((e) => e.type === "delta" && e.kind === "content")).toBe(false);
+    const last = p.end();
+    expect(last.filter((e) => e.type === "delta")).toEqual([{ type: "delta", index: 0, kind: "content", text }]);
+    expect(last.find((e) => e.type === "recovery")).toMatchObject({ kind: "headerless_text", detail: expect.stringContaining("answer") });
   });
 
   it("turns an over-long header into content", () => {
@@ -171,10 +179,10 @@ describe("header shapes", () => {
     expect(r.messages).toEqual([{ ...CALL, content_type: type }]);
   });
 
-  it("does not take prose before the channel for a recipient, and keeps the prose", () => {
+  it("does not take prose before the channel for a recipient, and keeps the prose, as reasoning (rule 13)", () => {
     const r = parse("Sure!<|channel|>final<|message|>Here it is.<|return|>");
     expect(r.messages).toEqual([
-      { role: "assistant", content: "Sure!", channel: "final" },
+      { role: "assistant", content: "Sure!", channel: "analysis" },
       { role: "assistant", content: "Here it is.", channel: "final" },
     ]);
     expect(r.messages.some((m) => m.recipient !== undefined)).toBe(false);
@@ -184,7 +192,8 @@ describe("header shapes", () => {
     const tokens = ids("東京の天気は晴れ、最高気温は23℃です。☀️");
     const p = new HarmonyParser(vocab, { wholeMessages: true });
     const early = tokens.slice(0, 4).flatMap((t) => p.write([t]));
-    expect(early.some((e) => e.type === "message_start" && e.channel === "final")).toBe(true);
+    expect(early.some((e) => e.type === "message_start" && e.channel === null)).toBe(true);
+    expect(early.some((e) => e.type === "delta" && e.kind === "reasoning")).toBe(true);
     const rest = [...p.write(tokens.slice(4)), ...p.end()];
     expect(rest.find((e) => e.type === "message_end")).toMatchObject({
       message: { content: "東京の天気は晴れ、最高気温は23℃です。☀️", channel: "final" },
@@ -305,5 +314,87 @@ describe("a call's arguments past MAX_ARGUMENT_BYTES", () => {
       expect(Buffer.byteLength(e.arguments)).toBeGreaterThan(MAX_ARGUMENT_BYTES - 16);
       expect(Buffer.byteLength(e.arguments)).toBeLessThanOrEqual(MAX_ARGUMENT_BYTES);
     }
+  });
+});
+
+describe("rules 13–16 (docs/resilience.md)", () => {
+  it("rule 13: text before a call is reasoning, and text that ends the completion alone is the answer", () => {
+    const before = parse(
+      'Checking the weather first.<|start|>assistant<|channel|>commentary to=functions.get_weather<|message|>{"city":"Oslo"}<|call|>',
+    );
+    expect(before.messages).toEqual([{ role: "assistant", content: "Checking the weather first.", channel: "analysis" }, CALL]);
+    const alone = parse("I'm sorry, but I can't help with that.<|return|>");
+    expect(alone.messages).toEqual([{ role: "assistant", content: "I'm sorry, but I can't help with that.", channel: "final" }]);
+    // after a final answer, text with no header is never a second answer
+    const after = parse("<|channel|>final<|message|>Hi.<|end|><|start|>More text here.<|end|>");
+    expect(after.messages.map((m) => m.channel)).toEqual(["final", "analysis"]);
+  });
+
+  it("rule 14: a header closed by <|end|> where <|message|> belongs is a header when text follows", () => {
+    expect(parse("<|channel|>final<|end|>The answer is 4.<|return|>").messages).toEqual([
+      { role: "assistant", content: "The answer is 4.", channel: "final" },
+    ]);
+    // white space and punctuation wait for the text; a call's arguments are text too
+    expect(parse("<|channel|>final<|end|>\n\n**4**<|return|>").messages).toEqual([
+      { role: "assistant", content: "\n\n**4**", channel: "final" },
+    ]);
+    expect(parse('<|channel|>commentary to=functions.get_weather<|end|>{"city":"Oslo"}<|call|>').messages).toEqual([CALL]);
+    // followed by a new header, it was abandoned (and its recipient is spliced, rule 3)
+    const r = parse(
+      '<|channel|>commentary to=functions.get_weather<|end|><|start|>assistant<|channel|>commentary<|message|>{"city":"Oslo"}<|call|>',
+    );
+    expect(r.messages).toEqual([CALL]);
+    expect(r.recoveries.map((x) => x.kind)).toEqual(["abandoned_header", "recipient_spliced"]);
+    expect(kinds("<|channel|>final<|end|><|message|>Hi<|return|>")).toEqual(["stray_stop"]);
+  });
+
+  it("rule 14: a recipient glued to prose is no call; arguments glued to a recipient are; a cut marker is no text", () => {
+    const prose = parse("<|channel|>commentary to=functions.search I will look it up.<|end|>");
+    expect(prose.messages).toEqual([{ role: "assistant", content: "I will look it up.", channel: "commentary" }]);
+    expect(parse('<|channel|>commentary to=functions.get_weather{"city":"Oslo"}<|call|>').messages).toEqual([CALL]);
+    // a prompt that ended in `<|channel|>commentary to`: the channel was the prompt's
+    expect(parse('=functions.get_weather <|constrain|>json{"city":"Oslo"}<|call|>').messages).toEqual([
+      { role: "assistant", recipient: "functions.get_weather", content: '{"city":"Oslo"}', content_type: "<|constrain|>json" },
+    ]);
+    const cut = events(ids("<|channel|>analysis<|message|>Think.<|end|><|start|>assistant<|ch"));
+    expect(cut.filter((e) => e.type === "delta").map((e) => (e as { text: string }).text)).toEqual(["Think."]);
+    expect(cut.find((e) => e.type === "recovery")).toMatchObject({ kind: "truncated_header", raw: "assistant<|ch" });
+  });
+
+  it("rule 15: a declared tool's name where the channel belongs is a call to it", () => {
+    const r = parseCase(vocab, ids('<|channel|>final_answer<|message|>{"answer":"4"}<|call|>'), {
+      role: "assistant",
+      tools: ["final_answer"],
+    });
+    expect(r.messages).toEqual([
+      { role: "assistant", recipient: "functions.final_answer", content: '{"answer":"4"}', channel: "commentary" },
+    ]);
+    expect(r.recoveries.map((x) => x.kind)).toEqual(["channel_repaired"]);
+    // without the tool declared, it is the final channel
+    expect(parse('<|channel|>final_answer<|message|>{"answer":"4"}<|return|>').messages).toEqual([
+      { role: "assistant", content: '{"answer":"4"}', channel: "final" },
+    ]);
+  });
+
+  it("rule 10: the role word glued before <|channel|> in content starts the next header, not the content", () => {
+    const r = parse("<|channel|>commentary<|message|>Reading it now.assistant<|channel|>final<|message|>Done.<|return|>", "assistant");
+    // (".assistant" is tokenized with the dot; a quote mark before it leaves `assistant` a token of its own)
+    const q = parse('<|channel|>commentary<|message|>Reading "it"assistant<|channel|>final<|message|>Done.<|return|>');
+    expect(q.messages).toEqual([
+      { role: "assistant", content: 'Reading "it"', channel: "commentary" },
+      { role: "assistant", content: "Done.", channel: "final" },
+    ]);
+    expect(r.messages.at(-1)).toEqual({ role: "assistant", content: "Done.", channel: "final" });
+  });
+
+  it("rule 8: text that begins with <|start|>assistant is a completion: it ends at its call", () => {
+    const text =
+      '<|start|>assistant<|channel|>commentary to=functions.get_weather<|message|>{"city":"Oslo"}<|call|>' +
+      '<|start|>functions.get_weather to=assistant<|channel|>commentary<|message|>{"t":4}<|end|><|start|>assistant<|channel|>final<|message|>4 degrees.<|return|>';
+    const r = parse(text, null);
+    expect(r.messages).toEqual([CALL]);
+    expect(r.recoveries.map((x) => x.kind)).toEqual(["after_stop"]);
+    // a conversation (another author first) parses on
+    expect(parse(`<|start|>user<|message|>Weather?<|end|>${text}`, null).messages).toHaveLength(4);
   });
 });
