@@ -71,12 +71,11 @@ const isHex = (c: number) => isDigit(c) || (c >= 0x41 && c <= 0x46) || (c >= 0x6
 
 /** One call's arguments on their way to a client: `push` each delta, then `end` (tool_call_end) or `flush` (the call was cut short). */
 export class StreamedArguments {
-  /** The text sent so far (what the client holds). */
-  private sent = "";
-  /** Received, not sent yet. */
+  /** The text sent so far (what the client holds), as the pieces sent (kept as they are: no concatenation per delta). */
+  private readonly sent: string[] = [];
+  private sentLength = 0;
+  /** Received, not sent yet: whitespace between tokens, or once the text cannot be JSON, all of it. */
   private held = "";
-  /** Of `held`, the leading characters that may be sent (the scan's sendable end). */
-  private ready = 0;
   private done = false;
   /** The repaired arguments did not start with the streamed text (not expected: every repair keeps it); nothing more was sent. */
   diverged = false;
@@ -101,31 +100,34 @@ export class StreamedArguments {
       this.hold(text);
       return "";
     }
-    const from = this.held.length;
-    this.held += text;
-    for (let i = from; i < this.held.length; i++) {
-      const sendable = this.step(this.held.charCodeAt(i));
-      if (this.state === DEAD) break;
-      if (sendable) this.ready = i + 1;
+    const n = text.length;
+    // of `text`, the characters up to here may be sent (and the whitespace held before them)
+    let ready = 0;
+    for (let i = 0; i < n; i++) {
+      const c = text.charCodeAt(i);
+      // most of a call's text is inside strings: read without the step's dispatch
+      if (this.state === STRING && c >= 0x20 && c !== 0x22 && c !== 0x5c) ready = i + 1;
+      else if (this.step(c)) ready = i + 1;
+      else if (this.state === DEAD) break;
     }
-    let n = this.ready;
-    if (n === 0) {
-      this.capHeld();
+    if (ready === 0) {
+      this.hold(text);
       return "";
     }
-    const room = MAX_STREAMED_ARGUMENT_CHARS - this.sent.length;
-    if (n > room) {
-      n = Math.max(0, room);
+    let out = this.held + (ready === n ? text : text.slice(0, ready));
+    let rest = ready === n ? "" : text.slice(ready);
+    const room = MAX_STREAMED_ARGUMENT_CHARS - this.sentLength;
+    if (out.length > room) {
+      let k = Math.max(0, room);
       // never split a surrogate pair
-      if (n > 0 && isHighSurrogate(this.held.charCodeAt(n - 1))) n--;
+      if (k > 0 && isHighSurrogate(out.charCodeAt(k - 1))) k--;
+      rest = out.slice(k) + rest;
+      out = out.slice(0, k);
       this.state = DEAD;
     }
-    const out = this.held.slice(0, n);
-    this.held = this.held.slice(n);
-    this.ready -= n;
-    if (this.state === DEAD) this.ready = 0;
-    this.sent += out;
+    this.held = rest;
     this.capHeld();
+    this.send(out);
     return out;
   }
 
@@ -139,13 +141,15 @@ export class StreamedArguments {
     if (this.done) return "";
     this.done = true;
     this.held = "";
-    if (!args.startsWith(this.sent)) {
-      this.diverged = true;
-      return "";
+    let at = 0;
+    for (const piece of this.sent) {
+      if (!args.startsWith(piece, at)) {
+        this.diverged = true;
+        return "";
+      }
+      at += piece.length;
     }
-    const rest = args.slice(this.sent.length);
-    this.sent = args;
-    return rest;
+    return args.slice(at);
   }
 
   /** The call ended with no tool_call_end (cut short by a length limit or an abort): the held text as generated. */
@@ -154,11 +158,17 @@ export class StreamedArguments {
     this.done = true;
     const rest = this.held;
     this.held = "";
-    this.sent += rest;
     return rest;
   }
 
+  private send(piece: string): void {
+    if (piece === "") return;
+    this.sent.push(piece);
+    this.sentLength += piece.length;
+  }
+
   private hold(text: string): void {
+    if (this.held.length >= MAX_ARGUMENT_BYTES) return; // full: see capHeld
     this.held += text;
     this.capHeld();
   }

@@ -15,7 +15,7 @@ import { ResponseStream } from "openai/lib/responses/ResponseStream";
 import type { ChatCompletion, ChatCompletionChunk } from "openai/resources/chat/completions";
 import type { Response as OAIResponse, ResponseStreamEvent } from "openai/resources/responses/responses";
 import { FIXTURES, fcParams, harmony, loadJsonl, parsesAsJson, rng } from "../helpers.js";
-import { HarmonyParser } from "../../src/core/parser.js";
+import { HarmonyParser, MAX_ARGUMENT_BYTES } from "../../src/core/parser.js";
 import type { EndReason, HarmonyEvent } from "../../src/core/events.js";
 import {
   ChatCompletionAccumulator,
@@ -26,6 +26,7 @@ import {
   type HarmonyChatCompletionChunk,
 } from "../../src/openai/chat.js";
 import { ResponsesStreamAdapter, type ResponsesAdapterOptions } from "../../src/openai/responses.js";
+import { MAX_STREAMED_ARGUMENT_CHARS } from "../../src/openai/streamed-arguments.js";
 
 const CHAT: ChatAdapterOptions = { id: "chatcmpl-test", model: "gpt-oss-20b", created: 1_700_000_000 };
 const RESP: ResponsesAdapterOptions = { id: "resp_test", model: "gpt-oss-20b", created: 1_700_000_000 };
@@ -997,6 +998,24 @@ describe("rule 12: a streamed call's deltas add up to tool_call_end's arguments,
       }
     expect(calls).toBeGreaterThan(100);
     expect(repaired).toBeGreaterThan(0);
+  });
+
+  test(`arguments past ${MAX_STREAMED_ARGUMENT_CHARS} characters and past tool_call_end's ${MAX_ARGUMENT_BYTES} bytes: the stream holds the tail, the cut falls after what it sent`, () => {
+    const { enc, vocab } = harmony();
+    for (const [label, args] of [
+      ["JSON", `{"blob":"${"é".repeat(700_000)}"}`],
+      ["over-escaped", `{\\"blob\\":\\"${"é".repeat(700_000)}\\"}`],
+    ] as const) {
+      const ids = enc.encode(CALL + args + "<|call|>");
+      const p = new HarmonyParser(vocab);
+      const events: HarmonyEvent[] = [];
+      for (let i = 0; i < ids.length; i += 5000) events.push(...p.write(ids.slice(i, i + 5000)));
+      events.push(...p.end());
+      const end = events.find((e) => e.type === "tool_call_end")!;
+      expect(end.type === "tool_call_end" && Buffer.byteLength(end.arguments) <= MAX_ARGUMENT_BYTES, label).toBe(true);
+      expect(end.type === "tool_call_end" && end.arguments.length < args.length, label).toBe(true); // cut
+      expect(expectStreamedWhole(events, label, false)).toEqual([end.type === "tool_call_end" ? end.arguments : ""]);
+    }
   });
 
   describe("through the openai package", () => {

@@ -14,6 +14,7 @@
 import fc from "fast-check";
 import { describe, expect, test } from "vitest";
 import { checkArguments } from "../../src/core/arguments.js";
+import { MAX_ARGUMENT_BYTES } from "../../src/core/parser.js";
 import { MAX_STREAMED_ARGUMENT_CHARS, StreamedArguments } from "../../src/openai/streamed-arguments.js";
 import { fcParams, mutatedJson, parsesAsJson } from "../helpers.js";
 
@@ -206,6 +207,16 @@ describe("StreamedArguments", () => {
     for (let i = 0; i < text.length; i += 4096) sent += g.push(text.slice(i, i + 4096));
     expect(sent).toBe(text.slice(0, MAX_STREAMED_ARGUMENT_CHARS));
     expect(sent + g.end(text)).toBe(text);
+  });
+
+  test(`a broken call cut short keeps at most ${MAX_ARGUMENT_BYTES} characters held, as tool_call_end would`, () => {
+    const g = new StreamedArguments();
+    expect(g.push('{\\"a\\":\\"')).toBe("{");
+    const piece = "x".repeat(1000);
+    for (let i = 0; i < 3000; i++) expect(g.push(piece)).toBe(""); // 3 M characters
+    const rest = g.flush();
+    expect(rest.length).toBe(MAX_ARGUMENT_BYTES);
+    expect(rest.startsWith('\\"a\\":\\"xxx')).toBe(true);
   });
 
   test("nesting deeper than the scan keeps is held, not streamed, and still adds up", () => {
