@@ -2,7 +2,11 @@
  * A tool call's whole arguments, checked and, where a known real shape of
  * broken JSON applies, repaired (docs/resilience.md, rule 12). The deltas stay
  * as generated; only `tool_call_end` carries the repaired text, and the
- * raw text goes into an `arguments_repaired` recovery.
+ * raw text goes into an `arguments_repaired` recovery. The OpenAI adapters
+ * stream the repair (src/openai/streamed-arguments.ts), relying on each
+ * repair starting with the generated text up to where that stops being
+ * JSON (whitespace around it aside): a new shape must keep that
+ * (test/openai/streamed-arguments.test.ts checks it).
  *
  * The shapes, each seen in real gpt-oss output (test/fixtures/realworld/):
  * - over-escaped: `{\"url\":\"…\"}` (the object written as a JSON string's body);

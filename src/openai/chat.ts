@@ -9,7 +9,9 @@
  * - `reasoning` deltas (analysis channel)      -> `delta.reasoning` or `delta.reasoning_content`
  * - `content` deltas (final channel)           -> `delta.content`
  * - `commentary` deltas (preambles)            -> `delta.content` (option `commentary`)
- * - function calls (`functions.*` recipients)  -> `delta.tool_calls`
+ * - function calls (`functions.*` recipients)  -> `delta.tool_calls`, arguments through
+ *   ./streamed-arguments.ts: their deltas add up to `tool_call_end`'s arguments,
+ *   repaired where a known broken shape applies (HARMONY.md §4, rule 12)
  * - built-in tool calls (`python`, `browser.*`, `container.*`, ...: not
  *   client-executable) -> their arguments as reasoning text (option `builtinTools`)
  * - a message the parser read as text because calls were not allowed (a
@@ -33,8 +35,9 @@ import type {
   ChatCompletionMessageFunctionToolCall,
 } from "openai/resources/chat/completions";
 import type { CompletionUsage } from "openai/resources/completions";
-import type { DeltaKind, DoneEvent, ErrorEvent, FinishReason, HarmonyEvent, ToolCallStartEvent } from "../core/events.js";
+import type { DeltaKind, DoneEvent, ErrorEvent, FinishReason, HarmonyEvent, ToolCallEndEvent, ToolCallStartEvent } from "../core/events.js";
 import { DroppedCalls, type DroppedCall } from "./dropped-calls.js";
+import { StreamedArguments } from "./streamed-arguments.js";
 
 export type ReasoningField = "reasoning" | "reasoning_content";
 export type ChatFinishReason = "stop" | "length" | "tool_calls";
@@ -84,9 +87,10 @@ export interface HarmonyChatCompletionChunk extends ChatCompletionChunk {
   /**
    * Not OpenAI's: a chunk with no choices that carries a function call's
    * whole arguments after its last delta (the parser's `tool_call_end`,
-   * repaired where a known broken shape applies). The non-streaming answer
-   * takes the call's arguments from it; a streaming front does not send it
-   * on (Chat streams keep the arguments as generated).
+   * repaired where a known broken shape applies). The call's deltas add up
+   * to the same text (./streamed-arguments.ts); the non-streaming answer
+   * takes the call's arguments from it, and a streaming front does not
+   * send it on.
    */
   harmony?: {
     tool_call_end?: { index: number; choice: number; arguments: string; valid_json: boolean };
@@ -140,7 +144,7 @@ export function chatFinishReason(reason: FinishReason, functionCalls: number): C
   }
 }
 
-type Route = { kind: "function"; toolIndex: number } | { kind: "builtin" };
+type Route = { kind: "function"; toolIndex: number; args: StreamedArguments } | { kind: "builtin" };
 
 /** Streaming adapter: harmony events in, `chat.completion.chunk` objects out. */
 export class ChatCompletionChunkAdapter {
@@ -187,17 +191,16 @@ export class ChatCompletionChunkAdapter {
     if (this.droppedCalls.drops(event)) return out;
     switch (event.type) {
       case "message_start":
+        this.settleArguments(out);
         this.routeIndex = event.index;
         this.route = null;
         break;
       case "tool_call_start":
+        this.settleArguments(out);
         this.toolCallStart(event, out);
         break;
       case "tool_call_end":
-        if (event.index === this.routeIndex && this.route?.kind === "function") {
-          const call = { index: this.route.toolIndex, choice: this.choiceIndex, arguments: event.arguments, valid_json: event.valid_json };
-          out.push(this.noChoices({ harmony: { tool_call_end: call } }));
-        }
+        if (event.index === this.routeIndex && this.route?.kind === "function") this.toolCallEnd(this.route, event, out);
         break;
       case "delta":
         this.delta(event.index, event.kind, event.text, out);
@@ -222,9 +225,30 @@ export class ChatCompletionChunkAdapter {
       return;
     }
     const toolIndex = this.functionCalls++;
-    this.route = { kind: "function", toolIndex };
+    this.route = { kind: "function", toolIndex, args: new StreamedArguments() };
     const id = this.options.toolCallId ? this.options.toolCallId(e) : e.id;
     out.push(this.chunk({ tool_calls: [{ index: toolIndex, id, type: "function", function: { name: e.name, arguments: "" } }] }, null));
+  }
+
+  /**
+   * The call's whole arguments: what they have beyond the streamed deltas
+   * (a repair's text where the generated one stopped being JSON) as a last
+   * delta, then the harmony chunk that carries them.
+   */
+  private toolCallEnd(route: Extract<Route, { kind: "function" }>, e: ToolCallEndEvent, out: HarmonyChatCompletionChunk[]): void {
+    this.argumentsDelta(route.toolIndex, route.args.end(e.arguments), out);
+    const call = { index: route.toolIndex, choice: this.choiceIndex, arguments: e.arguments, valid_json: e.valid_json };
+    out.push(this.noChoices({ harmony: { tool_call_end: call } }));
+  }
+
+  /** A function call that ends with no tool_call_end (cut short by a length limit or an abort): its held deltas, as generated. */
+  private settleArguments(out: HarmonyChatCompletionChunk[]): void {
+    const route = this.route;
+    if (route?.kind === "function" && !route.args.settled) this.argumentsDelta(route.toolIndex, route.args.flush(), out);
+  }
+
+  private argumentsDelta(toolIndex: number, text: string, out: HarmonyChatCompletionChunk[]): void {
+    if (text !== "") out.push(this.chunk({ tool_calls: [{ index: toolIndex, function: { arguments: text } }] }, null));
   }
 
   private delta(index: number, kind: DeltaKind, text: string, out: HarmonyChatCompletionChunk[]): void {
@@ -243,9 +267,8 @@ export class ChatCompletionChunkAdapter {
       }
       case "tool_args": {
         const route = index === this.routeIndex ? this.route : null;
-        if (route?.kind === "function") {
-          out.push(this.chunk({ tool_calls: [{ index: route.toolIndex, function: { arguments: text } }] }, null));
-        } else if ((this.options.builtinTools ?? "reasoning") === "reasoning") {
+        if (route?.kind === "function") this.argumentsDelta(route.toolIndex, route.args.push(text), out);
+        else if ((this.options.builtinTools ?? "reasoning") === "reasoning") {
           out.push(this.chunk(this.reasoningDelta(text), null));
         }
         return;
@@ -256,6 +279,7 @@ export class ChatCompletionChunkAdapter {
   }
 
   private done(e: DoneEvent, out: HarmonyChatCompletionChunk[]): void {
+    this.settleArguments(out);
     this.harmonyFinishReason = e.finish_reason;
     const reason = chatFinishReason(e.finish_reason, this.functionCalls);
     this.finishReason = reason;

@@ -10,7 +10,9 @@
  * - analysis (`reasoning` deltas)             -> `reasoning` item, one `reasoning_text` part
  * - final (`content` deltas)                  -> `message` item, `phase: "final_answer"`, one `output_text` part
  * - preambles (`commentary` deltas)           -> `message` item, `phase: "commentary"` (option `commentary`)
- * - function calls (`functions.*` recipients) -> `function_call` item (`call_id`, `name`, `arguments`)
+ * - function calls (`functions.*` recipients) -> `function_call` item (`call_id`, `name`, `arguments`);
+ *   the `function_call_arguments.delta`s add up to the `.done` arguments,
+ *   repaired where a known broken shape applies (./streamed-arguments.ts)
  * - built-in tool calls (`python`, `browser.*`, ...: not client-executable)
  *                                             -> `reasoning` item holding the call's arguments (option `builtinTools`)
  * - a message the parser read as text because calls were not allowed
@@ -37,6 +39,7 @@ import type {
 } from "openai/resources/responses/responses";
 import type { DeltaKind, DoneEvent, ErrorEvent, FinishReason, HarmonyEvent, ToolCallStartEvent } from "../core/events.js";
 import { DroppedCalls } from "./dropped-calls.js";
+import { StreamedArguments } from "./streamed-arguments.js";
 
 /** Response fields echoed from the request (instructions, tools, tool_choice, temperature, ...). */
 export type ResponseEcho = Partial<
@@ -75,10 +78,13 @@ interface OpenItem {
   msg: number;
   outputIndex: number;
   id: string;
+  /** The text sent (function_call: the arguments streamed so far, then the whole arguments). */
   text: string;
   /** function_call only */
   callId: string;
   name: string;
+  /** function_call only: what of the generated arguments may be streamed yet. */
+  args: StreamedArguments | null;
 }
 
 export type ItemStatus = "completed" | "incomplete";
@@ -140,8 +146,13 @@ export class ResponsesStreamAdapter {
         this.toolCallStart(event, out);
         break;
       case "tool_call_end":
-        // function_call_arguments.done and the item carry the whole arguments, repaired where needed
-        if (this.open?.target === "function_call" && this.open.msg === event.index) this.open.text = event.arguments;
+        // function_call_arguments.done and the item carry the whole arguments, repaired where needed; the
+        // deltas end with what they have beyond the streamed text
+        if (this.open?.target === "function_call" && this.open.msg === event.index) {
+          const it = this.open;
+          this.argumentsDelta(it, it.args!.end(event.arguments), out);
+          it.text = event.arguments;
+        }
         break;
       case "delta":
         this.delta(event.index, event.kind, event.text, out);
@@ -198,6 +209,7 @@ export class ResponsesStreamAdapter {
       this.openItem(target, index, out, "", "");
     }
     const it = this.open!;
+    if (it.target === "function_call") return this.argumentsDelta(it, it.args!.push(text), out);
     it.text += text;
     const common = { item_id: it.id, output_index: it.outputIndex, sequence_number: this.seq++, delta: text };
     switch (it.target) {
@@ -208,16 +220,26 @@ export class ResponsesStreamAdapter {
       case "commentary":
         out.push({ type: "response.output_text.delta", content_index: 0, logprobs: [], ...common });
         break;
-      case "function_call":
-        out.push({ type: "response.function_call_arguments.delta", ...common });
-        break;
     }
+  }
+
+  private argumentsDelta(it: OpenItem, text: string, out: ResponseStreamEvent[]): void {
+    if (text === "") return;
+    it.text += text;
+    out.push({
+      type: "response.function_call_arguments.delta",
+      item_id: it.id,
+      output_index: it.outputIndex,
+      sequence_number: this.seq++,
+      delta: text,
+    });
   }
 
   private openItem(target: Target, msg: number, out: ResponseStreamEvent[], callId: string, name: string): void {
     const outputIndex = this.output.length;
     const prefix = target === "reasoning" ? "rs" : target === "function_call" ? "fc" : "msg";
-    const it: OpenItem = { target, msg, outputIndex, id: `${prefix}_${this.base}_${outputIndex}`, text: "", callId, name };
+    const args = target === "function_call" ? new StreamedArguments() : null;
+    const it: OpenItem = { target, msg, outputIndex, id: `${prefix}_${this.base}_${outputIndex}`, text: "", callId, name, args };
     this.open = it;
     const item = this.item(it, "in_progress");
     this.output.push(item);
@@ -244,6 +266,8 @@ export class ResponsesStreamAdapter {
   private close(status: ItemStatus, out: ResponseStreamEvent[]): void {
     const it = this.open;
     if (!it) return;
+    // a call that ends with no tool_call_end (cut short by a length limit or an abort): its held deltas, as generated
+    if (it.args && !it.args.settled) this.argumentsDelta(it, it.args.flush(), out);
     this.open = null;
     const where = { item_id: it.id, output_index: it.outputIndex };
     let part: ResponseContentPartDoneEvent["part"] | null = null;

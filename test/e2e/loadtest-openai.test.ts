@@ -8,13 +8,12 @@
  * with its JSON, its HTML, and with counts this test takes itself from the
  * simulator's records and metrics.
  *
- * The fault kinds are the simulator's default (every kind an engine can
- * emit) but the three argument shapes of rule 12 (args_over_escaped,
- * args_fenced, args_trailing_junk): the front repairs those in a call's
- * tool_call_end, which streamed Chat does not send on ("Chat streams keep
- * the arguments as generated", src/openai/chat.ts), so a streamed Chat
- * client gets the broken arguments. The last test pins what the front does
- * with them on every other API.
+ * The fault kinds are the simulator's default: every kind an engine can
+ * emit, the three argument shapes of rule 12 (args_over_escaped,
+ * args_fenced, args_trailing_junk) included. Those were lost in streamed
+ * Chat until the adapters streamed the repair (issue #36,
+ * src/openai/streamed-arguments.ts); a test of their own drives every API
+ * with nothing but them.
  */
 import { spawn } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
@@ -71,7 +70,7 @@ describe("loadtest --openai: simulator, sidecar, load tester", () => {
         stepTokens: 2,
         seed: 11,
         faultRate: 0.1,
-        faults: ENGINE_FAULT_KINDS.filter((k) => !ARGUMENT_SHAPES.includes(k)),
+        faults: ENGINE_FAULT_KINDS,
       },
       enc,
       vocab,
@@ -178,20 +177,27 @@ describe("loadtest --openai: simulator, sidecar, load tester", () => {
     expect(page).not.toMatch(/<script/i);
   });
 
-  it("recovers the argument shapes of rule 12 on every API but streamed Chat, which keeps the arguments as generated", async () => {
+  it("recovers the argument shapes of rule 12 on every API, streamed Chat included", async () => {
     sim.script(); // the generator again
     const shapes = await startSimulator({ port: 0, tokensPerSecond: 0, seed: 12, faultRate: 1, faults: ARGUMENT_SHAPES }, enc, vocab);
     const s = await startTestServer({ grpcPort: -1, upstream: { url: shapes.url, idleTimeoutMs: 30_000, reasoningField: "reasoning" } });
     try {
       const base = { url: s.http, requests: 60, concurrency: 8, seed: 3, timeoutMs: 30_000, progress: false };
       const r = await runOpenAILoadtest({ ...base, apis: ["responses"], stream: "both", runId: "shapes-r" });
-      const c = await runOpenAILoadtest({ ...base, apis: ["chat"], stream: "off", runId: "shapes-c" });
-      for (const t of [r.targets[0]!, c.targets[0]!]) {
+      const c = await runOpenAILoadtest({ ...base, apis: ["chat"], stream: "on", runId: "shapes-c" });
+      const n = await runOpenAILoadtest({ ...base, apis: ["chat"], stream: "off", runId: "shapes-n" });
+      for (const t of [r.targets[0]!, c.targets[0]!, n.targets[0]!]) {
         expect(t.faults_injected.none ?? 0).toBeLessThan(t.requests);
+        for (const kind of ARGUMENT_SHAPES) expect(t.faults_injected[kind], kind).toBeGreaterThan(0);
         expect(t.tool_calls.intended).toBeGreaterThan(20);
         expect(t.tool_calls.lost, JSON.stringify(t.examples.slice(0, 2))).toBe(0);
+        expect(t.tool_calls.recovered).toBe(t.tool_calls.intended);
+        expect(t.failures.arguments_invalid ?? 0).toBe(0);
+        expect(t.failed_requests, JSON.stringify(t.examples.slice(0, 2))).toBe(0);
         expect(t.recoveries.arguments_repaired).toBeGreaterThan(0);
       }
+      // every request of the streamed Chat run was streamed Chat
+      expect(Object.keys(c.targets[0]!.by_mode)).toEqual(["chat stream"]);
     } finally {
       await s.server.stop();
       await shapes.close();

@@ -143,7 +143,7 @@ describe.each([2, 0])("sidecar mode, %i worker threads", (workers) => {
       expect(choice.message.content).toBeNull(); // nothing the model invented after its call
       const call = choice.message.tool_calls![0]!;
       expect(call.type === "function" && call.function).toEqual({ name: "Web Search", arguments: '{"query":"Oslo"}' });
-      // streaming: the same call, its arguments as generated, and no answer after it
+      // streaming: the same call, the deltas adding up to the repaired arguments (issue #36), and no answer after it
       upstream.script({ tokens: completion(text) });
       const stream = await client.chat.completions.create({
         model: "gpt-oss",
@@ -153,12 +153,14 @@ describe.each([2, 0])("sidecar mode, %i worker threads", (workers) => {
       });
       let content = "";
       let name = "";
+      let args = "";
       for await (const chunk of stream) {
         const d = chunk.choices[0]?.delta;
         content += d?.content ?? "";
         name += d?.tool_calls?.[0]?.function?.name ?? "";
+        args += d?.tool_calls?.[0]?.function?.arguments ?? "";
       }
-      expect([content, name]).toEqual(["", "Web Search"]);
+      expect([content, name, args]).toEqual(["", "Web Search", '{"query":"Oslo"}']);
     });
 
     it("a multi-turn tool loop whose client drops the reasoning still sends the CoT upstream", async () => {

@@ -6,14 +6,16 @@
  *   ReadableStream, and a real `OpenAI` client whose `fetch` answers with our
  *   SSE stream (no network), for chat and for responses.
  */
+import { readFileSync } from "node:fs";
+import fc from "fast-check";
 import { describe, expect, test } from "vitest";
 import OpenAI from "openai";
 import { ChatCompletionStream } from "openai/lib/ChatCompletionStream";
 import { ResponseStream } from "openai/lib/responses/ResponseStream";
 import type { ChatCompletion, ChatCompletionChunk } from "openai/resources/chat/completions";
 import type { Response as OAIResponse, ResponseStreamEvent } from "openai/resources/responses/responses";
-import { harmony, rng } from "../helpers.js";
-import { HarmonyParser } from "../../src/core/parser.js";
+import { FIXTURES, fcParams, harmony, loadJsonl, parsesAsJson, rng } from "../helpers.js";
+import { HarmonyParser, MAX_ARGUMENT_BYTES } from "../../src/core/parser.js";
 import type { EndReason, HarmonyEvent } from "../../src/core/events.js";
 import {
   ChatCompletionAccumulator,
@@ -24,6 +26,7 @@ import {
   type HarmonyChatCompletionChunk,
 } from "../../src/openai/chat.js";
 import { ResponsesStreamAdapter, type ResponsesAdapterOptions } from "../../src/openai/responses.js";
+import { MAX_STREAMED_ARGUMENT_CHARS } from "../../src/openai/streamed-arguments.js";
 
 const CHAT: ChatAdapterOptions = { id: "chatcmpl-test", model: "gpt-oss-20b", created: 1_700_000_000 };
 const RESP: ResponsesAdapterOptions = { id: "resp_test", model: "gpt-oss-20b", created: 1_700_000_000 };
@@ -748,31 +751,356 @@ describe("openai.chat", () => {
   });
 });
 
-describe("tool_call_end: a call's whole arguments, repaired (HARMONY.md §4, rule 12)", () => {
-  // over-escaped arguments, as real gpt-oss outputs write them (test/fixtures/realworld/, rw-018)
-  const text = '<|channel|>commentary to=functions.fetch <|constrain|>json<|message|>{\\"url\\":\\"https://example.com\\"}<|call|>';
-  const repaired = '{"url":"https://example.com"}';
+// ------------------------------------------------------------------ rule 12: the deltas add up to tool_call_end's arguments
 
-  test("the non-streaming chat answer takes the repaired arguments; the stream keeps them as generated", () => {
-    for (const chunking of ["whole", "token"] as const) {
-      const events = parse(text, chunking);
-      const acc = new ChatCompletionAccumulator(CHAT);
-      for (const e of events) acc.push(e);
-      const message = acc.result().choices[0]!.message;
-      expect(message.tool_calls?.[0]?.function.arguments).toBe(repaired);
-      const streamed = chatChunks(events)
-        .flatMap((c) => c.choices.flatMap((ch) => ch.delta.tool_calls ?? []))
-        .map((t) => t.function?.arguments ?? "")
-        .join("");
-      expect(streamed).toBe('{\\"url\\":\\"https://example.com\\"}');
+/**
+ * What streaming clients take a call's arguments from: the concatenated
+ * `delta.tool_calls[].function.arguments` (the `openai` package's
+ * ChatCompletionStream, node_modules/openai/src/lib/ChatCompletionStream.ts
+ * `#accumulateChatCompletion`, and so runTools; the Agents SDK's
+ * openai/openai-agents-js packages/agents-openai/src/openaiChatCompletionsStreaming.ts
+ * @b85ec16a), and for Responses the concatenated
+ * `response.function_call_arguments.delta`s until `.done` / `output_item.done`
+ * replace them (the package's ResponseAccumulator; the AI SDK's
+ * vercel/ai packages/openai/src/responses/openai-responses-language-model.ts
+ * @cfffa85f streams the deltas as tool-input-delta and calls with
+ * output_item.done's arguments).
+ */
+function responsesStreamedArgs(out: ResponseStreamEvent[]): string[] {
+  const byItem = new Map<string, string>();
+  for (const e of out) {
+    if (e.type === "response.output_item.added" && e.item.type === "function_call") byItem.set(e.item.id!, "");
+    if (e.type === "response.function_call_arguments.delta") byItem.set(e.item_id, byItem.get(e.item_id)! + e.delta);
+  }
+  return [...byItem.values()];
+}
+
+/**
+ * The AI SDK's Chat model (vercel/ai packages/openai/src/chat/openai-chat-language-model.ts
+ * @a9d55482, doStream): a call's deltas are concatenated, and the call is
+ * made as soon as the text so far parses as JSON; later deltas of that call
+ * are ignored, and a call that never parses is never made.
+ */
+function aiSdkChatCalls(chunks: ChatCompletionChunk[]): (string | null)[] {
+  const calls: { args: string; made: string | null }[] = [];
+  for (const c of chunks)
+    for (const ch of c.choices)
+      for (const t of ch.delta.tool_calls ?? []) {
+        const call = (calls[t.index] ??= { args: "", made: null });
+        if (call.made !== null) continue;
+        call.args += t.function?.arguments ?? "";
+        if (parsesAsJson(call.args)) call.made = call.args;
+      }
+  return calls.map((c) => c.made);
+}
+
+/** Each function call's whole arguments: tool_call_end's, or for a call cut short its deltas as generated. */
+function intendedArgs(events: HarmonyEvent[]): string[] {
+  const calls = new Map<number, { raw: string; end: string | null }>();
+  for (const e of events) {
+    if (e.type === "tool_call_start" && e.namespace === "functions") calls.set(e.index, { raw: "", end: null });
+    else if (e.type === "delta" && e.kind === "tool_args" && calls.has(e.index)) calls.get(e.index)!.raw += e.text;
+    else if (e.type === "tool_call_end" && calls.has(e.index)) calls.get(e.index)!.end = e.arguments;
+  }
+  return [...calls.values()].map((c) => c.end ?? c.raw);
+}
+
+/** The same events with each call's tool_args deltas merged and cut again, at `cuts(raw)` (offsets into the call's text). */
+function recut(events: HarmonyEvent[], cuts: (raw: string) => number[]): HarmonyEvent[] {
+  const out: HarmonyEvent[] = [];
+  // the call whose deltas are being merged (index -1: none)
+  const pending = { index: -1, text: "" };
+  const flush = () => {
+    if (pending.index < 0) return;
+    const { index, text } = pending;
+    const at = [...new Set([0, ...cuts(text).filter((c) => c > 0 && c < text.length), text.length])].sort((a, b) => a - b);
+    for (let i = 0; i + 1 < at.length; i++) out.push({ type: "delta", index, kind: "tool_args", text: text.slice(at[i], at[i + 1]) });
+    pending.index = -1;
+    pending.text = "";
+  };
+  for (const e of events) {
+    if (e.type === "delta" && e.kind === "tool_args") {
+      if (pending.index !== e.index) flush();
+      pending.index = e.index;
+      pending.text += e.text;
+      continue;
+    }
+    flush();
+    out.push(e);
+  }
+  flush();
+  return out;
+}
+
+/**
+ * Both APIs, streamed and not: every function call's streamed arguments are
+ * its whole arguments (JSON where tool_call_end says so). `shapes`: also the
+ * streams' shape checks (slow: an expect per chunk).
+ */
+function expectStreamedWhole(events: HarmonyEvent[], label: string, shapes = true): string[] {
+  const want = intendedArgs(events);
+  const chunks = chatChunks(events);
+  if (shapes) checkChatChunks(chunks);
+  const { out, final } = responseEvents(events);
+  if (shapes) checkResponsesStream(out); // .done and output_item.done carry what the deltas add up to
+  const got = {
+    chat: foldChat(chunks).calls.map((c) => c.arguments),
+    accumulated: accumulate(events).choices[0]!.message.tool_calls?.map((c) => c.function.arguments) ?? [],
+    responses: responsesStreamedArgs(out),
+    done: out.flatMap((e) => (e.type === "response.function_call_arguments.done" ? [e.arguments] : [])),
+    output: final.output.flatMap((i) => (i.type === "function_call" ? [i.arguments] : [])),
+  };
+  const same = Object.values(got).every((v) => v.length === want.length && v.every((a, i) => a === want[i]));
+  if (!same) expect({ label, ...got }).toEqual({ label, chat: want, accumulated: want, responses: want, done: want, output: want });
+  for (const e of events)
+    if (e.type === "tool_call_end" && e.valid_json && !parsesAsJson(e.arguments)) expect.fail(`${label}: ${e.arguments} is not JSON`);
+  return want;
+}
+
+describe("rule 12: a streamed call's deltas add up to tool_call_end's arguments, repaired where a known broken shape applies", () => {
+  const CALL =
+    "<|channel|>analysis<|message|>Need the weather.<|end|><|start|>assistant<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>";
+  // the shapes of real gpt-oss outputs (test/fixtures/realworld/) and of the load tester's faults (args_over_escaped,
+  // args_fenced, args_trailing_junk in src/loadtest/generate.ts); missing closers end the stream, the others <|call|>
+  const SHAPES: { shape: string; args: string; repaired: string; close: string }[] = [
+    { shape: "over_escaped", args: '{\\"location\\":\\"Kraków\\"}', repaired: '{"location":"Kraków"}', close: "<|call|>" },
+    { shape: "over_escaped", args: '{\\"url\\":\\"https://example.com\\"}', repaired: '{"url":"https://example.com"}', close: "<|call|>" },
+    {
+      shape: "code_fence",
+      args: '```json\n{"location": "Zürich", "unit": "celsius"}\n```',
+      repaired: '{"location": "Zürich", "unit": "celsius"}',
+      close: "<|call|>",
+    },
+    { shape: "json_prefix", args: 'json{"location":"Kraków"}', repaired: '{"location":"Kraków"}', close: "<|call|>" },
+    { shape: "trailing_text", args: '{"location":"Kraków"} commentary', repaired: '{"location":"Kraków"}', close: "<|call|>" },
+    { shape: "trailing_text", args: '{\n  "location": "Kraków"\n}\n}', repaired: '{\n  "location": "Kraków"\n}', close: "<|call|>" },
+    {
+      shape: "missing_closers",
+      args: '{"location":{"city":"Kraków","country":"PL"',
+      repaired: '{"location":{"city":"Kraków","country":"PL"}}',
+      close: "",
+    },
+  ];
+
+  for (const { shape, args, repaired, close } of SHAPES) {
+    const text = CALL + args + close;
+    const label = `${shape} ${JSON.stringify(args)}`;
+
+    test(`${label}: Chat and Responses, written 1 to n tokens at a time`, () => {
+      const ids = harmony().enc.encode(text);
+      for (let step = 1; step <= ids.length; step++) {
+        const p = new HarmonyParser(harmony().vocab, { afterStop: "parse" });
+        const events: HarmonyEvent[] = [];
+        for (let i = 0; i < ids.length; i += step) events.push(...p.write(ids.slice(i, i + step)));
+        events.push(...p.end());
+        const end = events.find((e) => e.type === "tool_call_end");
+        expect(end).toMatchObject({ arguments: repaired, valid_json: true });
+        expect(events.find((e) => e.type === "recovery" && e.kind === "arguments_repaired")).toMatchObject({ raw: args });
+        expect(expectStreamedWhole(events, `${label}, ${step} tokens a write`)).toEqual([repaired]);
+      }
+    });
+
+    test(`${label}: the arguments cut into deltas of every size`, () => {
+      const events = parse(text, "whole");
+      for (let size = 1; size <= args.length; size++) {
+        const cut = recut(events, (raw) => Array.from({ length: Math.ceil(raw.length / size) }, (_, i) => i * size));
+        expect(cut.filter((e) => e.type === "delta" && e.kind === "tool_args")).toHaveLength(Math.ceil(args.length / size));
+        expect(expectStreamedWhole(cut, `${label}, ${size} characters a delta`)).toEqual([repaired]);
+      }
+    });
+
+    test(`${label}: the call's first chunk (id, name) is not held`, () => {
+      const chat = new ChatCompletionChunkAdapter(CHAT);
+      const resp = new ResponsesStreamAdapter(RESP);
+      for (const e of parse(text, "token")) {
+        const chunks = chat.push(e);
+        const out = resp.push(e);
+        if (e.type !== "tool_call_start") continue;
+        expect(chunks.flatMap((c) => c.choices.flatMap((ch) => ch.delta.tool_calls ?? []))).toEqual([
+          { index: 0, id: "call_0", type: "function", function: { name: "get_weather", arguments: "" } },
+        ]);
+        expect(out.find((x) => x.type === "response.output_item.added")).toMatchObject({
+          item: { type: "function_call", name: "get_weather" },
+        });
+      }
+    });
+  }
+
+  test("any JSON, any broken shape of it, cut anywhere: both APIs stream tool_call_end's arguments (property)", () => {
+    const value = fc.oneof(
+      fc.object().map((v) => JSON.stringify(v)),
+      fc.object().map((v) => JSON.stringify(v, null, 2)),
+      fc.array(fc.jsonValue()).map((v) => JSON.stringify(v)),
+    );
+    const shaped = fc
+      .tuple(value, fc.constantFrom("none", "escaped", "fence", "word", "junk", "closers", "mutated"), fc.nat())
+      .map(([j, shape, n]) => {
+        switch (shape) {
+          case "escaped":
+            return JSON.stringify(j).slice(1, -1);
+          case "fence":
+            return "```json\n" + j + "\n```";
+          case "word":
+            return "json" + j;
+          case "junk":
+            return j + ["}", " }", "\n}", " commentary"][n % 4]!;
+          case "closers":
+            return j.replace(/[\]}\s]+$/, "");
+          case "mutated": {
+            const k = n % (j.length + 1);
+            return j.slice(0, k) + ["\\", '"', "}", ",", " ", "x"][n % 6]! + j.slice(k);
+          }
+          default:
+            return j;
+        }
+      })
+      .filter((a) => !a.includes("<|")); // text, never a special token's
+    fc.assert(
+      fc.property(shaped, fc.boolean(), fc.array(fc.nat(), { maxLength: 10 }), (args, call, raw) => {
+        const events = parse(CALL + args + (call ? "<|call|>" : ""), "whole");
+        const cut = recut(events, (t) => raw.map((c) => c % (t.length + 1)));
+        const ends = cut.filter((e) => e.type === "tool_call_end");
+        const want = expectStreamedWhole(cut, JSON.stringify(args));
+        if (ends.length === 1) expect(want).toEqual([ends[0]!.arguments]);
+      }),
+      fcParams(300),
+    );
+  });
+
+  test("every case of the conformance corpus and of the real-world outputs: the same, written 1 and 3 tokens at a time", () => {
+    const { enc, vocab } = harmony();
+    const corpus: { id: string; ids: number[]; role: string | null; tools: string[] | null }[] = [
+      ...[...loadJsonl("wellformed.jsonl"), ...loadJsonl("malformed.jsonl")].map((c) => ({
+        id: c.id,
+        ids: c.tokens,
+        role: c.role,
+        tools: null,
+      })),
+      ...readFileSync(`${FIXTURES}realworld/cases.jsonl`, "utf8")
+        .split("\n")
+        .filter((l) => l.trim() !== "")
+        .map((l) => JSON.parse(l) as { id: string; text: string; after_prompt: boolean; expected: { calls: { recipient: string }[] } })
+        .map((c) => {
+          const tools = c.expected.calls.map((k) => k.recipient.replace(/^functions\./, "")).filter((n) => !n.includes("."));
+          return { id: c.id, ids: enc.encode(c.text), role: c.after_prompt ? "assistant" : null, tools: tools.length > 0 ? tools : null };
+        }),
+    ];
+    let calls = 0;
+    let repaired = 0;
+    for (const c of corpus)
+      for (const step of [1, 3]) {
+        const p = new HarmonyParser(vocab, { role: c.role, tools: c.tools });
+        const events: HarmonyEvent[] = [];
+        for (let i = 0; i < c.ids.length; i += step) events.push(...p.write(c.ids.slice(i, i + step)));
+        events.push(...p.end());
+        calls += expectStreamedWhole(events, `${c.id}, ${step} tokens a write`, false).length;
+        repaired += events.filter((e) => e.type === "recovery" && e.kind === "arguments_repaired").length;
+      }
+    expect(calls).toBeGreaterThan(100);
+    expect(repaired).toBeGreaterThan(0);
+  });
+
+  test(`arguments past ${MAX_STREAMED_ARGUMENT_CHARS} characters and past tool_call_end's ${MAX_ARGUMENT_BYTES} bytes: the stream holds the tail, the cut falls after what it sent`, () => {
+    const { enc, vocab } = harmony();
+    for (const [label, args] of [
+      ["JSON", `{"blob":"${"é".repeat(700_000)}"}`],
+      ["over-escaped", `{\\"blob\\":\\"${"é".repeat(700_000)}\\"}`],
+    ] as const) {
+      const ids = enc.encode(CALL + args + "<|call|>");
+      const p = new HarmonyParser(vocab);
+      const events: HarmonyEvent[] = [];
+      for (let i = 0; i < ids.length; i += 5000) events.push(...p.write(ids.slice(i, i + 5000)));
+      events.push(...p.end());
+      const end = events.find((e) => e.type === "tool_call_end")!;
+      expect(end.type === "tool_call_end" && Buffer.byteLength(end.arguments) <= MAX_ARGUMENT_BYTES, label).toBe(true);
+      expect(end.type === "tool_call_end" && end.arguments.length < args.length, label).toBe(true); // cut
+      expect(expectStreamedWhole(events, label, false)).toEqual([end.type === "tool_call_end" ? end.arguments : ""]);
     }
   });
 
-  test("Responses' function_call_arguments.done and the item carry the repaired arguments", () => {
-    const { out, final } = responseEvents(parse(text, "token"));
-    const done = out.find((e) => e.type === "response.function_call_arguments.done");
-    expect(done).toMatchObject({ arguments: repaired, name: "fetch" });
-    expect(final.output.find((i) => i.type === "function_call")).toMatchObject({ arguments: repaired });
+  describe("through the openai package", () => {
+    const over = SHAPES[0]!;
+    const text = CALL + over.args + over.close;
+    const tools = [
+      {
+        type: "function" as const,
+        function: { name: "get_weather", parameters: { type: "object", properties: { location: { type: "string" } } } },
+      },
+    ];
+
+    test("ChatCompletionStream: the arguments done event and the final completion hold the repair", async () => {
+      const chunks = chatChunks(parse(text, "token"));
+      const stream = ChatCompletionStream.fromReadableStream(bytesStream(jsonLines(chunks)));
+      const done: string[] = [];
+      stream.on("tool_calls.function.arguments.done", (e) => done.push(e.arguments));
+      const final = await stream.finalChatCompletion();
+      expect(final.choices[0]!.message.tool_calls?.map((c) => (c.type === "function" ? c.function.arguments : ""))).toEqual([
+        over.repaired,
+      ]);
+      expect(done).toEqual([over.repaired]);
+    });
+
+    test("runTools, streamed: the function is called with the repaired arguments, and they go back to the model", async () => {
+      const answer = chatChunks(parse("<|channel|>final<|message|>It is 3 °C in Kraków.<|return|>", "token"));
+      const bodies = [sseChat(chatChunks(parse(text, "random", "eos", 3))), sseChat(answer)];
+      const sent: Record<string, any>[] = [];
+      const client = new OpenAI({
+        apiKey: "sk-test",
+        baseURL: "http://harmony.invalid/v1",
+        maxRetries: 0,
+        fetch: async (_url, init) => {
+          sent.push(JSON.parse(String(init?.body)) as Record<string, any>);
+          const body = bodies[sent.length - 1]!;
+          return new Response(bytesStream(body, 11), { status: 200, headers: { "content-type": "text/event-stream" } });
+        },
+      });
+      const got: unknown[] = [];
+      const runner = client.chat.completions.runTools({
+        model: CHAT.model,
+        messages: [{ role: "user", content: "Weather in Kraków?" }],
+        stream: true,
+        tools: [
+          {
+            type: "function",
+            function: {
+              name: "get_weather",
+              description: "The weather",
+              parameters: tools[0]!.function.parameters,
+              parse: JSON.parse,
+              function: (a: unknown) => {
+                got.push(a);
+                return "3 °C";
+              },
+            },
+          },
+        ],
+      });
+      expect(await runner.finalContent()).toBe("It is 3 °C in Kraków.");
+      expect(got).toEqual([{ location: "Kraków" }]);
+      expect(sent).toHaveLength(2);
+      const assistant = (sent[1]!.messages as Record<string, any>[]).find((m) => m.role === "assistant")!;
+      expect(assistant.tool_calls[0].function.arguments).toBe(over.repaired);
+    });
+
+    test("the AI SDK's Chat model makes the call, with the repaired arguments, for every shape", () => {
+      for (const s of SHAPES) {
+        const chunks = chatChunks(parse(CALL + s.args + s.close, "random", "eos", 5));
+        expect(aiSdkChatCalls(chunks), s.shape).toEqual([s.repaired]);
+      }
+    });
+
+    test("ResponseStream: every delta's snapshot is a prefix of the repair, the last one the repair itself", async () => {
+      const { out, final } = responseEvents(parse(text, "token"));
+      const stream = ResponseStream.fromReadableStream(bytesStream(jsonLines(out)));
+      const snapshots: string[] = [];
+      stream.on("response.function_call_arguments.delta", (e) => snapshots.push(e.snapshot));
+      const got = await stream.finalResponse();
+      expect(stripParsed(got)).toEqual(final);
+      expect(snapshots.length).toBeGreaterThan(0);
+      for (const s of snapshots) expect(over.repaired.startsWith(s)).toBe(true);
+      expect(snapshots.at(-1)).toBe(over.repaired);
+      expect(got.output.find((i) => i.type === "function_call")).toMatchObject({ arguments: over.repaired });
+    });
   });
 });
 
