@@ -183,7 +183,8 @@ export async function runParse(
         role = c.role as string | null;
       }
       const r = parseCase(vocab, tokens, optionsFor(role), undefined, batchParser);
-      return { json: JSON.stringify({ id, ...r }), bad: false };
+      // the fields named, not spread: JSON.stringify of a spread copy cost ~3x as much here
+      return { json: JSON.stringify({ id, messages: r.messages, first_error: r.first_error, recoveries: r.recoveries }), bad: false };
     } catch (e) {
       if (!(e instanceof InputError)) throw e;
       return { json: JSON.stringify({ id, error: { code: e.code, message: e.message } }), bad: true };
