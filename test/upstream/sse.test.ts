@@ -91,6 +91,6 @@ describe("getText", () => {
     const base = await serve((_req, res) => stream(res, "", "z".repeat(1024 * 1024), 17));
     await expect(getText(base, "/v1/models", 5000)).rejects.toMatchObject({ status: 502, code: "upstream_bad_response" });
     const ok = await serve((_req, res) => res.end('{"data":[]}'));
-    expect(await getText(ok, "/v1/models", 5000)).toEqual({ status: 200, body: '{"data":[]}' });
+    expect(await getText(ok, "/v1/models", 5000)).toMatchObject({ status: 200, body: '{"data":[]}' });
   });
 });
