@@ -18,7 +18,8 @@ import type { HttpErrorCode } from "../core/errors.js";
 import { frontRoute, type FrontRoute, type OpenAIFront } from "./openai-front.js";
 import { Access, OPEN_ACCESS, type AccessPolicy } from "./access.js";
 import { closeInspect, handleInspect, handleParse, inspectRoute, PARSE_PATH } from "./inspect.js";
-import { proxy, upstreamMetrics } from "./proxy.js";
+import { engineSeries } from "./engine-metrics.js";
+import { proxy } from "./proxy.js";
 import { readJson, sendJson as json } from "./respond.js";
 
 export const STREAM_PATH = "/v1/stream";
@@ -106,7 +107,7 @@ export async function startHttp(
     const url = new URL(req.url ?? "/", "http://localhost");
     // probes stay open whatever sends them
     if (url.pathname === "/healthz") return json(res, 200, { status: "ok" });
-    if (url.pathname === "/readyz") return svc.ready() ? json(res, 200, { status: "ready" }) : json(res, 503, { status: "not ready" });
+    if (url.pathname === "/readyz") return json(res, svc.ready() ? 200 : 503, svc.readiness());
     const refusal = access.check(req);
     if (refusal) return refuse(res, refusal.status, refusal.code, refusal.message);
     if (url.pathname === RENDER_PATH) return render(req, res);
@@ -121,8 +122,8 @@ export async function startHttp(
         if (!policy.publicMetrics && !svc.authorized(req.headers.authorization)) {
           return refuse(res, 401, "unauthorized", "a valid bearer token is required (or start with --public-metrics true)");
         }
-        // in sidecar mode the upstream's series (vllm:*) come first, then the sidecar's own
-        Promise.all([front ? upstreamMetrics(front.url, METRICS_TIMEOUT_MS) : "", svc.metrics.registry.metrics()])
+        // in sidecar mode the engine's series (vllm:*) come first when they are valid Prometheus text, then the sidecar's own
+        Promise.all([front ? engineSeries(svc, front, METRICS_TIMEOUT_MS) : "", svc.metrics.registry.metrics()])
           .then(([theirs, ours]) => {
             res.writeHead(200, { "content-type": svc.metrics.registry.contentType });
             res.end(theirs + ours);
@@ -144,7 +145,7 @@ export async function startHttp(
     if (!OPEN_UPSTREAM_PATHS.has(path) && !svc.authorized(req.headers.authorization)) {
       return refuse(res, 401, "unauthorized", "a valid bearer token is required");
     }
-    void proxy(req, res, front!.url, front!.timeoutMs);
+    void proxy(req, res, front!.url, front!.timeoutMs, front!.cfg.apiKey);
   }
 
   /** The OpenAI-compatible front (sidecar mode, with --upstream). */
