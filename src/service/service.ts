@@ -216,6 +216,7 @@ export class Service implements ConnectionHost {
   private stopping = false;
   /** Readiness withdrawn (a SIGTERM): /readyz and gRPC health say not ready while connections are still served. */
   private unready = false;
+  private readonly readinessParts: { name: string; ready: () => boolean; detail: () => Record<string, unknown> }[] = [];
   private idleTimer?: NodeJS.Timeout;
 
   constructor(readonly options: ServiceOptions) {
@@ -266,7 +267,22 @@ export class Service implements ConnectionHost {
   }
 
   ready(): boolean {
-    return !this.stopping && !this.unready && this.pool?.ready() === true;
+    return !this.stopping && !this.unready && this.pool?.ready() === true && this.readinessParts.every((p) => p.ready());
+  }
+
+  /**
+   * Another condition of readiness (sidecar mode: the engine, when
+   * `--upstream-readiness` is on), with what `/readyz` says of it under `name`.
+   */
+  addReadiness(name: string, ready: () => boolean, detail: () => Record<string, unknown>): void {
+    this.readinessParts.push({ name, ready, detail });
+  }
+
+  /** What `/readyz` answers: `status`, and each added condition's detail. */
+  readiness(): Record<string, unknown> {
+    const out: Record<string, unknown> = { status: this.ready() ? "ready" : "not ready" };
+    for (const p of this.readinessParts) out[p.name] = p.detail();
+    return out;
   }
 
   /**
