@@ -123,7 +123,9 @@ export async function startHttp(
           return refuse(res, 401, "unauthorized", "a valid bearer token is required (or start with --public-metrics true)");
         }
         // in sidecar mode the engine's series (vllm:*) come first when they are valid Prometheus text, then the sidecar's own
-        Promise.all([front ? engineSeries(svc, front, METRICS_TIMEOUT_MS) : "", svc.metrics.registry.metrics()])
+        // (the engine's first: a skip is counted in the same scrape that leaves it out)
+        (front ? engineSeries(svc, front, METRICS_TIMEOUT_MS) : Promise.resolve(""))
+          .then(async (theirs) => [theirs, await svc.metrics.registry.metrics()] as const)
           .then(([theirs, ours]) => {
             res.writeHead(200, { "content-type": svc.metrics.registry.contentType });
             res.end(theirs + ours);
