@@ -140,7 +140,7 @@ export function generate(
           if (c.finish_reason !== null) hold.finish = c.finish_reason;
         } else if (c.finish_reason !== null) finished.set(c.index, endReason(c.finish_reason));
       }
-      if (ops.length > 0) local.send(ops);
+      if (ops.length > 0) await sendSliced(local, ops);
     }
   };
   const done = (async () => {
@@ -200,6 +200,28 @@ export function generate(
     if (names.every((_, i) => stopped.has(i) || finished.has(i))) ctrl.abort();
   };
   return { done, abort: () => ctrl.abort(), endChoice };
+}
+
+/** Ids the sessions get at once from one engine chunk before the event loop has its turn (a frame is parsed on this thread). */
+const SLICE_IDS = 32_768;
+
+/**
+ * A chunk's ops into the sessions; a chunk of more than {@link SLICE_IDS} ids
+ * (an engine that sends 300,000 in one event) goes in slices, in order, with
+ * the event loop's turn between them, so that other requests (and /healthz)
+ * are not kept waiting behind it.
+ */
+async function sendSliced(local: LocalConnection, ops: Obj[]): Promise<void> {
+  let total = 0;
+  for (const op of ops) total += (op.tokens as { ids: number[] } | undefined)?.ids.length ?? 0;
+  if (total <= SLICE_IDS) return local.send(ops);
+  for (const op of ops) {
+    const t = op.tokens as { stream: string; ids: number[] };
+    for (let at = 0; at < t.ids.length; at += SLICE_IDS) {
+      local.send([{ tokens: { stream: t.stream, ids: t.ids.slice(at, at + SLICE_IDS) } }]);
+      await new Promise((r) => setImmediate(r));
+    }
+  }
 }
 
 /**

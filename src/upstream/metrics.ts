@@ -66,49 +66,62 @@ function labelsEnd(line: string, at: number): number {
 }
 
 /**
- * Whether `text` is Prometheus text exposition (format 0.0.4) that can be put
- * ahead of the sidecar's own: null when it is, else why not. One pass over
- * the lines; no series of the sidecar's (`harmony_`) may be in it.
+ * Whether text is Prometheus text exposition (format 0.0.4) that can be put
+ * ahead of the sidecar's own, fed in slices that end at line ends: one pass
+ * over the lines; no series of the sidecar's (`reserved`) may be in it.
  */
-export function expositionProblem(
-  text: string,
-  /** Names no series may start with (the sidecar's own); null: any. */
-  reserved: string | null = "harmony_",
-): { reason: MetricsSkip; detail: string } | null {
-  const typed = new Set<string>();
-  let at = 0;
-  let n = 0;
-  while (at < text.length) {
-    let end = text.indexOf("\n", at);
-    if (end === -1) end = text.length;
-    const line = text.slice(at, end).replace(/\r$/, "");
-    at = end + 1;
-    n++;
+export class ExpositionCheck {
+  private readonly typed = new Set<string>();
+  private n = 0;
+  /** Why the text is not taken, once a slice has shown it. */
+  problem: { reason: MetricsSkip; detail: string } | null = null;
+
+  constructor(
+    /** Names no series may start with (the sidecar's own); null: any. */
+    private readonly reserved: string | null = "harmony_",
+  ) {}
+
+  feed(text: string): void {
+    let at = 0;
+    while (this.problem === null && at < text.length) {
+      let end = text.indexOf("\n", at);
+      if (end === -1) end = text.length;
+      this.problem = this.line(text.slice(at, end > at && text.charCodeAt(end - 1) === 0x0d ? end - 1 : end));
+      at = end + 1;
+    }
+  }
+
+  private line(line: string): { reason: MetricsSkip; detail: string } | null {
+    const n = ++this.n;
     const where = (why: string) => ({
       reason: "not_exposition" as const,
       detail: `line ${n}: ${why}: ${JSON.stringify(line.slice(0, 80))}`,
     });
-    if (line.trim() === "") continue;
+    const clash = (name: string) =>
+      this.reserved !== null && name.startsWith(this.reserved)
+        ? { reason: "name_clash" as const, detail: `line ${n}: the engine has a series named like the sidecar's: ${name}` }
+        : null;
+    if (line.trim() === "") return null;
     if (line[0] === "#") {
-      const m = /^#\s+(HELP|TYPE)\s+(\S+)(?:\s+(.*))?$/.exec(line);
       if (line.startsWith("# EOF")) return where("an OpenMetrics end marker");
-      if (!m) continue; // a comment
+      const m = /^#\s+(HELP|TYPE)\s+(\S+)(?:\s+(.*))?$/.exec(line);
+      if (!m) return null; // a comment
       const name = m[2]!;
       if (!NAME.test(name)) return where("a metric name that is not one");
-      if (reserved !== null && name.startsWith(reserved))
-        return { reason: "name_clash", detail: `line ${n}: the engine has a series named like the sidecar's: ${name}` };
+      const c = clash(name);
+      if (c) return c;
       if (m[1] === "TYPE") {
         if (!TYPES.has((m[3] ?? "").trim())) return where("a TYPE that is not one");
-        if (typed.has(name)) return where("a second TYPE for the same metric");
-        typed.add(name);
+        if (this.typed.has(name)) return where("a second TYPE for the same metric");
+        this.typed.add(name);
       }
-      continue;
+      return null;
     }
     const ne = nameEnd(line);
     const name = line.slice(0, ne);
     if (!NAME.test(name)) return where("a sample whose name is not a metric name");
-    if (reserved !== null && name.startsWith(reserved))
-      return { reason: "name_clash", detail: `line ${n}: the engine has a series named like the sidecar's: ${name}` };
+    const c = clash(name);
+    if (c) return c;
     let i = ne;
     if (line[i] === "{") {
       i = labelsEnd(line, i);
@@ -120,8 +133,31 @@ export function expositionProblem(
       .split(/[ \t]+/);
     if (rest.length < 1 || rest.length > 2 || !VALUE.test(rest[0]!)) return where("a sample without a number");
     if (rest.length === 2 && !TIMESTAMP.test(rest[1]!)) return where("a timestamp that is not an integer");
+    return null;
   }
-  return null;
+}
+
+/** {@link ExpositionCheck} of a whole text: null when it is taken, else why not. */
+export function expositionProblem(text: string, reserved: string | null = "harmony_"): { reason: MetricsSkip; detail: string } | null {
+  const check = new ExpositionCheck(reserved);
+  check.feed(text);
+  return check.problem;
+}
+
+/** Characters checked before the event loop has its turn. */
+const CHECK_SLICE = 128 * 1024;
+
+/** {@link expositionProblem} in slices, with the event loop's turn between them (a few MB of series take tens of ms). */
+async function checkInTurns(text: string): Promise<{ reason: MetricsSkip; detail: string } | null> {
+  const check = new ExpositionCheck();
+  for (let at = 0; at < text.length && check.problem === null;) {
+    let end = text.indexOf("\n", Math.min(text.length, at + CHECK_SLICE));
+    end = end === -1 ? text.length : end + 1;
+    check.feed(text.slice(at, end));
+    at = end;
+    if (at < text.length) await new Promise((r) => setImmediate(r));
+  }
+  return check.problem;
 }
 
 /** The engine's metrics endpoint, by kind (`auto` before its probe: vLLM's). */
@@ -146,7 +182,7 @@ export async function engineMetrics(engine: Engine, cfg: UpstreamConfig, timeout
     return { ok: false, path, reason: tooLarge ? "too_large" : "unreachable", detail: message };
   }
   if (r.status !== 200) return { ok: false, path, reason: "status", detail: `answered ${r.status}` };
-  const problem = expositionProblem(r.body);
+  const problem = await checkInTurns(r.body);
   if (problem) return { ok: false, path, ...problem };
   return { ok: true, path, text: r.body === "" || r.body.endsWith("\n") ? r.body : r.body + "\n" };
 }

@@ -8,7 +8,7 @@
  * ./llamacpp.ts).
  */
 import { request, type Dispatcher } from "undici";
-import { isObj, parseJson } from "../core/json.js";
+import { isObj, jsonTooDeepLong, MAX_JSON_DEPTH, parseJson } from "../core/json.js";
 import { DEFAULT_UPSTREAM_DEADLINE_MS, unauthorized, UpstreamError } from "./engine.js";
 
 export interface SseOptions {
@@ -33,13 +33,16 @@ export interface SseOptions {
 /**
  * The most of one streamed event held in memory while waiting for its
  * blank line. A step's chunk is a few hundred bytes; a chunk of 300,000 ids
- * is about 2 MB; more than this is an engine gone wrong, answered
- * `upstream_bad_response`.
+ * is about 2 MB, and a whole 131,072-token context in one chunk about 1 MB;
+ * more than this is an engine gone wrong, answered `upstream_bad_response`.
  */
-export const MAX_UPSTREAM_EVENT_BYTES = 16 * 1024 * 1024;
+export const MAX_UPSTREAM_EVENT_BYTES = 8 * 1024 * 1024;
 
 /** The most of a non-streamed answer (`/v1/models`, `/props`, `/version`, a health check) held in memory. */
 export const MAX_UPSTREAM_BODY_BYTES = 4 * 1024 * 1024;
+
+/** How long one body is read without giving the event loop a turn. */
+const YIELD_EVERY_MS = 5;
 
 /** The most of an error answer read for its message. */
 const MAX_ERROR_BODY_BYTES = 64 * 1024;
@@ -49,7 +52,12 @@ export async function boundedText(body: AsyncIterable<Uint8Array>, max: number):
   const decoder = new TextDecoder();
   let text = "";
   let bytes = 0;
+  let turn = performance.now();
   for await (const piece of body) {
+    if (performance.now() - turn > YIELD_EVERY_MS) {
+      await new Promise((r) => setImmediate(r));
+      turn = performance.now();
+    }
     bytes += piece.length;
     if (bytes > max) throw new UpstreamError(502, "upstream_bad_response", `the upstream's answer is over ${max} bytes`);
     text += decoder.decode(piece, { stream: true });
@@ -215,8 +223,15 @@ export async function* postSse(path: string, body: Record<string, unknown>, opts
     const events: string[] = [];
     const collect = (data: string) => events.push(data);
     let done = false;
+    // a body that arrives faster than it is read is taken piece after piece, event after event, without the
+    // event loop's turn: give it one every YIELD_EVERY_MS
+    let turn = performance.now();
     try {
       for await (const piece of res.body as unknown as AsyncIterable<Buffer>) {
+        if (performance.now() - turn > YIELD_EVERY_MS) {
+          await new Promise((r) => setImmediate(r));
+          turn = performance.now();
+        }
         reader.push(piece, collect);
         if (events.length > 0) idle.refresh();
         for (let i = 0; i < events.length; i++) {
@@ -225,7 +240,8 @@ export async function* postSse(path: string, body: Record<string, unknown>, opts
             done = true;
             return;
           }
-          const parsed = parseJson(data);
+          // an event past 64 Ki characters is all but certainly a long list of ids: the depth check that skips runs
+          const parsed = data.length > 65536 ? parseJson(data, MAX_JSON_DEPTH, jsonTooDeepLong) : parseJson(data);
           if (!parsed.ok || !isObj(parsed.value)) {
             throw new UpstreamError(
               502,
@@ -244,6 +260,11 @@ export async function* postSse(path: string, body: Record<string, unknown>, opts
             );
           }
           yield chunk;
+          // the time between yields is the consumer's (parsing what it got): checked per event, not per piece
+          if (performance.now() - turn > YIELD_EVERY_MS) {
+            await new Promise((r) => setImmediate(r));
+            turn = performance.now();
+          }
         }
         events.length = 0;
       }
