@@ -265,7 +265,7 @@ export const SETTINGS = [
     key: "upstreamReadiness",
     flag: "--upstream-readiness <bool>",
     env: "HARMONY_UPSTREAM_READINESS",
-    help: "sidecar mode: /readyz and gRPC health also need the engine's health check to answer 200 (true in a pod beside the engine, false for a tier in front of a shared engine: docs/deploy.md)",
+    help: "sidecar mode: /readyz also needs the engine's health check to answer 200, checked every 5 s (true in a pod beside the engine, false for a tier in front of a shared engine: docs/deploy.md)",
     default: "false",
     type: "string",
     choices: ["true", "false"],

@@ -266,23 +266,27 @@ export class Service implements ConnectionHost {
     this.renderer = new Renderer();
   }
 
+  /** The service itself is ready (every worker up, not draining): gRPC health, and the start of /readyz. */
   ready(): boolean {
-    return !this.stopping && !this.unready && this.pool?.ready() === true && this.readinessParts.every((p) => p.ready());
+    return !this.stopping && !this.unready && this.pool?.ready() === true;
   }
 
   /**
-   * Another condition of readiness (sidecar mode: the engine, when
-   * `--upstream-readiness` is on), with what `/readyz` says of it under `name`.
+   * Another condition of `/readyz` (sidecar mode: the engine, when
+   * `--upstream-readiness` is on), with what `/readyz` says of it under
+   * `name`. gRPC health does not wait on it: a pod's startup probe must not
+   * wait on the engine a native sidecar starts before.
    */
   addReadiness(name: string, ready: () => boolean, detail: () => Record<string, unknown>): void {
     this.readinessParts.push({ name, ready, detail });
   }
 
-  /** What `/readyz` answers: `status`, and each added condition's detail. */
-  readiness(): Record<string, unknown> {
-    const out: Record<string, unknown> = { status: this.ready() ? "ready" : "not ready" };
-    for (const p of this.readinessParts) out[p.name] = p.detail();
-    return out;
+  /** What `/readyz` answers: whether it is ready (the service, and each added condition), `status`, each condition's detail. */
+  readiness(): { ready: boolean; body: Record<string, unknown> } {
+    const ready = this.ready() && this.readinessParts.every((p) => p.ready());
+    const body: Record<string, unknown> = { status: ready ? "ready" : "not ready" };
+    for (const p of this.readinessParts) body[p.name] = p.detail();
+    return { ready, body };
   }
 
   /**

@@ -107,7 +107,10 @@ export async function startHttp(
     const url = new URL(req.url ?? "/", "http://localhost");
     // probes stay open whatever sends them
     if (url.pathname === "/healthz") return json(res, 200, { status: "ok" });
-    if (url.pathname === "/readyz") return json(res, svc.ready() ? 200 : 503, svc.readiness());
+    if (url.pathname === "/readyz") {
+      const r = svc.readiness();
+      return json(res, r.ready ? 200 : 503, r.body);
+    }
     const refusal = access.check(req);
     if (refusal) return refuse(res, refusal.status, refusal.code, refusal.message);
     if (url.pathname === RENDER_PATH) return render(req, res);

@@ -21,7 +21,7 @@ export interface UpstreamConfig {
   apiKey?: string;
   /** One request to the engine ends after this long, whatever it sends (default {@link DEFAULT_UPSTREAM_DEADLINE_MS}). */
   deadlineMs?: number;
-  /** /readyz (and gRPC health) also needs the engine's health check to answer 200 (`--upstream-readiness`). */
+  /** /readyz also needs the engine's health check to answer 200 (`--upstream-readiness`); gRPC health does not. */
   readiness?: boolean;
   /** How often the engine's health is checked while readiness follows it (default {@link DEFAULT_HEALTH_INTERVAL_MS}). */
   healthIntervalMs?: number;
