@@ -10,6 +10,7 @@
 import OpenAI from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Server } from "../../src/server.js";
+import { DEFAULT_LIMITS } from "../../src/service/service.js";
 import { startHostileEngine, type HostileEngine } from "../../bench/peers/hostile-engine.js";
 import { harmony } from "../helpers.js";
 import { startTestServer } from "./test-server.js";
@@ -127,6 +128,24 @@ describe("an engine that misbehaves", () => {
     const err = await failure(client.chat.completions.create(ASK));
     expect([err?.status, err?.error?.code]).toEqual([504, "upstream_deadline"]);
     await up();
+  });
+
+  it("the parser sessions refusing the generation (the server past its memory budget): a 503 parse_failed, never a hang", async () => {
+    engine.script({ kind: "ok", ids: [...HEAD, HI[0]!, 200002] });
+    const s = await startTestServer({
+      grpcPort: -1,
+      limits: { ...DEFAULT_LIMITS, memoryBudgetBytes: 1 },
+      upstream: { url: engine.url, idleTimeoutMs: 1000, reasoningField: "reasoning" },
+    });
+    try {
+      const c = new OpenAI({ baseURL: `${s.http}/v1`, apiKey: "sk-local", maxRetries: 0, timeout: 60_000 });
+      const err = await failure(c.chat.completions.create(ASK));
+      expect([err?.status, err?.error?.code]).toEqual([503, "parse_failed"]);
+      expect(err?.error?.message).toMatch(/over_budget/);
+      expect((await fetch(`${s.http}/healthz`)).status).toBe(200);
+    } finally {
+      await s.server.stop();
+    }
   });
 
   it("a /metrics of 80 MB is left out at its bound; the scrape answers with the sidecar's series", async () => {
