@@ -55,15 +55,19 @@ export function checkIndex(v: unknown, n: number): number {
 const isCount = (v: unknown): v is number => typeof v === "number" && Number.isSafeInteger(v) && v >= 0;
 
 /**
- * An engine's `usage`: null when absent, else its counts (prompt and
- * completion tokens, the total, the cached prompt tokens), each a
- * non-negative integer; anything else is a 502. Other fields are not passed on.
+ * An engine's `usage`: null when absent (or when its counts are: trtllm-serve's
+ * and SGLang's `UsageInfo.completion_tokens` is `Optional[int]`; the sidecar
+ * then counts the ids itself), else its counts (prompt and completion
+ * tokens, the total, the cached prompt tokens), each a non-negative integer;
+ * anything else is a 502. Other fields are not passed on.
  */
 export function checkUsage(v: unknown): UpstreamUsage | null {
   if (v === undefined || v === null) return null;
   if (!isObj(v)) throw bad(`the upstream sent a usage that is not an object: ${shown(v)}`);
   const { prompt_tokens: p, completion_tokens: c, total_tokens: t } = v;
-  if (!isCount(p) || !isCount(c) || (t !== undefined && t !== null && !isCount(t))) {
+  const absent = (x: unknown) => x === undefined || x === null;
+  if ((absent(p) || absent(c)) && [p, c, t].every((x) => absent(x) || isCount(x))) return null;
+  if (!isCount(p) || !isCount(c) || (!absent(t) && !isCount(t))) {
     throw bad(`the upstream sent usage counts that are not non-negative integers: ${shown(v)}`);
   }
   const usage: UpstreamUsage & { prompt_tokens_details?: { cached_tokens: number } } = { prompt_tokens: p, completion_tokens: c };

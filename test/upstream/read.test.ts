@@ -63,11 +63,15 @@ describe("checkUsage", () => {
       }),
     ).toEqual({ prompt_tokens: 3, completion_tokens: 4, total_tokens: 7, prompt_tokens_details: { cached_tokens: 2 } });
     expect(checkUsage({ prompt_tokens: 3, completion_tokens: 4, total_tokens: null })).toEqual({ prompt_tokens: 3, completion_tokens: 4 });
+    // UsageInfo.completion_tokens is Optional[int] (trtllm-serve openai_protocol.py @ 0076e939, SGLang protocol.py @ 004c82e0):
+    // counts left out are no counts, and the sidecar counts the ids itself
+    expect(checkUsage({ prompt_tokens: 3, completion_tokens: null })).toBeNull();
+    expect(checkUsage({ prompt_tokens: 3 })).toBeNull();
   });
 
   it.each([
     [{ prompt_tokens: "3", completion_tokens: 4 }],
-    [{ prompt_tokens: 3 }],
+    [{ prompt_tokens: "3" }],
     [{ prompt_tokens: -1, completion_tokens: 4 }],
     [{ prompt_tokens: 3, completion_tokens: 1.5 }],
     [{ prompt_tokens: 3, completion_tokens: 4, total_tokens: "7" }],
