@@ -12,8 +12,17 @@
  *   (f) a 4 MB binary frame of 2M empty ops (bytes 0x0a 0x00 repeated);
  *   (g) 600 opens with 4 MB stream names on one connection, one open per frame, then a disconnect;
  *   (h) a WebSocket upgrade with `Origin: https://evil.example`, and a text/plain POST to
- *       /v1/chat/completions (the service runs with an --upstream nothing listens on, so that the
- *       OpenAI front exists and the refusal is the access check's).
+ *       /v1/chat/completions (the refusal is the access check's, before the engine).
+ * and issue #31's, the engine as the peer that misbehaves (bench/peers/hostile-engine.ts, in this
+ * process on loopback, the service's --upstream; --upstream-timeout-ms 2000, --upstream-deadline-ms 5000):
+ *   (i) an engine that ignores max_tokens and streams ids forever, a chat request with max_tokens 1000;
+ *   (j) the same, streamed to the client;
+ *   (k) one SSE event of 300,000 ids (the whole answer, parsed in frames);
+ *   (l) ids that are not token ids (-1, 1.5, "x", 2^32, null, one after another);
+ *   (m) one event that never ends, sent in 4 KiB pieces up to 17 MiB;
+ *   (n) SSE comments every 300 ms and nothing else;
+ *   (o) events with nothing in them, every 50 ms, past the deadline;
+ *   (p) GET /metrics while the engine's /metrics is 80 MB.
  * For each: the coded answer, the answer's bytes, the attack's duration (first byte sent to the last
  * answer), /healthz latency p50/p99/max over the probes scheduled meanwhile (measured from the time
  * each was due, so a frozen service is not under-counted; an attack over in under 1 s is sent again, back to
@@ -21,7 +30,9 @@
  * attack's start to 2 s after its end, and 2 s after its end; and whether the process is still up.
  * Every run starts a fresh service and runs the attacks in order in it; every loop is bounded.
  *
- *   node dist/bench/hostile-bench.js [--runs 3] [--only abcdefgh] [--json-file FILE]
+ * and (0), no attack: /healthz alone for 1 s, the machine's own noise beside the rows it precedes.
+ *
+ *   node dist/bench/hostile-bench.js [--runs 3] [--only 0abcdefghijklmnop] [--json-file FILE]
  *   taskset -c 0 node dist/bench/hostile-bench.js --child-cpus 1   (the service alone on CPU 1)
  */
 import { spawn, type ChildProcess } from "node:child_process";
@@ -34,8 +45,14 @@ import { isMainThread, parentPort, Worker, workerData } from "node:worker_thread
 import { Command } from "commander";
 import WebSocket from "ws";
 import { schema } from "../src/protocol/schema.js";
+import { loadHarmonyEncoding } from "../src/vocab/index.js";
+import { startHostileEngine, type HostileEngine } from "./peers/hostile-engine.js";
 
 const MiB = 1 << 20;
+/** The ids the engine attacks answer with: a final message's header, and " hi" (one id). */
+const enc = isMainThread ? loadHarmonyEncoding() : null;
+const HEAD = enc ? enc.encode("<|channel|>final<|message|>") : [];
+const HI = enc ? enc.encode(" hi")[0]! : 0;
 const PROBE_MS = 10;
 const SETTLE_MS = 2000;
 /** an attack shorter than this is repeated until it has lasted this long */
@@ -154,6 +171,8 @@ interface Target {
   port: number;
   http: string;
   ws: string;
+  /** The service's engine, which misbehaves as each attack scripts it. */
+  engine: HostileEngine;
 }
 
 interface Attack {
@@ -287,10 +306,55 @@ function wsExchange(
   });
 }
 
+/** A streamed POST: its status, the error code of an error event or body, or the finish reasons; the bytes. */
+function postStream(t: Target, path: string, body: Buffer): Promise<Answer> {
+  return new Promise((resolve, reject) => {
+    const req = http.request(
+      `${t.http}${path}`,
+      { method: "POST", headers: { "content-type": "application/json", "content-length": body.length }, timeout: 120_000 },
+      (res) => {
+        let bytes = 0;
+        let tail = "";
+        const codes = new Set<string>();
+        res.on("data", (c: Buffer) => {
+          bytes += c.length;
+          // the last 64 KiB are enough to find the finish and an error event
+          tail = (tail + c.toString("utf8")).slice(-65536);
+        });
+        res.on("end", () => {
+          for (const m of tail.matchAll(/"code":"([a-z_]+)"/g)) codes.add(m[1]!);
+          for (const m of tail.matchAll(/"finish_reason":"([a-z_]+)"/g)) codes.add(`finish ${m[1]!}`);
+          resolve({ code: `HTTP ${res.statusCode}${codes.size ? ` ${[...codes].join(", ")}` : ""}`, bytes });
+        });
+        res.on("error", reject);
+      },
+    );
+    req.on("timeout", () => req.destroy(new Error("no answer in 120 s")));
+    req.on("error", reject);
+    req.end(body);
+  });
+}
+
+/** A chat request's answer, the finish reason or error code said. */
+async function chat(t: Target, body: object): Promise<Answer> {
+  const a = await post(t, "/v1/chat/completions", "application/json", Buffer.from(JSON.stringify(body)));
+  return a;
+}
+
 const hasError = (_n: number, ev: Record<string, unknown>[]) => ev.some((e) => e.error || e.type === "error");
 const hasDone = (_n: number, ev: Record<string, unknown>[]) => ev.some((e) => e.done || e.type === "done");
 
 const ATTACKS: Attack[] = [
+  {
+    key: "0",
+    name: "none: /healthz alone for 1 s (the machine's own noise, for the rows below)",
+    prepare() {
+      return async () => {
+        await sleep(MIN_WINDOW_MS);
+        return { code: "–", bytes: 0 };
+      };
+    },
+  },
   {
     key: "a",
     name: "WS JSON frame, `ids` 10,000 nested arrays",
@@ -395,6 +459,114 @@ const ATTACKS: Attack[] = [
       };
     },
   },
+  {
+    key: "i",
+    name: "engine ignores max_tokens, streams ids forever; chat with max_tokens 1000",
+    prepare(t) {
+      return () => {
+        t.engine.script({ kind: "forever", ids: new Array<number>(16).fill(HI) });
+        return chat(t, { model: "gpt-oss", messages: [{ role: "user", content: "hi" }], max_tokens: 1000 });
+      };
+    },
+  },
+  {
+    key: "j",
+    name: "engine ignores max_tokens, streams ids forever; streamed chat with max_tokens 1000",
+    prepare(t) {
+      const body = Buffer.from(
+        JSON.stringify({ model: "gpt-oss", messages: [{ role: "user", content: "hi" }], max_tokens: 1000, stream: true }),
+      );
+      return () => {
+        t.engine.script({ kind: "forever", ids: new Array<number>(16).fill(HI) });
+        return postStream(t, "/v1/chat/completions", body);
+      };
+    },
+  },
+  {
+    key: "k",
+    name: "one engine event of 300,000 ids",
+    prepare(t) {
+      const ids = [...HEAD, ...new Array<number>(300_000).fill(HI), 200002];
+      return async () => {
+        t.engine.script({ kind: "huge_event", ids });
+        const a = await chat(t, { model: "gpt-oss", messages: [{ role: "user", content: "hi" }] });
+        return { ...a, note: `${a.bytes.toLocaleString("en")} B of answer for 900,000 characters` };
+      };
+    },
+  },
+  {
+    key: "l",
+    name: 'ids that are not token ids (-1, 1.5, "x", 2^32, null)',
+    prepare(t) {
+      return async () => {
+        const seen = new Set<string>();
+        let bytes = 0;
+        for (const bad of [-1, 1.5, "x", 2 ** 32, null]) {
+          t.engine.script({ kind: "bad_id", bad });
+          const a = await chat(t, { model: "gpt-oss", messages: [{ role: "user", content: "hi" }] });
+          seen.add(a.code);
+          bytes += a.bytes;
+        }
+        return { code: [...seen].join(" / "), bytes };
+      };
+    },
+  },
+  {
+    key: "m",
+    name: "one engine event that never ends, 4 KiB pieces up to 17 MiB",
+    prepare(t) {
+      return () => {
+        t.engine.script({ kind: "unterminated", pieceBytes: 4096, totalBytes: 17 * MiB });
+        return chat(t, { model: "gpt-oss", messages: [{ role: "user", content: "hi" }] });
+      };
+    },
+  },
+  {
+    key: "n",
+    name: "engine sends SSE comments every 300 ms and nothing else (--upstream-timeout-ms 2000)",
+    prepare(t) {
+      return () => {
+        t.engine.script({ kind: "comments", intervalMs: 300 });
+        return chat(t, { model: "gpt-oss", messages: [{ role: "user", content: "hi" }] });
+      };
+    },
+  },
+  {
+    key: "o",
+    name: "engine sends empty events every 50 ms, never finishing (--upstream-deadline-ms 5000)",
+    prepare(t) {
+      return () => {
+        t.engine.script({ kind: "no_progress", intervalMs: 50 });
+        return chat(t, { model: "gpt-oss", messages: [{ role: "user", content: "hi" }] });
+      };
+    },
+  },
+  {
+    key: "p",
+    name: "GET /metrics while the engine's /metrics is 80 MB",
+    prepare(t) {
+      return () =>
+        new Promise<Answer>((resolve, reject) => {
+          t.engine.metricsBytes = 80 * MiB;
+          http
+            .get(`${t.http}/metrics`, (res) => {
+              let bytes = 0;
+              let skipped = "";
+              res.on("data", (c: Buffer) => {
+                bytes += c.length;
+                const m = /left out \(([a-z_]+)\)/.exec(c.toString("utf8"));
+                if (m) skipped = m[1]!;
+              });
+              res.on("end", () => {
+                t.engine.metricsBytes = 0;
+                resolve({ code: `HTTP ${res.statusCode}${skipped ? `, engine series left out (${skipped})` : ""}`, bytes });
+              });
+              res.on("error", reject);
+            })
+            .on("error", reject);
+        });
+    },
+  },
 ];
 
 // ---------------------------------------------------------------------------------------------------
@@ -410,7 +582,7 @@ interface Service {
 
 const CLI = fileURLToPath(new URL("../src/cli.js", import.meta.url));
 
-async function startService(nodeFlags: string[], serveFlags: string[], cpus?: string): Promise<Service> {
+async function startService(nodeFlags: string[], serveFlags: string[], upstream: string, cpus?: string): Promise<Service> {
   // taskset execs node in place, so the pid stays the service's own
   const cmd = cpus ? ["taskset", "-c", cpus, process.execPath] : [process.execPath];
   const args = [
@@ -426,9 +598,13 @@ async function startService(nodeFlags: string[], serveFlags: string[], cpus?: st
     "0",
     "--log-level",
     "info",
-    // the OpenAI front on, so that (h)'s POST meets the access check and not a 404; nothing listens on port 9
+    // the OpenAI front on, over the engine that misbehaves ((h)'s POST meets the access check before it)
     "--upstream",
-    "http://127.0.0.1:9",
+    upstream,
+    "--upstream-timeout-ms",
+    "2000",
+    "--upstream-deadline-ms",
+    "5000",
     ...serveFlags,
   ];
   const proc = spawn(cmd[0]!, args, { stdio: ["ignore", "pipe", "pipe"] });
@@ -483,8 +659,9 @@ async function runOnce(
   cpus: string | undefined,
   log: (s: string) => void,
 ): Promise<Row[]> {
-  const svc = await startService(nodeFlags, serveFlags, cpus);
-  const target: Target = { port: svc.port, http: `http://127.0.0.1:${svc.port}`, ws: `ws://127.0.0.1:${svc.port}/v1/stream` };
+  const engine = await startHostileEngine(400_000);
+  const svc = await startService(nodeFlags, serveFlags, engine.url, cpus);
+  const target: Target = { port: svc.port, http: `http://127.0.0.1:${svc.port}`, ws: `ws://127.0.0.1:${svc.port}/v1/stream`, engine };
   const worker = new Worker(fileURLToPath(import.meta.url), { workerData: { port: svc.port, pid: svc.pid } });
   const reports: ProbeReport[] = [];
   let wake: (() => void) | null = null;
@@ -508,6 +685,9 @@ async function runOnce(
   const rows: Row[] = [];
   try {
     await sleep(SETTLE_MS);
+    // a served sidecar is warm: one well-formed answer first (its first render starts the render thread)
+    engine.script({ kind: "ok", ids: [...HEAD, HI, 200002] });
+    await chat(target, { model: "gpt-oss", messages: [{ role: "user", content: "hi" }] });
     for (const a of ATTACKS) {
       if (!only.includes(a.key)) continue;
       if (svc.proc.exitCode !== null || svc.proc.signalCode !== null) {
@@ -554,6 +734,7 @@ async function runOnce(
     worker.postMessage("stop");
     await stopService(svc);
     await worker.terminate();
+    await engine.close();
   }
   if (svc.warnLines.length) log(`service warnings: ${svc.warnLines.length}, first: ${svc.warnLines[0]}`);
   return rows;
@@ -604,7 +785,7 @@ function medianTable(runs: Row[][]): string {
 async function main(): Promise<void> {
   const opts = new Command()
     .option("--runs <n>", "runs, each with a fresh service (medians printed when more than one)", (v) => Number(v), 1)
-    .option("--only <letters>", "run a subset of the attacks a–h", "abcdefgh")
+    .option("--only <letters>", "run a subset of the attacks 0 (none: the control) and a–p", "0abcdefghijklmnop")
     .option("--server-flags <flags>", "extra node flags for the service child, space-separated", "")
     .option("--serve-flags <flags>", "extra `serve` flags for the service child, space-separated", "")
     .option(
