@@ -10,8 +10,12 @@ import type { Engine, UpstreamConfig } from "./engine.js";
 import { ENGINE_RULES } from "./request.js";
 import { getText } from "./sse.js";
 
-/** The most of the engine's metrics read (vLLM's are a few hundred KB with every histogram). */
-export const MAX_UPSTREAM_METRICS_BYTES = 4 * 1024 * 1024;
+/**
+ * The most of the engine's metrics read: vLLM's, every histogram of one
+ * model, are a couple of hundred KB; what is read past that only costs the
+ * scrape (and the garbage collector) before it is refused.
+ */
+export const MAX_UPSTREAM_METRICS_BYTES = 1024 * 1024;
 
 export type MetricsSkip = "unreachable" | "status" | "too_large" | "not_exposition" | "name_clash";
 

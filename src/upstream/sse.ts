@@ -33,10 +33,11 @@ export interface SseOptions {
 /**
  * The most of one streamed event held in memory while waiting for its
  * blank line. A step's chunk is a few hundred bytes; a chunk of 300,000 ids
- * is about 2 MB, and a whole 131,072-token context in one chunk about 1 MB;
- * more than this is an engine gone wrong, answered `upstream_bad_response`.
+ * is about 2 MB, a whole 131,072-token context in one chunk about 1 MB
+ * (with 20 alternatives a token, ~600 bytes each: 7,000 tokens); more than
+ * this is an engine gone wrong, answered `upstream_bad_response`.
  */
-export const MAX_UPSTREAM_EVENT_BYTES = 8 * 1024 * 1024;
+export const MAX_UPSTREAM_EVENT_BYTES = 4 * 1024 * 1024;
 
 /** The most of a non-streamed answer (`/v1/models`, `/props`, `/version`, a health check) held in memory. */
 export const MAX_UPSTREAM_BODY_BYTES = 4 * 1024 * 1024;
@@ -47,10 +48,13 @@ const YIELD_EVERY_MS = 5;
 /** The most of an error answer read for its message. */
 const MAX_ERROR_BODY_BYTES = 64 * 1024;
 
-/** A body as text, refused (`upstream_bad_response`) once it passes `max` bytes. */
+/**
+ * A body as text, refused (`upstream_bad_response`) once it passes `max`
+ * bytes: the pieces are held as they came and decoded once at the end, so a
+ * body refused at its bound costs no decoding.
+ */
 export async function boundedText(body: AsyncIterable<Uint8Array>, max: number): Promise<string> {
-  const decoder = new TextDecoder();
-  let text = "";
+  const pieces: Uint8Array[] = [];
   let bytes = 0;
   let turn = performance.now();
   for await (const piece of body) {
@@ -60,9 +64,9 @@ export async function boundedText(body: AsyncIterable<Uint8Array>, max: number):
     }
     bytes += piece.length;
     if (bytes > max) throw new UpstreamError(502, "upstream_bad_response", `the upstream's answer is over ${max} bytes`);
-    text += decoder.decode(piece, { stream: true });
+    pieces.push(piece);
   }
-  return text + decoder.decode();
+  return Buffer.concat(pieces, bytes).toString("utf8");
 }
 
 /** The headers every request to the engine carries. */
