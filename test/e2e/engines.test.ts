@@ -610,6 +610,16 @@ describe.each([["vllm"], ["sglang"], ["trtllm"], ["llamacpp"]] as const)("the %s
       expect(rig.sentHeaders().authorization).toBe(`Bearer ${KEY}`);
       const metrics = await (await fetch(`${keyed.base}/metrics`)).text();
       expect(metrics).toContain(rig.series);
+      // a path proxied to the engine carries the engine's key in place of the client's
+      rig.script(ids(ANSWER));
+      const proxied = await fetch(`${keyed.base}${ENGINE_RULES[rig.kind].endpoint}`, {
+        method: "POST",
+        headers: { "content-type": "application/json", authorization: "Bearer the-clients-own" },
+        body: JSON.stringify(rig.sent()),
+      });
+      expect(proxied.status).toBe(200);
+      await proxied.text();
+      expect(rig.sentHeaders().authorization).toBe(`Bearer ${KEY}`);
     } finally {
       await keyed.close();
     }
