@@ -11,8 +11,21 @@ import { startGrpc, type GrpcEdge } from "./transport/grpc.js";
 import type { AccessPolicy } from "./transport/access.js";
 import { startHttp, wsMasking, type HttpEdge } from "./transport/http.js";
 import { OpenAIFront } from "./transport/openai-front.js";
-import type { UpstreamConfig } from "./upstream/engine.js";
+import type { EngineVocabulary, UpstreamConfig } from "./upstream/engine.js";
 import { createEngine, type EngineKind } from "./upstream/index.js";
+import { EngineWatch } from "./upstream/watch.js";
+import type { HarmonyEncoding } from "./vocab/index.js";
+
+/** The vocabulary as the engines use it: ids checked against it, llama-server's held text re-encoded with it. */
+function engineVocabulary(enc: HarmonyEncoding): EngineVocabulary {
+  return {
+    table: enc.table,
+    firstSpecial: enc.preset.firstSpecial,
+    specials: enc.preset.specials,
+    encode: (t) => enc.encode(t),
+    encodeOrdinary: (t) => enc.encodeOrdinary(t),
+  };
+}
 
 export interface ServerOptions extends ServiceOptions {
   host: string;
@@ -81,6 +94,7 @@ export class Server {
   private http?: HttpEdge;
   private grpc?: GrpcEdge;
   private stopping?: Promise<void>;
+  private watch?: EngineWatch;
 
   constructor(readonly options: ServerOptions) {
     this.service = new Service(options);
@@ -91,9 +105,29 @@ export class Server {
     const t0 = performance.now();
     const svc = this.service;
     svc.start();
-    const up = this.options.upstream;
+    const configured = this.options.upstream;
+    const up: UpstreamConfig | undefined = configured && { ...configured, vocab: configured.vocab ?? engineVocabulary(svc.encoding) };
     const kind = this.options.upstreamKind ?? "vllm";
-    const front = up ? new OpenAIFront(svc, createEngine(kind, up), up) : null;
+    const engine = up ? createEngine(kind, up) : null;
+    const front = up && engine ? new OpenAIFront(svc, engine, up) : null;
+    if (up && engine) {
+      const logger = svc.logger;
+      const watch = new EngineWatch(engine, up, {
+        log: (level, fields, message) => logger[level](fields, message),
+        up: (healthy) => svc.metrics.upstreamUp.set(healthy ? 1 : 0),
+        info: (labels) => {
+          svc.metrics.upstreamInfo.reset();
+          svc.metrics.upstreamInfo.set(labels, 1);
+        },
+      });
+      svc.addReadiness(
+        "upstream",
+        () => watch.ready(),
+        () => watch.detail(),
+      );
+      this.watch = watch;
+      watch.start();
+    }
     this.http = await startHttp(svc, front, this.options.host, this.options.port, this.options.access);
     if (this.options.grpcPort >= 0) this.grpc = await startGrpc(svc, this.options.host, this.options.grpcPort);
     const shared = svc.reasoning.shared ?? svc.responses.shared;
@@ -152,6 +186,7 @@ export class Server {
     this.stopping ??= (async () => {
       const svc = this.service;
       svc.withdrawReadiness();
+      this.watch?.stop();
       const delay = this.options.shutdownDelayMs ?? 0;
       if (delay > 0) {
         svc.logger.info({ shutdown_delay_ms: delay }, "not ready; serving until the drain");

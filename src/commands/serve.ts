@@ -69,7 +69,17 @@ export function resolveOptions(flags: ServeFlags, env: NodeJS.ProcessEnv): Serve
   const upstreamUrl = r.text("upstream");
   const reasoningField = r.text("reasoningField") as "reasoning" | "reasoning_content";
   return {
-    upstream: upstreamUrl === "" ? undefined : { url: upstreamUrl, idleTimeoutMs: r.int("upstreamTimeoutMs"), reasoningField },
+    upstream:
+      upstreamUrl === ""
+        ? undefined
+        : {
+            url: upstreamUrl,
+            idleTimeoutMs: r.int("upstreamTimeoutMs"),
+            reasoningField,
+            deadlineMs: r.int("upstreamDeadlineMs"),
+            apiKey: r.text("upstreamApiKey") || undefined,
+            readiness: r.text("upstreamReadiness") === "true",
+          },
     upstreamKind: r.text("upstreamKind") as EngineKind,
     host: r.text("host"),
     port: r.int("port"),

@@ -8,6 +8,7 @@ import { MAX_STORE_BYTES } from "../store/memory.js";
 import { connectionOptions, isStoreUrl } from "../store/redis.js";
 import { DEFAULT_COT_STORE, DEFAULT_LIMITS, DEFAULT_RESPONSE_STORE, DEFAULTS } from "../service/service.js";
 import { SERVER_DEFAULTS } from "../server.js";
+import { DEFAULT_UPSTREAM_DEADLINE_MS } from "../upstream/engine.js";
 import { ENGINE_KINDS } from "../upstream/index.js";
 
 /**
@@ -247,10 +248,36 @@ export const SETTINGS = [
     key: "upstreamTimeoutMs",
     flag: "--upstream-timeout-ms <n>",
     env: "HARMONY_UPSTREAM_TIMEOUT_MS",
-    help: "sidecar mode: end a request when the upstream is silent this long",
+    help: "sidecar mode: end a request when the upstream sends no event this long (SSE comments do not count)",
     default: 120_000,
     type: "int",
     min: 100,
+  },
+  {
+    key: "upstreamDeadlineMs",
+    flag: "--upstream-deadline-ms <n>",
+    env: "HARMONY_UPSTREAM_DEADLINE_MS",
+    help: "sidecar mode: end one request to the upstream after this long, whatever it sends",
+    default: DEFAULT_UPSTREAM_DEADLINE_MS,
+    type: "int",
+    min: 1000,
+  },
+  {
+    key: "upstreamApiKey",
+    flag: "--upstream-api-key <key>",
+    env: "HARMONY_UPSTREAM_API_KEY",
+    help: "sidecar mode: the engine's --api-key, sent as a bearer token on every request to it (proxied ones too) and by --upstream-kind auto's probe",
+    default: "",
+    type: "string",
+  },
+  {
+    key: "upstreamReadiness",
+    flag: "--upstream-readiness <bool>",
+    env: "HARMONY_UPSTREAM_READINESS",
+    help: "sidecar mode: /readyz also needs the engine's health check to answer 200, checked every 5 s (true in a pod beside the engine, false for a tier in front of a shared engine: docs/deploy.md)",
+    default: "false",
+    type: "string",
+    choices: ["true", "false"],
   },
   {
     key: "upstreamKind",

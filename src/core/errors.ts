@@ -132,15 +132,22 @@ export const HTTP_ERROR_CODES = {
   upstream_unreachable: "The upstream could not be reached (502).",
   upstream_error: "The upstream answered with an error, before or during the stream (its 4xx kept, else 502).",
   upstream_timeout: "The upstream sent nothing for --upstream-timeout-ms (504).",
-  upstream_bad_response: "The upstream answered with something that is not its streaming format, or past a size bound (502).",
+  upstream_bad_response:
+    "The upstream answered with something that is not its streaming format (ids outside the vocabulary, a choice it was not asked for, usage that is not counts), or past a size bound (502).",
   upstream_broken_stream: "The upstream's stream broke or ended without [DONE] (502).",
   bad_request_target: "The request target is not a path: absolute-form, authority-form, *, or a path starting with // (400).",
+  upstream_deadline: "One request to the upstream went on past --upstream-deadline-ms, whatever it sent meanwhile (504).",
+  upstream_unauthorized: "The upstream refused the sidecar's credentials (401 or 403): its --api-key needs --upstream-api-key (502).",
+  upstream_lost_tokens:
+    "The upstream's ids and text disagree in a way the text cannot repair (llama-server: ids held back inside a character that never completed) (502).",
+  parse_failed:
+    "The sidecar's own parser sessions refused or lost a generation's ops (503 at the memory budget or while draining, else 500); nothing of it is the upstream's.",
 } as const;
 
 export type HttpErrorCode = keyof typeof HTTP_ERROR_CODES;
 
 /** The upstream's failures, as the OpenAI front reports them. */
-export type UpstreamErrorCode = Extract<HttpErrorCode, `upstream_${string}` | "context_length_exceeded">;
+export type UpstreamErrorCode = Extract<HttpErrorCode, `upstream_${string}` | "context_length_exceeded" | "parse_failed">;
 
 /** WebSocket close codes the service ends a connection with (1002, 1007, 1008 and 1009 are sent by `ws` itself). */
 export const CLOSE_CODES = {

@@ -15,7 +15,16 @@ export interface Generation {
   /** Ends when every choice's stream has finished. */
   done: Promise<{ usage: UpstreamUsage | null; error: UpstreamError | null }>;
   abort(): void;
+  /**
+   * End one choice here, cleanly (the answer reached a stop string): the
+   * engine's later ids for it are not parsed, and once every choice has
+   * ended the request to the engine is aborted.
+   */
+  endChoice(choice: number): void;
 }
+
+/** The parser sessions' own refusals that are the server's state, not a bug: a 503. */
+const BUSY_CODES: ReadonlySet<string> = new Set(["over_budget", "shutting_down", "too_many_streams"]);
 
 /**
  * A tool call the request requires (`tool_choice` "required" or a named
@@ -75,19 +84,44 @@ export function generate(
   const allFinished = new Promise<void>((resolve) => {
     finishAll = resolve;
   });
+  // an op of ours the sessions refused (over budget, draining, a bug): the generation fails, never hangs or goes on short
+  let failure: UpstreamError | null = null;
+  const fail = (e: unknown) => {
+    if (failure !== null) return;
+    const err = isObj(e) ? e : {};
+    const code = typeof err.code === "string" ? err.code : "unknown";
+    const message = typeof err.message === "string" ? err.message : "";
+    failure = new UpstreamError(
+      BUSY_CODES.has(code) ? 503 : 500,
+      "parse_failed",
+      `the parser sessions refused the generation (${code}): ${message}`,
+    );
+    quiet = true;
+    ctrl.abort();
+    finishAll();
+  };
   names.forEach((name, choice) => {
     local.listen(name, (ev) => {
+      if (ev.error && (ev.error as Obj).code !== "worker_crashed") return fail(ev.error);
       const last = ev.done !== undefined || isClosing(ev.openai as Obj | undefined);
       if (!quiet) {
         if (ev.openai) onObject(choice, ev.openai as Obj, usage);
-        else if (ev.error && (ev.error as Obj).code === "worker_crashed") onObject(choice, { harmony_error: ev.error }, usage);
+        else if (ev.error) onObject(choice, { harmony_error: ev.error }, usage);
       }
       if (last && --pending === 0) finishAll();
     });
   });
+  local.onStray((ev) => {
+    if (ev.error) fail(ev.error);
+  });
   local.send(names.map((stream) => ({ open: { stream, ...open } })));
   // a choice's finish reason, applied when the upstream stream ends (after its usage chunk)
   const finished = new Map<number, string>();
+  // choices ended here (a stop string): nothing more of theirs is parsed
+  const stopped = new Set<number>();
+  // the engine's ids, every choice's, for a usage of our own when the engine gives none (aborted, or cut at its limit)
+  let counted = 0;
+  let injected = 0;
   /**
    * Stream one request's ids into the sessions. `hold`: a forced call's
    * first step, whose finish is decided after it (its ids are kept in it).
@@ -101,7 +135,8 @@ export function generate(
       const ops: Obj[] = [];
       for (const c of chunk.choices) {
         const name = names[c.index];
-        if (!name || finished.has(c.index)) continue;
+        if (!name || finished.has(c.index) || stopped.has(c.index)) continue;
+        counted += c.token_ids.length;
         if (c.token_ids.length > 0) {
           ops.push({ tokens: { stream: name, ids: c.token_ids } });
           onIds?.(c.index, c.token_ids, c.logprobs ?? null);
@@ -111,7 +146,7 @@ export function generate(
           if (c.finish_reason !== null) hold.finish = c.finish_reason;
         } else if (c.finish_reason !== null) finished.set(c.index, endReason(c.finish_reason));
       }
-      if (ops.length > 0) local.send(ops);
+      if (ops.length > 0) await sendSliced(local, ops);
       // hold the engine back (its body is not read) while the parser sessions or the client are behind
       for (let behind = local.whenFlowing() ?? opts.backpressure?.() ?? null; behind !== null;) {
         await behind;
@@ -127,7 +162,7 @@ export function generate(
         // step 1: the reasoning, from an analysis header on, to its <|end|>
         local.send([{ tokens: { stream: names[0], ids: force.prefix } }]);
         onIds?.(0, force.prefix, null);
-        let injected = force.prefix.length;
+        injected = force.prefix.length;
         const first = { ids: [] as number[], finish: null as string | null };
         const prompt = [...request.prompt, ...force.prefix];
         // the client's limit counts what the sidecar puts into the answer too
@@ -157,15 +192,47 @@ export function generate(
       if (!(e instanceof UpstreamError)) throw e;
       error = e;
     }
+    if (failure !== null) error = failure;
     // whatever did not finish: a broken or aborted generation ends cut short
     if (error && !upstreamAnswered) quiet = true;
     const cut = ctrl.signal.aborted || quiet ? "abort" : error ? "length" : "eos";
-    local.send(names.map((stream, i) => ({ close: { stream, reason: finished.get(i) ?? cut } })));
+    local.send(names.map((stream, i) => ({ close: { stream, reason: stopped.has(i) ? "eos" : (finished.get(i) ?? cut) } })));
     await allFinished;
     local.close();
-    return { usage, error };
+    if (usage === null && counted > 0) {
+      const completion = counted + injected;
+      usage = { prompt_tokens: request.prompt.length, completion_tokens: completion, total_tokens: request.prompt.length + completion };
+    }
+    return { usage, error: failure ?? error };
   })();
-  return { done, abort: () => ctrl.abort() };
+  const endChoice = (choice: number) => {
+    if (choice < 0 || choice >= n || stopped.has(choice)) return;
+    stopped.add(choice);
+    if (names.every((_, i) => stopped.has(i) || finished.has(i))) ctrl.abort();
+  };
+  return { done, abort: () => ctrl.abort(), endChoice };
+}
+
+/** Ids the sessions get at once from one engine chunk before the event loop has its turn (a frame is parsed on this thread). */
+const SLICE_IDS = 32_768;
+
+/**
+ * A chunk's ops into the sessions; a chunk of more than {@link SLICE_IDS} ids
+ * (an engine that sends 300,000 in one event) goes in slices, in order, with
+ * the event loop's turn between them, so that other requests (and /healthz)
+ * are not kept waiting behind it.
+ */
+async function sendSliced(local: LocalConnection, ops: Obj[]): Promise<void> {
+  let total = 0;
+  for (const op of ops) total += (op.tokens as { ids: number[] } | undefined)?.ids.length ?? 0;
+  if (total <= SLICE_IDS) return local.send(ops);
+  for (const op of ops) {
+    const t = op.tokens as { stream: string; ids: number[] };
+    for (let at = 0; at < t.ids.length; at += SLICE_IDS) {
+      local.send([{ tokens: { stream: t.stream, ids: t.ids.slice(at, at + SLICE_IDS) } }]);
+      await new Promise((r) => setImmediate(r));
+    }
+  }
 }
 
 /**

@@ -12,14 +12,23 @@ export class LocalConnection {
   private readonly conn: Connection;
   private readonly listeners = new Map<string, LocalListener>();
   private n = 0;
+  private stray: LocalListener | null = null;
+  private readonly maxIds: number;
+  private readonly maxOps: number;
 
   constructor(service: Service, tenant: string) {
+    this.maxIds = service.limits.maxIdsPerFrame;
+    this.maxOps = service.limits.maxOpsPerFrame;
     const transport: Transport = {
       kind: "http",
       send: (frame, done) => {
         const text = typeof frame === "string" ? frame : Buffer.from(frame).toString("utf8");
         const { events } = JSON.parse(text) as { events: Record<string, unknown>[] };
-        for (const ev of events) this.listeners.get(ev.stream as string)?.(ev);
+        for (const ev of events) {
+          const listener = this.listeners.get(ev.stream as string);
+          if (listener) listener(ev);
+          else this.stray?.(ev); // a frame's own error (its stream named "") or a stream no longer listened to
+        }
         done();
       },
       // the connection's own flow control (frames in flight): the sender waits on whenFlowing()
@@ -58,8 +67,43 @@ export class LocalConnection {
     this.listeners.delete(stream);
   }
 
+  /** Events no listener takes: a frame's own errors, which would otherwise go nowhere. */
+  onStray(listener: LocalListener): void {
+    this.stray = listener;
+  }
+
+  /**
+   * Send ops in as many frames as the limits need: at most `maxOpsPerFrame`
+   * ops and `maxIdsPerFrame` ids a frame, a tokens op with more ids split
+   * across frames (in order, so the stream sees the same ids), never one
+   * frame the connection would refuse whole.
+   */
   send(ops: unknown[]): void {
-    this.conn.onFrame(JSON.stringify({ ops }));
+    let frame: unknown[] = [];
+    let ids = 0;
+    const flush = () => {
+      if (frame.length === 0) return;
+      this.conn.onFrame(JSON.stringify({ ops: frame }));
+      frame = [];
+      ids = 0;
+    };
+    for (const op of ops) {
+      const tokens = (op as { tokens?: { stream: string; ids: number[] } }).tokens;
+      if (tokens === undefined || !Array.isArray(tokens.ids) || tokens.ids.length <= this.maxIds - ids) {
+        if (frame.length >= this.maxOps) flush();
+        frame.push(op);
+        if (tokens !== undefined && Array.isArray(tokens.ids)) ids += tokens.ids.length;
+        continue;
+      }
+      for (let at = 0; at < tokens.ids.length;) {
+        if (ids >= this.maxIds || frame.length >= this.maxOps) flush();
+        const part = tokens.ids.slice(at, at + this.maxIds - ids);
+        frame.push({ tokens: { ...tokens, ids: part } });
+        ids += part.length;
+        at += part.length;
+      }
+    }
+    flush();
   }
 
   close(): void {

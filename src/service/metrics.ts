@@ -25,6 +25,12 @@ export interface Metrics {
   answerChecks: Counter<"outcome">;
   /** Errors nothing handled, caught by the serve command's last-resort handlers (kind: rejection, exception). */
   uncaught: Counter<"kind">;
+  /** Scrapes whose engine series were left out, by why (src/upstream/metrics.ts). */
+  upstreamMetricsSkipped: Counter<"reason">;
+  /** 1 while the engine's health check answers 200, 0 while it does not (sidecar mode). */
+  upstreamUp: Gauge;
+  /** 1 for what the engine serves: its kind, version, model, and whether that is a Harmony model. */
+  upstreamInfo: Gauge<"kind" | "version" | "model" | "harmony">;
   /**
    * Hot-path counts (per frame, per batch): plain additions, folded into the
    * prom-client counters when they are read (a scrape), so a frame does not
@@ -138,6 +144,23 @@ export function createMetrics(): Metrics {
       name: "harmony_uncaught_errors_total",
       help: "Errors nothing handled (a bug), caught by the last-resort handlers and logged while the process goes on serving (kind: rejection, exception)",
       labelNames: ["kind"],
+      registers: [registry],
+    }),
+    upstreamMetricsSkipped: new Counter({
+      name: "harmony_upstream_metrics_skipped_total",
+      help: "Scrapes of /metrics that left the engine's series out (reason: unreachable, status, too_large, not_exposition, name_clash)",
+      labelNames: ["reason"],
+      registers: [registry],
+    }),
+    upstreamUp: new Gauge({
+      name: "harmony_upstream_up",
+      help: "1 while the engine's health check answers 200, 0 while it does not (sidecar mode)",
+      registers: [registry],
+    }),
+    upstreamInfo: new Gauge({
+      name: "harmony_upstream_info",
+      help: "What the engine serves (1): its kind, version, model, and whether the model is a Harmony model (gpt-oss)",
+      labelNames: ["kind", "version", "model", "harmony"],
       registers: [registry],
     }),
     countFrame(transport) {

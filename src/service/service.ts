@@ -219,6 +219,7 @@ export class Service implements ConnectionHost {
   private stopping = false;
   /** Readiness withdrawn (a SIGTERM): /readyz and gRPC health say not ready while connections are still served. */
   private unready = false;
+  private readonly readinessParts: { name: string; ready: () => boolean; detail: () => Record<string, unknown> }[] = [];
   private idleTimer?: NodeJS.Timeout;
 
   constructor(readonly options: ServiceOptions) {
@@ -275,8 +276,27 @@ export class Service implements ConnectionHost {
     this.checker = new AnswerChecker(this.options.checkDeadlineMs);
   }
 
+  /** The service itself is ready (every worker up, not draining): gRPC health, and the start of /readyz. */
   ready(): boolean {
     return !this.stopping && !this.unready && this.pool?.ready() === true;
+  }
+
+  /**
+   * Another condition of `/readyz` (sidecar mode: the engine, when
+   * `--upstream-readiness` is on), with what `/readyz` says of it under
+   * `name`. gRPC health does not wait on it: a pod's startup probe must not
+   * wait on the engine a native sidecar starts before.
+   */
+  addReadiness(name: string, ready: () => boolean, detail: () => Record<string, unknown>): void {
+    this.readinessParts.push({ name, ready, detail });
+  }
+
+  /** What `/readyz` answers: whether it is ready (the service, and each added condition), `status`, each condition's detail. */
+  readiness(): { ready: boolean; body: Record<string, unknown> } {
+    const ready = this.ready() && this.readinessParts.every((p) => p.ready());
+    const body: Record<string, unknown> = { status: ready ? "ready" : "not ready" };
+    for (const p of this.readinessParts) body[p.name] = p.detail();
+    return { ready, body };
   }
 
   /**

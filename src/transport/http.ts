@@ -20,7 +20,8 @@ import { CLOSE_CODES, type HttpErrorCode } from "../core/errors.js";
 import { frontRoute, type FrontRoute, type OpenAIFront } from "./openai-front.js";
 import { Access, OPEN_ACCESS, type AccessPolicy } from "./access.js";
 import { closeInspect, handleInspect, handleParse, inspectRoute, PARSE_PATH } from "./inspect.js";
-import { proxy, upstreamMetrics } from "./proxy.js";
+import { engineSeries } from "./engine-metrics.js";
+import { proxy } from "./proxy.js";
 import { readTarget } from "./target.js";
 import { readJson, sendJson as json } from "./respond.js";
 
@@ -114,7 +115,10 @@ export async function startHttp(
     const url = target.url;
     // probes stay open whatever sends them
     if (url.pathname === "/healthz") return json(res, 200, { status: "ok" });
-    if (url.pathname === "/readyz") return svc.ready() ? json(res, 200, { status: "ready" }) : json(res, 503, { status: "not ready" });
+    if (url.pathname === "/readyz") {
+      const r = svc.readiness();
+      return json(res, r.ready ? 200 : 503, r.body);
+    }
     const refusal = access.check(req);
     if (refusal) return refuse(res, refusal.status, refusal.code, refusal.message);
     if (url.pathname === RENDER_PATH) return render(req, res);
@@ -129,8 +133,10 @@ export async function startHttp(
         if (!policy.publicMetrics && !svc.authorized(req.headers.authorization)) {
           return refuse(res, 401, "unauthorized", "a valid bearer token is required (or start with --public-metrics true)");
         }
-        // in sidecar mode the upstream's series (vllm:*) come first, then the sidecar's own
-        Promise.all([front ? upstreamMetrics(front.url, METRICS_TIMEOUT_MS) : "", svc.metrics.registry.metrics()])
+        // in sidecar mode the engine's series (vllm:*) come first when they are valid Prometheus text, then the sidecar's own
+        // (the engine's first: a skip is counted in the same scrape that leaves it out)
+        (front ? engineSeries(svc, front, METRICS_TIMEOUT_MS) : Promise.resolve(""))
+          .then(async (theirs) => [theirs, await svc.metrics.registry.metrics()] as const)
           .then(([theirs, ours]) => {
             res.writeHead(200, { "content-type": svc.metrics.registry.contentType });
             res.end(theirs + ours);
@@ -152,7 +158,7 @@ export async function startHttp(
     if (!OPEN_UPSTREAM_PATHS.has(path) && !svc.authorized(req.headers.authorization)) {
       return refuse(res, 401, "unauthorized", "a valid bearer token is required");
     }
-    proxy(req, res, front!.url, front!.timeoutMs, forward).catch((e: unknown) => internal(res, e, path));
+    proxy(req, res, front!.url, front!.timeoutMs, forward, front!.cfg.apiKey).catch((e: unknown) => internal(res, e, path));
   }
 
   /** The OpenAI-compatible front (sidecar mode, with --upstream). */

@@ -20,6 +20,7 @@ import {
   type HarmonyPiece,
 } from "../openai/request.js";
 import { checkSampling } from "../openai/sampling.js";
+import { StopStrings } from "../openai/stop.js";
 import {
   chatUsage,
   continuedInput,
@@ -252,8 +253,8 @@ export function frontRoute(path: string): FrontRoute | null {
 export class OpenAIFront {
   constructor(
     private readonly svc: Service,
-    private readonly engine: Engine,
-    private readonly cfg: UpstreamConfig,
+    readonly engine: Engine,
+    readonly cfg: UpstreamConfig,
   ) {}
 
   /** The configured upstream URL. */
@@ -342,6 +343,8 @@ async function handleChat(
   // response_format (already checked by the render): each choice's streamed answer, to check at the end
   const format = answerFormat(request);
   if (format !== null) svc.warmChecker();
+  // `stop`: each choice's answer ends before its first stop string (src/openai/stop.ts); the engine is never asked
+  const stops = StopStrings.of(request.stop) ? Array.from({ length: n }, () => StopStrings.of(request.stop)!) : null;
   const streamed: (string | null)[] = Array.from({ length: n }, () => null);
   const called: boolean[] = Array.from({ length: n }, () => false);
   // calls dropped where none were allowed, by choice: said in the answer
@@ -372,6 +375,27 @@ async function handleChat(
           delete c.delta.reasoning;
           delete c.delta.reasoning_content;
         }
+      }
+      const stop = stops?.[choice];
+      if (stop) {
+        // after the stop string nothing of the answer goes out; the parser's reasoning count still does
+        if (stop.stopped && !(chunk.harmony && !chunk.harmony.tool_call_end)) return;
+        for (const c of chunk.choices) {
+          if (stop.stopped) break;
+          if (c.delta.content) c.delta.content = stop.push(c.delta.content);
+          if (stop.stopped) {
+            delete c.delta.tool_calls;
+            c.finish_reason = "stop";
+            gen.endChoice(choice);
+          } else if (c.finish_reason || c.delta.tool_calls) {
+            // the answer's text ends here (a call follows, or the choice ends): what was held goes out first
+            const rest = stop.flush();
+            if (rest) c.delta.content = (c.delta.content ?? "") + rest;
+          }
+          if (c.delta.content === "") delete c.delta.content;
+        }
+        if (!chunk.harmony && chunk.choices.length > 0 && chunk.choices.every((c) => Object.keys(c.delta).length === 0 && !c.finish_reason))
+          return; // all of it held back for now
       }
       if (
         !includeReasoning &&

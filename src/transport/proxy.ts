@@ -3,9 +3,8 @@
  * llm-d and KServe lay it out) every path the sidecar does not serve itself
  * goes to the upstream unchanged: `/health`, `/tokenize`, `/v1/completions`,
  * `/v1/embeddings`, … streaming included, with the client's headers less
- * the hop-by-hop ones (RFC 9110 §7.6.1). And `/metrics` serves the
- * upstream's metrics (the `vllm:*` series routers and endpoint pickers
- * scrape) followed by the sidecar's own.
+ * the hop-by-hop ones (RFC 9110 §7.6.1). (`/metrics`, the engine's series
+ * ahead of the sidecar's, is ./engine-metrics.ts.)
  */
 import type http from "node:http";
 import { pipeline } from "node:stream/promises";
@@ -42,7 +41,9 @@ function forwardable(headers: http.IncomingHttpHeaders | Record<string, string |
  * Send a request on to the upstream at `base` and stream its answer back; a
  * failure is a 502 (or ends a started answer). `path` is the target as the
  * edge read it (./target.ts: the path its authorization was decided by),
- * never the raw `req.url`.
+ * never the raw `req.url`. With the engine's key (`--upstream-api-key`) it
+ * replaces the client's Authorization, which is the sidecar's token when
+ * there is one.
  */
 export async function proxy(
   req: http.IncomingMessage,
@@ -50,6 +51,7 @@ export async function proxy(
   base: string,
   timeoutMs: number,
   path: string,
+  apiKey?: string,
 ): Promise<void> {
   const target = base.replace(/\/+$/, "") + path;
   const ctrl = new AbortController();
@@ -60,7 +62,7 @@ export async function proxy(
     const hasBody = req.method !== "GET" && req.method !== "HEAD";
     const up = await request(target, {
       method: (req.method ?? "GET") as "GET",
-      headers: forwardable(req.headers),
+      headers: apiKey ? { ...forwardable(req.headers), authorization: `Bearer ${apiKey}` } : forwardable(req.headers),
       body: hasBody ? req : null,
       signal: ctrl.signal,
       headersTimeout: timeoutMs,
@@ -77,17 +79,5 @@ export async function proxy(
     const body = JSON.stringify({ error: { message, type: "upstream_error", param: null, code: "upstream_unreachable" } });
     res.writeHead(502, { "content-type": "application/json", "content-length": Buffer.byteLength(body) });
     res.end(body);
-  }
-}
-
-/** The upstream's `/metrics` text, or a comment saying why there is none (within `timeoutMs`). */
-export async function upstreamMetrics(base: string, timeoutMs: number): Promise<string> {
-  try {
-    const up = await request(base.replace(/\/+$/, "") + "/metrics", { signal: AbortSignal.timeout(timeoutMs) });
-    const text = await up.body.text();
-    if (up.statusCode !== 200) return `# the upstream's /metrics answered ${up.statusCode}\n`;
-    return text.endsWith("\n") ? text : text + "\n";
-  } catch (e) {
-    return `# the upstream's /metrics could not be read: ${(e as Error).message.replace(/\s+/g, " ").slice(0, 200)}\n`;
   }
 }

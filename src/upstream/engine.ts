@@ -5,15 +5,50 @@
  * (vLLM today: ./vllm.ts); the front sees only this interface.
  */
 import type { UpstreamErrorCode } from "../core/errors.js";
+import type { VocabTable } from "../core/vocab.js";
+
+/** The engines the sidecar speaks to. */
+export type ConcreteEngineKind = "vllm" | "sglang" | "trtllm" | "llamacpp";
 
 /** How to reach the upstream engine (sidecar mode, `serve --upstream`). */
 export interface UpstreamConfig {
   url: string;
-  /** No byte from the upstream for this long ends the request. */
+  /** No event (SSE comments do not count) from the upstream for this long ends the request. */
   idleTimeoutMs: number;
   /** Reasoning field of chat deltas unless the request says otherwise. */
   reasoningField: "reasoning" | "reasoning_content";
+  /** The engine's `--api-key`, sent as `Authorization: Bearer …` on every request to it (`--upstream-api-key`). */
+  apiKey?: string;
+  /** One request to the engine ends after this long, whatever it sends (default {@link DEFAULT_UPSTREAM_DEADLINE_MS}). */
+  deadlineMs?: number;
+  /** /readyz also needs the engine's health check to answer 200 (`--upstream-readiness`); gRPC health does not. */
+  readiness?: boolean;
+  /** How often the engine's health is checked while readiness follows it (default {@link DEFAULT_HEALTH_INTERVAL_MS}). */
+  healthIntervalMs?: number;
+  /**
+   * The vocabulary the ids are checked against, and (llama-server) the text
+   * of held ids re-encoded with; without it ids are checked against
+   * o200k_harmony's size and no text is re-encoded.
+   */
+  vocab?: EngineVocabulary;
 }
+
+/** What the engines need of the vocabulary: its table, and text (specials written out as themselves) to ids. */
+export interface EngineVocabulary {
+  table: VocabTable;
+  /** Ids at and above this are specials. */
+  firstSpecial: number;
+  /** The named specials, by literal text. */
+  specials: Readonly<Record<string, number>>;
+  encode(text: string): number[];
+  encodeOrdinary(text: string): number[];
+}
+
+/** How long one request to the engine may last in all (30 min: a long answer at a slow engine's pace). */
+export const DEFAULT_UPSTREAM_DEADLINE_MS = 30 * 60_000;
+
+/** How often the engine's health is read while /readyz follows it. */
+export const DEFAULT_HEALTH_INTERVAL_MS = 5000;
 
 export interface UpstreamChoice {
   index: number;
@@ -74,10 +109,16 @@ export interface CompletionRequest {
 }
 
 export interface Engine {
-  /** Stream a completion; yields each chunk of generated ids. Throws {@link UpstreamError}; ends quietly when `signal` aborts. */
+  /**
+   * Stream a completion; yields each chunk of generated ids (each id checked,
+   * each choice cut at the token limit asked, then `length`). Throws
+   * {@link UpstreamError}; ends quietly when `signal` aborts.
+   */
   complete(request: CompletionRequest, signal: AbortSignal): AsyncGenerator<UpstreamChunk>;
   /** The engine's model list, passed through as it answered. */
   models(): Promise<{ status: number; body: string }>;
+  /** Which engine this is (`auto`: probed on first use; null while nothing answers). */
+  kind(): Promise<ConcreteEngineKind | null>;
 }
 
 /**
@@ -99,17 +140,12 @@ export function stopIds(r: CompletionRequest): readonly number[] {
   return r.stopIds && r.stopIds.length > 0 ? [...HARMONY_STOP_IDS, ...r.stopIds] : HARMONY_STOP_IDS;
 }
 
-/** The OpenAI sampling fields the OpenAI-style engines (vLLM, SGLang, trtllm-serve) take as they are. */
-export const OPENAI_SAMPLING_FIELDS: readonly string[] = Object.freeze([
-  "temperature",
-  "top_p",
-  "top_k",
-  "min_p",
-  "seed",
-  "stop",
-  "presence_penalty",
-  "frequency_penalty",
-  "repetition_penalty",
-  "logit_bias",
-  "user",
-]);
+/** An engine's 401 or 403: the sidecar's key is missing or wrong, whatever the client sent. */
+export function unauthorized(status: number, where: string): UpstreamError {
+  return new UpstreamError(
+    502,
+    "upstream_unauthorized",
+    `the upstream answered ${status} to ${where}: start the sidecar with --upstream-api-key (HARMONY_UPSTREAM_API_KEY) set to the engine's --api-key`,
+    status,
+  );
+}

@@ -13,16 +13,23 @@
  * again on the next request.
  */
 import { isObj, parseJson } from "../core/json.js";
-import type { CompletionRequest, Engine, UpstreamChunk, UpstreamConfig } from "./engine.js";
+import {
+  unauthorized,
+  type CompletionRequest,
+  type ConcreteEngineKind,
+  type Engine,
+  type UpstreamChunk,
+  type UpstreamConfig,
+} from "./engine.js";
 import { LlamacppEngine } from "./llamacpp.js";
-import { getJsonObject, getText } from "./sse.js";
+import { getText, type GetOptions } from "./sse.js";
 import { SglangEngine } from "./sglang.js";
 import { TrtllmEngine } from "./trtllm.js";
 import { VllmEngine } from "./vllm.js";
 
+export type { ConcreteEngineKind } from "./engine.js";
 export const ENGINE_KINDS = ["vllm", "sglang", "trtllm", "llamacpp", "auto"] as const;
 export type EngineKind = (typeof ENGINE_KINDS)[number];
-export type ConcreteEngineKind = Exclude<EngineKind, "auto">;
 
 export function isEngineKind(v: unknown): v is EngineKind {
   return typeof v === "string" && (ENGINE_KINDS as readonly string[]).includes(v);
@@ -51,28 +58,40 @@ const OWNERS: Readonly<Record<string, ConcreteEngineKind>> = {
   llamacpp: "llamacpp",
 };
 
-/** Which engine serves `cfg.url`; null when the upstream could not be reached at all. */
-export async function probeEngineKind(cfg: UpstreamConfig): Promise<ConcreteEngineKind | null> {
+/**
+ * Which engine serves `cfg.url`; null when the upstream could not be reached
+ * at all; "unauthorized" when it refused the sidecar's key (or its lack of
+ * one) on every probe that could tell (an engine started with `--api-key`).
+ */
+export async function probeEngineKind(cfg: UpstreamConfig): Promise<ConcreteEngineKind | "unauthorized" | null> {
   const timeout = cfg.idleTimeoutMs;
+  const opts: GetOptions = { apiKey: cfg.apiKey, maxBytes: 1024 * 1024 };
   let reached = false;
-  try {
-    const r = await getText(cfg.url, "/v1/models", timeout);
-    reached = true;
-    if (r.status === 200) {
+  let refused = false;
+  const get = async (path: string): Promise<Record<string, unknown> | null> => {
+    try {
+      const r = await getText(cfg.url, path, timeout, opts);
+      reached = true;
+      if (r.status === 401 || r.status === 403) refused = true;
+      if (r.status !== 200) return null;
       const parsed = parseJson(r.body);
-      const data = parsed.ok && isObj(parsed.value) && Array.isArray(parsed.value.data) ? (parsed.value.data as unknown[]) : [];
-      const owner = data.length > 0 && isObj(data[0]) ? data[0].owned_by : undefined;
-      if (typeof owner === "string" && OWNERS[owner]) return OWNERS[owner];
+      return parsed.ok && isObj(parsed.value) ? (parsed.value as Record<string, unknown>) : null;
+    } catch {
+      return null; // not reachable, or an answer past its bound: the next probes tell
     }
-  } catch {
-    // not reachable, or an answer past its bound: the next probes tell
-  }
-  const props = await getJsonObject(cfg.url, "/props", timeout);
+  };
+  const models = await get("/v1/models");
+  const data = models && Array.isArray(models.data) ? (models.data as unknown[]) : [];
+  const owner = data.length > 0 && isObj(data[0]) ? data[0].owned_by : undefined;
+  if (typeof owner === "string" && OWNERS[owner]) return OWNERS[owner];
+  const props = await get("/props");
   if (props && isObj(props.default_generation_settings)) return "llamacpp";
-  if (await getJsonObject(cfg.url, "/get_model_info", timeout)) return "sglang";
-  if (!reached && props === null) {
+  if (await get("/get_model_info")) return "sglang";
+  // an engine with --api-key refuses the model list: which one it is cannot be told, and nothing would work anyway
+  if (refused) return "unauthorized";
+  if (!reached) {
     // nothing answered: maybe not up yet
-    const again = await getText(cfg.url, "/", timeout).then(
+    const again = await getText(cfg.url, "/", timeout, opts).then(
       () => true,
       () => false,
     );
@@ -81,22 +100,26 @@ export async function probeEngineKind(cfg: UpstreamConfig): Promise<ConcreteEngi
   return "vllm";
 }
 
-/** `--upstream-kind auto`: probes once (again while the upstream cannot be reached), then delegates. */
+/** `--upstream-kind auto`: probes once (again while the upstream cannot be reached or refuses the key), then delegates. */
 export class AutoEngine implements Engine {
   private found: Promise<Engine> | null = null;
   /** The kind the probe found, once it did. */
-  kind: ConcreteEngineKind | null = null;
+  private probed: ConcreteEngineKind | null = null;
 
   constructor(private readonly cfg: UpstreamConfig) {}
 
   /** The engine behind `auto`, probing when not known yet. */
   engine(): Promise<Engine> {
     this.found ??= probeEngineKind(this.cfg).then((kind) => {
+      if (kind === "unauthorized") {
+        this.found = null;
+        throw unauthorized(401, "GET /v1/models (probing --upstream-kind auto)");
+      }
       if (kind === null) {
         this.found = null;
         return new VllmEngine(this.cfg); // this once; probe again next time
       }
-      this.kind = kind;
+      this.probed = kind;
       return createEngine(kind, this.cfg);
     });
     return this.found;
@@ -109,5 +132,10 @@ export class AutoEngine implements Engine {
 
   async models(): Promise<{ status: number; body: string }> {
     return (await this.engine()).models();
+  }
+
+  async kind(): Promise<ConcreteEngineKind | null> {
+    if (this.probed === null) await this.engine().catch(() => null);
+    return this.probed;
   }
 }

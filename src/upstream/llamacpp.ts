@@ -31,54 +31,35 @@
  *
  * `/completion` makes one completion per request here: `n` > 1 is refused with a 400
  * (older builds ignore `n`; `n_cmpl` needs as many server slots).
+ *
+ * Ids held inside a split character (`process_token`: while `generated_text` ends
+ * inside a UTF-8 character no partial is sent, and the next partial's `tokens` holds
+ * only its own id while its `content` holds the text of every id since the last one
+ * sent): the partial's `tokens_predicted` (n_decoded) says how many ids it stands for.
+ * When that is more than it carries, the ids are taken from its text instead, which
+ * holds them whole: the request asks for Harmony's specials as text
+ * (`preserved_tokens`; server-task.cpp `params_from_json_cmpl`, and the server's
+ * `accept_special_token`), so a special held with them is in the text too. A build
+ * that writes no special's text (no `preserved_tokens`) has its text re-encoded as
+ * ordinary text, taken only when it makes exactly as many ids as were held. Text that
+ * does not end with the partial's own id, or ids held until the end (a character the
+ * stream ended inside of: the final chunk's `tokens_predicted` is more than the
+ * partials carried), cannot be given back: a 502 `upstream_lost_tokens`, never an
+ * answer with characters missing.
  */
 import { isObj } from "../core/json.js";
-import { logprobsRefused, UpstreamError, type CompletionRequest, type Engine, type UpstreamChunk, type UpstreamConfig } from "./engine.js";
+import {
+  unauthorized,
+  UpstreamError,
+  type CompletionRequest,
+  type Engine,
+  type EngineVocabulary,
+  type UpstreamChunk,
+  type UpstreamConfig,
+} from "./engine.js";
+import { checkIds, checkUsage, ChoiceLimits, vocabSize } from "./read.js";
+import { ENGINE_RULES, engineRequest } from "./request.js";
 import { getJsonObject, getText, postSse } from "./sse.js";
-
-/** Sampling fields of an OpenAI request, by llama.cpp's name for them. */
-const PASSTHROUGH: Readonly<Record<string, string>> = {
-  temperature: "temperature",
-  top_p: "top_p",
-  top_k: "top_k",
-  min_p: "min_p",
-  seed: "seed",
-  presence_penalty: "presence_penalty",
-  frequency_penalty: "frequency_penalty",
-  repetition_penalty: "repeat_penalty",
-  logit_bias: "logit_bias",
-};
-
-/** The `/completion` body; `nCtx` is the slot's context from `/props`, when known. */
-export function llamacppBody(r: CompletionRequest, nCtx: number | null): Record<string, unknown> {
-  if (r.n !== 1) {
-    throw new UpstreamError(
-      400,
-      "upstream_error",
-      "n must be 1 with a llama.cpp upstream: its /completion makes one completion per request",
-    );
-  }
-  const body: Record<string, unknown> = { prompt: r.prompt, stream: true, return_tokens: true };
-  const room = nCtx === null ? null : nCtx - r.prompt.length;
-  if (room !== null && room < 1) {
-    throw new UpstreamError(400, "context_length_exceeded", `the prompt has ${r.prompt.length} tokens; the model's context is ${nCtx}`);
-  }
-  if (typeof r.maxTokens === "number") {
-    if (room !== null && r.maxTokens > room) {
-      throw new UpstreamError(
-        400,
-        "context_length_exceeded",
-        `the prompt has ${r.prompt.length} tokens and ${r.maxTokens} more were asked for; the model's context is ${nCtx} tokens`,
-      );
-    }
-    body.n_predict = r.maxTokens;
-  } else if (room !== null) body.n_predict = room;
-  for (const [from, to] of Object.entries(PASSTHROUGH)) if (r.client[from] !== undefined) body[to] = r.client[from];
-  const stop = r.client.stop;
-  if (typeof stop === "string") body.stop = [stop];
-  else if (Array.isArray(stop)) body.stop = stop;
-  return body;
-}
 
 /** How a final chunk ended, in the finish reasons generate.ts knows. */
 export function llamacppFinish(c: Record<string, unknown>): string {
@@ -90,18 +71,78 @@ export function llamacppFinish(c: Record<string, unknown>): string {
   return "abort";
 }
 
-const NO_IDS = "upstream does not return token ids; a llama-server whose /completion takes return_tokens is needed";
+function lost(message: string): UpstreamError {
+  return new UpstreamError(502, "upstream_lost_tokens", `llama-server ${message}`);
+}
+
+/** The bytes an id's piece has in `content`: its own, or a special's name (or nothing, when specials are not written out). */
+function pieceBytes(vocab: EngineVocabulary, id: number, specialsAsText: boolean): Buffer {
+  const t = vocab.table;
+  if (id >= vocab.firstSpecial && !specialsAsText) return Buffer.alloc(0);
+  return Buffer.from(t.bytes.buffer, t.bytes.byteOffset + t.offsets[id]!, t.offsets[id + 1]! - t.offsets[id]!);
+}
+
+/**
+ * The ids of llama-server's partial chunks, those it held inside a split
+ * character included (taken from the text that carries them).
+ */
+export class PartialIds {
+  /** Whether the server writes a special's text into `content` (learnt from the first special seen alone). */
+  private specialsAsText: boolean | null = null;
+  /** `tokens_predicted` of the last partial: the ids accounted for (null: the partials say none). */
+  private predicted: number | null = null;
+
+  constructor(private readonly vocab: EngineVocabulary | undefined) {}
+
+  /** One partial: its ids (checked), its text, its `tokens_predicted`; the ids to parse, and how many of the engine's they stand for. */
+  read(ids: number[], content: string, predicted: unknown): { ids: number[]; stands: number } {
+    let held = 0;
+    if (typeof predicted === "number" && Number.isSafeInteger(predicted)) {
+      held = predicted - (this.predicted ?? 0) - ids.length;
+      this.predicted = Math.max(this.predicted ?? 0, predicted);
+    }
+    const v = this.vocab;
+    if (v && held <= 0 && ids.length === 1 && ids[0]! >= v.firstSpecial && this.specialsAsText === null) {
+      // a special alone: its text in content, or nothing
+      if (content !== "") this.specialsAsText = content === pieceBytes(v, ids[0]!, true).toString("latin1");
+      else this.specialsAsText = false;
+    }
+    if (held <= 0) return { ids, stands: ids.length }; // every id is here: the ids are the answer, whatever the text
+    if (!v) throw lost(`held back ${held} ids inside a split character, and no vocabulary is configured to read them from the text`);
+    const text = Buffer.from(content, "utf8");
+    const asText = this.specialsAsText !== false;
+    const own = Buffer.concat(ids.map((id) => pieceBytes(v, id, asText)));
+    if (text.length < own.length || !text.subarray(text.length - own.length).equals(own)) {
+      throw lost(`held back ${held} ids, and the text it sent for them does not end with the id it sent (${ids.join(", ")})`);
+    }
+    const stands = held + ids.length;
+    if (asText) return { ids: v.encode(content), stands };
+    const again = v.encodeOrdinary(content);
+    if (again.length !== held + ids.length) {
+      throw lost(`held back ${held} ids, and its text (which writes out no special) makes ${again.length} ids, not ${held + ids.length}`);
+    }
+    return { ids: again, stands };
+  }
+
+  /** The final chunk's `tokens_predicted`, less the ids it carries itself: more than the partials gave is ids lost. */
+  end(predicted: unknown, carried: number): void {
+    if (this.predicted === null || typeof predicted !== "number" || !Number.isSafeInteger(predicted)) return;
+    const missing = predicted - this.predicted - carried;
+    if (missing > 0) throw lost(`ended with ${missing} ids held back inside a character it never finished, and never sent`);
+  }
+}
 
 export class LlamacppEngine implements Engine {
+  private readonly rules = ENGINE_RULES.llamacpp;
   private nCtx: Promise<number | null> | null = null;
 
   constructor(private readonly cfg: UpstreamConfig) {}
 
   /** The slot's context, read once from `/props` (again after a failed read). */
   private contextSize(): Promise<number | null> {
-    this.nCtx ??= getJsonObject(this.cfg.url, "/props", this.cfg.idleTimeoutMs).then((p) => {
+    this.nCtx ??= getJsonObject(this.cfg.url, "/props", this.cfg.idleTimeoutMs, { apiKey: this.cfg.apiKey }).then((p) => {
       const s = p && isObj(p.default_generation_settings) ? p.default_generation_settings : null;
-      return s && typeof s.n_ctx === "number" && s.n_ctx > 0 ? s.n_ctx : null;
+      return s && typeof s.n_ctx === "number" && Number.isSafeInteger(s.n_ctx) && s.n_ctx > 0 ? s.n_ctx : null;
     });
     return this.nCtx.then((n) => {
       if (n === null) this.nCtx = null;
@@ -110,38 +151,45 @@ export class LlamacppEngine implements Engine {
   }
 
   async *complete(request: CompletionRequest, signal: AbortSignal): AsyncGenerator<UpstreamChunk> {
-    if (request.logprobs !== undefined) throw logprobsRefused("llamacpp");
-    if (request.stopIds && request.stopIds.length > 0) {
-      throw new UpstreamError(
-        400,
-        "upstream_error",
-        "llama-server's /completion takes no stop token ids, which tool_choice \"required\" or a named function needs (the call is put into the prompt after the model's reasoning): not supported with --upstream-kind llamacpp",
-      );
-    }
-    const body = llamacppBody(request, await this.contextSize());
+    const er = engineRequest(this.rules, request, { ids: [], context: await this.contextSize() });
+    const size = vocabSize(this.cfg);
+    const limits = new ChoiceLimits(1, er.limit);
+    const partials = new PartialIds(this.cfg.vocab);
     let got = 0;
     let ended = false;
-    const opts = { baseUrl: this.cfg.url, idleTimeoutMs: this.cfg.idleTimeoutMs, signal, done: false };
-    for await (const c of postSse("/completion", body, opts)) {
+    const opts = {
+      baseUrl: this.cfg.url,
+      idleTimeoutMs: this.cfg.idleTimeoutMs,
+      deadlineMs: this.cfg.deadlineMs,
+      apiKey: this.cfg.apiKey,
+      signal,
+      done: false,
+    };
+    for await (const c of postSse(er.path, er.body, opts)) {
       if (ended) continue;
       const content = typeof c.content === "string" ? c.content : "";
-      const tokens = Array.isArray(c.tokens) ? (c.tokens as number[]) : null;
+      const tokens = c.tokens === undefined || c.tokens === null ? null : checkIds(c.tokens, size);
       if (c.stop === true) {
         ended = true;
         // the final chunk repeats every token in older builds: only what was not streamed yet counts
         const rest = tokens ? tokens.slice(got) : [];
-        if (got === 0 && rest.length === 0 && content !== "") throw new UpstreamError(502, "upstream_bad_response", NO_IDS);
+        if (got === 0 && rest.length === 0 && content !== "") throw new UpstreamError(502, "upstream_bad_response", this.rules.noIds);
+        partials.end(c.tokens_predicted, rest.length);
         const prompt = typeof c.tokens_evaluated === "number" ? c.tokens_evaluated : request.prompt.length;
         const completion = typeof c.tokens_predicted === "number" ? c.tokens_predicted : got + rest.length;
-        yield {
-          choices: [{ index: 0, token_ids: rest, finish_reason: llamacppFinish(c) }],
-          usage: { prompt_tokens: prompt, completion_tokens: completion, total_tokens: prompt + completion },
-        };
+        const usage = checkUsage({ prompt_tokens: prompt, completion_tokens: completion, total_tokens: prompt + completion });
+        const taken = limits.take({ index: 0, token_ids: rest, finish_reason: llamacppFinish(c) });
+        yield { choices: taken ? [taken] : [], usage };
         continue;
       }
-      if (tokens === null || (tokens.length === 0 && content !== "")) throw new UpstreamError(502, "upstream_bad_response", NO_IDS);
+      if (tokens === null || (tokens.length === 0 && content !== ""))
+        throw new UpstreamError(502, "upstream_bad_response", this.rules.noIds);
       got += tokens.length;
-      if (tokens.length > 0) yield { choices: [{ index: 0, token_ids: tokens, finish_reason: null }], usage: null };
+      if (tokens.length === 0) continue;
+      const read = partials.read(tokens, content, c.tokens_predicted);
+      const taken = limits.take({ index: 0, token_ids: read.ids, finish_reason: null }, read.stands);
+      if (taken) yield { choices: [taken], usage: null };
+      if (limits.overrun) return;
     }
     if (!ended && !signal.aborted) {
       throw new UpstreamError(502, "upstream_broken_stream", "the upstream stream ended before its last chunk (stop: true)");
@@ -149,7 +197,13 @@ export class LlamacppEngine implements Engine {
   }
 
   /** llama-server's OpenAI-compatible model list. */
-  models(): Promise<{ status: number; body: string }> {
-    return getText(this.cfg.url, "/v1/models", this.cfg.idleTimeoutMs);
+  async models(): Promise<{ status: number; body: string }> {
+    const r = await getText(this.cfg.url, "/v1/models", this.cfg.idleTimeoutMs, { apiKey: this.cfg.apiKey });
+    if (r.status === 401 || r.status === 403) throw unauthorized(r.status, "GET /v1/models");
+    return { status: r.status, body: r.body };
+  }
+
+  kind(): Promise<"llamacpp"> {
+    return Promise.resolve("llamacpp");
   }
 }

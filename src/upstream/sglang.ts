@@ -31,60 +31,14 @@
  *   `max_model_len = tokenizer_manager.model_config.context_len`, `owned_by: "sglang"`.
  *
  * An SGLang older than `return_token_ids` on `/v1/completions` ignores the field and
- * streams text only: that is a 502 here, never an empty answer.
+ * streams text only: that is a 502 here, never an empty answer. The request is
+ * built from `ENGINE_RULES.sglang` (./request.ts: no nulls, which its
+ * `CompletionRequest` refuses for most sampling fields).
  */
-import { isObj } from "../core/json.js";
-import {
-  logprobsRefused,
-  stopIds,
-  OPENAI_SAMPLING_FIELDS,
-  UpstreamError,
-  type CompletionRequest,
-  type Engine,
-  type UpstreamChunk,
-  type UpstreamConfig,
-  type UpstreamUsage,
-} from "./engine.js";
-import { getText, postSse } from "./sse.js";
-import { ServedModelsCache, type ServedModels } from "./vllm.js";
-
-/**
- * The `/v1/completions` body. `max_tokens` is always sent (SGLang takes 16
- * otherwise): the client's, else the room the context leaves (SGLang refuses
- * prompt + max_tokens ≥ context, so one less than vLLM's).
- */
-export function sglangBody(r: CompletionRequest, served: ServedModels | null): Record<string, unknown> {
-  const asked = r.client.model;
-  const model = served && served.ids.length > 0 && !(typeof asked === "string" && served.ids.includes(asked)) ? served.ids[0] : asked;
-  const body: Record<string, unknown> = {
-    model: typeof model === "string" ? model : "default",
-    prompt: r.prompt,
-    stream: true,
-    stream_options: { include_usage: true },
-    return_token_ids: true,
-    skip_special_tokens: false,
-    stop_token_ids: stopIds(r),
-    n: r.n,
-  };
-  const ctx = served?.maxModelLen ?? null;
-  const room = ctx === null ? null : ctx - r.prompt.length - 1;
-  if (typeof r.maxTokens === "number") {
-    if (room !== null && r.maxTokens > room) {
-      throw new UpstreamError(
-        400,
-        "context_length_exceeded",
-        `the prompt has ${r.prompt.length} tokens and ${r.maxTokens} more were asked for; the model's context is ${ctx} tokens`,
-      );
-    }
-    body.max_tokens = r.maxTokens;
-  } else if (room !== null) {
-    if (room < 1)
-      throw new UpstreamError(400, "context_length_exceeded", `the prompt has ${r.prompt.length} tokens; the model's context is ${ctx}`);
-    body.max_tokens = room;
-  }
-  for (const k of OPENAI_SAMPLING_FIELDS) if (r.client[k] !== undefined) body[k] = r.client[k];
-  return body;
-}
+import { streamCompletions } from "./completions.js";
+import type { CompletionRequest, Engine, UpstreamChunk, UpstreamConfig } from "./engine.js";
+import { ENGINE_RULES, engineRequest } from "./request.js";
+import { listModels, ServedModelsCache } from "./vllm.js";
 
 /** SGLang's finish reasons onto the ones generate.ts knows: content_filter and abort end cut short. */
 export function sglangFinish(f: unknown): string | null {
@@ -94,6 +48,7 @@ export function sglangFinish(f: unknown): string | null {
 }
 
 export class SglangEngine implements Engine {
+  private readonly rules = ENGINE_RULES.sglang;
   private readonly served = new ServedModelsCache(
     () => this.models(),
     (m) => m.maxModelLen !== null,
@@ -102,29 +57,16 @@ export class SglangEngine implements Engine {
   constructor(private readonly cfg: UpstreamConfig) {}
 
   async *complete(request: CompletionRequest, signal: AbortSignal): AsyncGenerator<UpstreamChunk> {
-    if (request.logprobs !== undefined) throw logprobsRefused("sglang");
-    const body = sglangBody(request, await this.served.get());
-    for await (const chunk of postSse("/v1/completions", body, { baseUrl: this.cfg.url, idleTimeoutMs: this.cfg.idleTimeoutMs, signal })) {
-      const choices = Array.isArray(chunk.choices) ? (chunk.choices as unknown[]) : [];
-      if (choices.some((c) => !isObj(c) || !Array.isArray(c.token_ids))) {
-        throw new UpstreamError(
-          502,
-          "upstream_bad_response",
-          "upstream does not return token ids; an SGLang with return_token_ids on /v1/completions is needed",
-        );
-      }
-      yield {
-        choices: (choices as Record<string, unknown>[]).map((c) => ({
-          index: typeof c.index === "number" ? c.index : 0,
-          token_ids: c.token_ids as number[],
-          finish_reason: sglangFinish(c.finish_reason),
-        })),
-        usage: isObj(chunk.usage) ? (chunk.usage as unknown as UpstreamUsage) : null,
-      };
-    }
+    const m = await this.served.get();
+    const er = engineRequest(this.rules, request, m && { ids: m.ids, context: m.maxModelLen });
+    yield* streamCompletions(this.rules, this.cfg, request, er, signal, { finish: sglangFinish });
   }
 
   models(): Promise<{ status: number; body: string }> {
-    return getText(this.cfg.url, "/v1/models", this.cfg.idleTimeoutMs);
+    return listModels(this.cfg);
+  }
+
+  kind(): Promise<"sglang"> {
+    return Promise.resolve("sglang");
   }
 }

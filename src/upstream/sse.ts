@@ -8,12 +8,12 @@
  * ./llamacpp.ts).
  */
 import { request, type Dispatcher } from "undici";
-import { isObj, parseJson } from "../core/json.js";
-import { UpstreamError } from "./engine.js";
+import { isObj, jsonTooDeepLong, MAX_JSON_DEPTH, parseJson } from "../core/json.js";
+import { DEFAULT_UPSTREAM_DEADLINE_MS, unauthorized, UpstreamError } from "./engine.js";
 
 export interface SseOptions {
   baseUrl: string;
-  /** Abort when no byte arrives for this long. */
+  /** Abort when no event arrives for this long (an SSE comment is no event). */
   idleTimeoutMs: number;
   signal: AbortSignal;
   /**
@@ -24,28 +24,132 @@ export interface SseOptions {
   done?: boolean;
   /** The longest event (or rest of a line) held while waiting for its end; default {@link MAX_UPSTREAM_EVENT_BYTES}. */
   maxEventBytes?: number;
+  /** Sent as `Authorization: Bearer …` (`--upstream-api-key`). */
+  apiKey?: string;
+  /** The request ends after this long whatever arrives (default {@link DEFAULT_UPSTREAM_DEADLINE_MS}). */
+  deadlineMs?: number;
 }
 
 /**
- * The most of one upstream answer held in memory: an event of the stream
- * not yet ended by a blank line, or a whole non-streamed body (`/v1/models`,
- * `/props`, an error answer). A step's chunk is a few hundred bytes; more
- * than this is an engine gone wrong, answered `upstream_bad_response`
- * (bodies are counted in bytes; a streamed event in characters, as it is held).
+ * The most of one streamed event held in memory while waiting for its
+ * blank line. A step's chunk is a few hundred bytes; a chunk of 300,000 ids
+ * is about 2 MB, a whole 131,072-token context in one chunk about 1 MB
+ * (with 20 alternatives a token, ~600 bytes each: 7,000 tokens); more than
+ * this is an engine gone wrong, answered `upstream_bad_response`.
  */
-export const MAX_UPSTREAM_EVENT_BYTES = 16 * 1024 * 1024;
+export const MAX_UPSTREAM_EVENT_BYTES = 4 * 1024 * 1024;
 
-/** A body as text, refused (`upstream_bad_response`) once it passes `max` bytes. */
-async function boundedText(body: AsyncIterable<Uint8Array>, max: number): Promise<string> {
-  const decoder = new TextDecoder();
-  let text = "";
+/** The most of a non-streamed answer (`/v1/models`, `/props`, `/version`, a health check) held in memory. */
+export const MAX_UPSTREAM_BODY_BYTES = 4 * 1024 * 1024;
+
+/** How long one body is read without giving the event loop a turn. */
+const YIELD_EVERY_MS = 5;
+
+/** The most of an error answer read for its message. */
+const MAX_ERROR_BODY_BYTES = 64 * 1024;
+
+/**
+ * A body as text, refused (`upstream_bad_response`) once it passes `max`
+ * bytes: the pieces are held as they came and decoded once at the end, so a
+ * body refused at its bound costs no decoding.
+ */
+export async function boundedText(body: AsyncIterable<Uint8Array>, max: number): Promise<string> {
+  const pieces: Uint8Array[] = [];
   let bytes = 0;
+  let turn = performance.now();
   for await (const piece of body) {
+    if (performance.now() - turn > YIELD_EVERY_MS) {
+      await new Promise((r) => setImmediate(r));
+      turn = performance.now();
+    }
     bytes += piece.length;
     if (bytes > max) throw new UpstreamError(502, "upstream_bad_response", `the upstream's answer is over ${max} bytes`);
-    text += decoder.decode(piece, { stream: true });
+    pieces.push(piece);
   }
-  return text + decoder.decode();
+  return Buffer.concat(pieces, bytes).toString("utf8");
+}
+
+/** The headers every request to the engine carries. */
+export function engineHeaders(apiKey: string | undefined, extra: Record<string, string> = {}): Record<string, string> {
+  return apiKey ? { ...extra, authorization: `Bearer ${apiKey}` } : extra;
+}
+
+const LF = 0x0a;
+const CR = 0x0d;
+const COLON = 0x3a;
+const DATA = Buffer.from("data");
+const NEWLINE = Buffer.from("\n");
+
+/**
+ * Server-sent events out of a byte stream, in time linear in its bytes: each
+ * piece is scanned once for line ends, a line split across pieces is joined
+ * once when it ends, and an event's `data:` lines once when its blank line
+ * comes. Comments (`:` lines) and other fields are skipped. An event (with
+ * the line it waits for) longer than `max` bytes is refused.
+ */
+export class SseEvents {
+  private line: Buffer[] = [];
+  private lineBytes = 0;
+  private data: Buffer[] = [];
+  private dataBytes = 0;
+  private hasData = false;
+
+  constructor(private readonly max: number) {}
+
+  /** Feed one piece; `event` gets the data of each event it completes, in order. */
+  push(piece: Buffer, event: (data: string) => void): void {
+    let at = 0;
+    for (;;) {
+      const lf = piece.indexOf(LF, at);
+      if (lf === -1) {
+        if (at < piece.length) {
+          this.line.push(piece.subarray(at));
+          this.lineBytes += piece.length - at;
+          this.check();
+        }
+        return;
+      }
+      let line = piece.subarray(at, lf);
+      if (this.line.length > 0) {
+        this.line.push(line);
+        line = Buffer.concat(this.line, this.lineBytes + line.length);
+        this.line = [];
+        this.lineBytes = 0;
+      }
+      at = lf + 1;
+      this.onLine(line.length > 0 && line[line.length - 1] === CR ? line.subarray(0, line.length - 1) : line, event);
+    }
+  }
+
+  private onLine(line: Buffer, event: (data: string) => void): void {
+    if (line.length === 0) {
+      if (!this.hasData) return;
+      const data = this.data.length === 1 ? this.data[0]! : Buffer.concat(this.data, this.dataBytes);
+      this.data = [];
+      this.dataBytes = 0;
+      this.hasData = false;
+      event(data.toString("utf8"));
+      return;
+    }
+    if (line[0] === COLON) return; // a comment: not an event, and no sign of life either
+    if (line.length < 4 || DATA.compare(line, 0, 4, 0, 4) !== 0 || (line.length > 4 && line[4] !== COLON)) return; // event:, id:, retry:
+    let value = line.subarray(5);
+    if (value.length > 0 && value[0] === 0x20) value = value.subarray(1);
+    if (this.hasData) {
+      this.data.push(NEWLINE);
+      this.dataBytes += 1;
+    }
+    this.data.push(value);
+    this.dataBytes += value.length;
+    this.hasData = true;
+    this.check();
+  }
+
+  private check(): void {
+    if (this.lineBytes + this.dataBytes > this.max) {
+      throw new UpstreamError(502, "upstream_bad_response", `the upstream sent an event over ${this.max} bytes without its end`);
+    }
+  }
 }
 
 /** `base` + `path`, whether the base was given with a trailing `/v1` or not. */
@@ -62,34 +166,49 @@ export function errorMessage(text: string): string {
   return typeof message === "string" ? message : text.slice(0, 500);
 }
 
-/** POST `body` to `path` with `stream: true` semantics; yields each event's JSON object. */
+/**
+ * POST `body` to `path` with `stream: true` semantics; yields each event's
+ * JSON object. Two clocks run: no event for `idleTimeoutMs` (bytes alone,
+ * comments included, do not count) is a 504 `upstream_timeout`, and the
+ * request as a whole past `deadlineMs` is a 504 `upstream_deadline`.
+ */
 export async function* postSse(path: string, body: Record<string, unknown>, opts: SseOptions): AsyncGenerator<Record<string, unknown>> {
   const ctrl = new AbortController();
   const abort = () => ctrl.abort();
   opts.signal.addEventListener("abort", abort);
-  let idle: NodeJS.Timeout | undefined;
   let timedOut = false;
-  const arm = () => {
-    clearTimeout(idle);
-    idle = setTimeout(() => {
-      timedOut = true;
-      ctrl.abort();
-    }, opts.idleTimeoutMs);
+  let pastDeadline = false;
+  /** The consumer holds the stream back (between a yield and its next call): no silence of the engine's. */
+  let holding = false;
+  const idle = setTimeout(() => {
+    if (holding) return; // re-armed when the consumer takes the next event
+    timedOut = true;
+    ctrl.abort();
+  }, opts.idleTimeoutMs);
+  const deadlineMs = opts.deadlineMs ?? DEFAULT_UPSTREAM_DEADLINE_MS;
+  const deadline = setTimeout(() => {
+    pastDeadline = true;
+    ctrl.abort();
+  }, deadlineMs);
+  const clocks = (): UpstreamError | null => {
+    if (pastDeadline) return new UpstreamError(504, "upstream_deadline", `the upstream's answer went on past ${deadlineMs} ms`);
+    if (timedOut) return new UpstreamError(504, "upstream_timeout", `the upstream sent no event for ${opts.idleTimeoutMs} ms`);
+    return null;
   };
   const needDone = opts.done !== false;
   try {
-    arm();
     let res: Dispatcher.ResponseData;
     try {
       // undici's request, not fetch: fetch refuses the ports on its "bad port" list (6000 among them)
       res = await request(endpoint(opts.baseUrl, path), {
         method: "POST",
-        headers: { "content-type": "application/json", accept: "text/event-stream" },
+        headers: engineHeaders(opts.apiKey, { "content-type": "application/json", accept: "text/event-stream" }),
         body: JSON.stringify(body),
         signal: ctrl.signal,
       });
     } catch (e) {
-      if (timedOut) throw new UpstreamError(504, "upstream_timeout", `the upstream did not answer within ${opts.idleTimeoutMs} ms`);
+      const late = clocks();
+      if (late) throw late;
       if (opts.signal.aborted) return;
       const cause = String((e as Error).cause ?? (e as Error).message);
       if (/other side closed|socket|terminated/i.test(cause) && !/ECONNREFUSED|ENOTFOUND|EHOSTUNREACH/.test(cause)) {
@@ -97,86 +216,113 @@ export async function* postSse(path: string, body: Record<string, unknown>, opts
       }
       throw new UpstreamError(502, "upstream_unreachable", `cannot reach the upstream: ${cause}`);
     }
+    idle.refresh();
     if (res.statusCode < 200 || res.statusCode > 299) {
-      const text = await boundedText(res.body as unknown as AsyncIterable<Uint8Array>, 64 * 1024).catch(() => "");
-      // a client mistake the upstream refused stays a 4xx; its own failures are a 502
+      const text = await boundedText(res.body as unknown as AsyncIterable<Uint8Array>, MAX_ERROR_BODY_BYTES).catch(() => "");
       const code = res.statusCode;
+      if (code === 401 || code === 403) throw unauthorized(code, `POST ${path}`);
+      // a client mistake the upstream refused stays a 4xx; its own failures are a 502
       const status = code >= 400 && code < 500 ? code : 502;
       throw new UpstreamError(status, "upstream_error", `upstream answered ${code}: ${errorMessage(text)}`, code);
     }
     if (!res.body) throw new UpstreamError(502, "upstream_bad_response", "the upstream answered without a body");
-    const decoder = new TextDecoder();
-    const maxEvent = opts.maxEventBytes ?? MAX_UPSTREAM_EVENT_BYTES;
-    const blank = /\r?\n\r?\n/g;
-    let buf = "";
+    const reader = new SseEvents(opts.maxEventBytes ?? MAX_UPSTREAM_EVENT_BYTES);
+    const events: string[] = [];
+    const collect = (data: string) => events.push(data);
     let done = false;
+    // a body that arrives faster than it is read is taken piece after piece, event after event, without the
+    // event loop's turn: give it one every YIELD_EVERY_MS
+    let turn = performance.now();
     try {
-      for await (const piece of res.body as unknown as AsyncIterable<Uint8Array>) {
-        arm();
-        // search only what arrived, and the 3 characters before it a blank line may start in
-        blank.lastIndex = Math.max(0, buf.length - 3);
-        buf += decoder.decode(piece, { stream: true });
-        let m: RegExpExecArray | null;
-        while ((m = blank.exec(buf)) !== null) {
-          const block = buf.slice(0, m.index);
-          buf = buf.slice(m.index + m[0].length);
-          blank.lastIndex = 0;
-          const data = block
-            .split(/\r?\n/)
-            .filter((l) => l.startsWith("data:"))
-            .map((l) => l.slice(5).replace(/^ /, ""))
-            .join("\n");
-          if (data === "") continue;
+      for await (const piece of res.body as unknown as AsyncIterable<Buffer>) {
+        if (performance.now() - turn > YIELD_EVERY_MS) {
+          await new Promise((r) => setImmediate(r));
+          turn = performance.now();
+        }
+        reader.push(piece, collect);
+        if (events.length > 0) idle.refresh();
+        for (let i = 0; i < events.length; i++) {
+          const data = events[i]!;
           if (data === "[DONE]") {
             done = true;
             return;
           }
-          let chunk: Record<string, unknown>;
-          try {
-            const parsed = parseJson(data);
-            if (!parsed.ok || !isObj(parsed.value)) throw new Error("not a JSON object");
-            chunk = parsed.value as Record<string, unknown>;
-          } catch {
-            throw new UpstreamError(502, "upstream_bad_response", `the upstream sent an event that is not JSON: ${data.slice(0, 200)}`);
+          // an event past 64 Ki characters is all but certainly a long list of ids: the depth check that skips runs
+          const parsed = data.length > 65536 ? parseJson(data, MAX_JSON_DEPTH, jsonTooDeepLong) : parseJson(data);
+          if (!parsed.ok || !isObj(parsed.value)) {
+            throw new UpstreamError(
+              502,
+              "upstream_bad_response",
+              `the upstream sent an event that is not a JSON object: ${data.slice(0, 200)}`,
+            );
           }
+          const chunk = parsed.value as Record<string, unknown>;
           if (chunk.error) {
-            const err = chunk.error as { message?: string } | string;
+            const err = chunk.error as { message?: unknown } | string;
+            const message = typeof err === "string" ? err : isObj(err) ? err.message : undefined;
             throw new UpstreamError(
               502,
               "upstream_error",
-              `the upstream reported an error mid-stream: ${typeof err === "string" ? err : err.message}`,
+              `the upstream reported an error mid-stream: ${typeof message === "string" ? message.slice(0, 500) : "(no message)"}`,
             );
           }
           // the engine's silence is timed only while its next bytes are awaited, not while the consumer holds it back
-          clearTimeout(idle);
+          holding = true;
           yield chunk;
-          arm();
+          holding = false;
+          idle.refresh();
+          // the time between yields is the consumer's (parsing what it got): checked per event, not per piece
+          if (performance.now() - turn > YIELD_EVERY_MS) {
+            await new Promise((r) => setImmediate(r));
+            turn = performance.now();
+          }
         }
-        if (buf.length > maxEvent) {
-          throw new UpstreamError(502, "upstream_bad_response", `the upstream sent an event over ${maxEvent} bytes without its end`);
-        }
+        events.length = 0;
       }
     } catch (e) {
+      const late = clocks();
+      if (late) throw late;
       if (e instanceof UpstreamError) throw e;
       if (opts.signal.aborted) return;
-      if (timedOut) throw new UpstreamError(504, "upstream_timeout", `the upstream went silent for ${opts.idleTimeoutMs} ms`);
       throw new UpstreamError(502, "upstream_broken_stream", `the upstream stream broke: ${(e as Error).message}`);
     }
+    const late = clocks();
+    if (late) throw late;
     if (needDone && !done && !opts.signal.aborted) {
       throw new UpstreamError(502, "upstream_broken_stream", "the upstream stream ended without [DONE]");
     }
   } finally {
     clearTimeout(idle);
+    clearTimeout(deadline);
     opts.signal.removeEventListener("abort", abort);
     ctrl.abort();
   }
 }
 
-/** GET `path`, passed through as it answered. */
-export async function getText(baseUrl: string, path: string, timeoutMs: number): Promise<{ status: number; body: string }> {
+/** How to GET from the engine: its key, and the most of the answer held. */
+export interface GetOptions {
+  apiKey?: string;
+  /** Default {@link MAX_UPSTREAM_BODY_BYTES}. */
+  maxBytes?: number;
+  /** Sent as `accept`. */
+  accept?: string;
+}
+
+/** GET `path`, passed through as it answered (bounded: past `maxBytes`, a 502 `upstream_bad_response`). */
+export async function getText(
+  baseUrl: string,
+  path: string,
+  timeoutMs: number,
+  opts: GetOptions = {},
+): Promise<{ status: number; body: string; contentType: string }> {
   try {
-    const res = await request(endpoint(baseUrl, path), { signal: AbortSignal.timeout(timeoutMs) });
-    return { status: res.statusCode, body: await boundedText(res.body as unknown as AsyncIterable<Uint8Array>, MAX_UPSTREAM_EVENT_BYTES) };
+    const res = await request(endpoint(baseUrl, path), {
+      signal: AbortSignal.timeout(timeoutMs),
+      headers: engineHeaders(opts.apiKey, opts.accept ? { accept: opts.accept } : {}),
+    });
+    const body = await boundedText(res.body as unknown as AsyncIterable<Uint8Array>, opts.maxBytes ?? MAX_UPSTREAM_BODY_BYTES);
+    const ct = res.headers["content-type"];
+    return { status: res.statusCode, body, contentType: typeof ct === "string" ? ct : "" };
   } catch (e) {
     if (e instanceof UpstreamError) throw e;
     throw new UpstreamError(502, "upstream_unreachable", `cannot reach the upstream: ${(e as Error).message}`);
@@ -184,9 +330,14 @@ export async function getText(baseUrl: string, path: string, timeoutMs: number):
 }
 
 /** GET `path` as a JSON object, or null (not reachable, not 200, not an object). */
-export async function getJsonObject(baseUrl: string, path: string, timeoutMs: number): Promise<Record<string, unknown> | null> {
+export async function getJsonObject(
+  baseUrl: string,
+  path: string,
+  timeoutMs: number,
+  opts: GetOptions = {},
+): Promise<Record<string, unknown> | null> {
   try {
-    const r = await getText(baseUrl, path, timeoutMs);
+    const r = await getText(baseUrl, path, timeoutMs, opts);
     if (r.status !== 200) return null;
     const parsed = parseJson(r.body);
     return parsed.ok && isObj(parsed.value) ? (parsed.value as Record<string, unknown>) : null;

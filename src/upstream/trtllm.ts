@@ -33,42 +33,18 @@
  *
  * So `max_tokens` is sent only when the client gave one: TensorRT-LLM fills the
  * context by itself. A `trtllm-serve` without `detokenize` refuses the request
- * (unknown field): token ids cannot be had from it, a 502 that says so.
+ * (unknown field): token ids cannot be had from it, a 502 that says so. The
+ * request is built from `ENGINE_RULES.trtllm` (./request.ts): no nulls (its
+ * `CompletionRequest` refuses them for `top_k`, `min_p`, `repetition_penalty`),
+ * and `n` = 1 only: its stream post-processor sends every choice on every step
+ * (`for output in rsp.outputs`), a choice that did not move with its last
+ * `token_ids_diff` again (executor/result.py `_handle_sequence` moves the diff
+ * of the one sequence a response is for), so streamed choices duplicate ids.
  */
-import { isObj } from "../core/json.js";
-import {
-  logprobsRefused,
-  stopIds,
-  OPENAI_SAMPLING_FIELDS,
-  UpstreamError,
-  type CompletionRequest,
-  type Engine,
-  type UpstreamChunk,
-  type UpstreamConfig,
-  type UpstreamUsage,
-} from "./engine.js";
-import { getText, postSse } from "./sse.js";
-import { ServedModelsCache, type ServedModels } from "./vllm.js";
-
-export function trtllmBody(r: CompletionRequest, served: ServedModels | null): Record<string, unknown> {
-  const asked = r.client.model;
-  const model = served && served.ids.length > 0 ? served.ids[0] : typeof asked === "string" ? asked : "gpt-oss";
-  const body: Record<string, unknown> = {
-    model,
-    prompt: r.prompt,
-    stream: true,
-    stream_options: { include_usage: true },
-    detokenize: false,
-    skip_special_tokens: false,
-    // keep the stop id in token_ids, as the other engines do: the parser sees <|call|> / <|return|>
-    include_stop_str_in_output: true,
-    stop_token_ids: stopIds(r),
-    n: r.n,
-  };
-  if (typeof r.maxTokens === "number") body.max_tokens = r.maxTokens;
-  for (const k of OPENAI_SAMPLING_FIELDS) if (r.client[k] !== undefined) body[k] = r.client[k];
-  return body;
-}
+import { streamCompletions } from "./completions.js";
+import { UpstreamError, type CompletionRequest, type Engine, type UpstreamChunk, type UpstreamConfig } from "./engine.js";
+import { ENGINE_RULES, engineRequest } from "./request.js";
+import { listModels, ServedModelsCache } from "./vllm.js";
 
 /** TensorRT-LLM's finish reasons onto the ones generate.ts knows: timeout and cancelled end cut short. */
 export function trtllmFinish(f: unknown): string | null {
@@ -77,9 +53,8 @@ export function trtllmFinish(f: unknown): string | null {
   return "abort";
 }
 
-const NO_IDS = "upstream does not return token ids; a trtllm-serve whose /v1/completions takes detokenize: false is needed";
-
 export class TrtllmEngine implements Engine {
+  private readonly rules = ENGINE_RULES.trtllm;
   private readonly served = new ServedModelsCache(
     () => this.models(),
     () => true,
@@ -88,22 +63,11 @@ export class TrtllmEngine implements Engine {
   constructor(private readonly cfg: UpstreamConfig) {}
 
   async *complete(request: CompletionRequest, signal: AbortSignal): AsyncGenerator<UpstreamChunk> {
-    if (request.logprobs !== undefined) throw logprobsRefused("trtllm");
-    const body = trtllmBody(request, await this.served.get());
-    const chunks = postSse("/v1/completions", body, { baseUrl: this.cfg.url, idleTimeoutMs: this.cfg.idleTimeoutMs, signal });
+    const m = await this.served.get();
+    // ModelCard has no context length: trtllm-serve fills max_seq_len - prompt itself
+    const er = engineRequest(this.rules, request, m && { ids: m.ids, context: null });
     try {
-      for await (const chunk of chunks) {
-        const choices = Array.isArray(chunk.choices) ? (chunk.choices as unknown[]) : [];
-        if (choices.some((c) => !isObj(c) || !Array.isArray(c.token_ids))) throw new UpstreamError(502, "upstream_bad_response", NO_IDS);
-        yield {
-          choices: (choices as Record<string, unknown>[]).map((c) => ({
-            index: typeof c.index === "number" ? c.index : 0,
-            token_ids: c.token_ids as number[],
-            finish_reason: trtllmFinish(c.finish_reason),
-          })),
-          usage: isObj(chunk.usage) ? (chunk.usage as unknown as UpstreamUsage) : null,
-        };
-      }
+      yield* streamCompletions(this.rules, this.cfg, request, er, signal, { finish: trtllmFinish });
     } catch (e) {
       // extra="forbid": a trtllm-serve that predates `detokenize` refuses it by name
       if (
@@ -112,13 +76,17 @@ export class TrtllmEngine implements Engine {
         /detokenize/.test(e.message) &&
         /extra|permitted|forbidden/i.test(e.message)
       ) {
-        throw new UpstreamError(502, "upstream_bad_response", `${NO_IDS} (${e.message})`, 400);
+        throw new UpstreamError(502, "upstream_bad_response", `${this.rules.noIds} (${e.message})`, 400);
       }
       throw e;
     }
   }
 
   models(): Promise<{ status: number; body: string }> {
-    return getText(this.cfg.url, "/v1/models", this.cfg.idleTimeoutMs);
+    return listModels(this.cfg);
+  }
+
+  kind(): Promise<"trtllm"> {
+    return Promise.resolve("trtllm");
   }
 }

@@ -1,23 +1,22 @@
 /**
  * The vLLM engine: its OpenAI-style `POST /v1/completions` streaming
  * endpoint, driven with token ids (`prompt` as ids, `return_token_ids:
- * true`), read as server-sent events.
+ * true`), read as server-sent events. The request is built from
+ * `ENGINE_RULES.vllm` (./request.ts); the stream is read by ./completions.ts.
  */
 import { isObj, parseJson } from "../core/json.js";
+import { streamCompletions } from "./completions.js";
 import {
   MAX_TOP_LOGPROBS,
-  stopIds,
-  OPENAI_SAMPLING_FIELDS,
-  UpstreamError,
+  unauthorized,
   type CompletionRequest,
-  type TokenLogprob,
-  type UpstreamChoice,
   type Engine,
+  type TokenLogprob,
   type UpstreamChunk,
   type UpstreamConfig,
-  type UpstreamUsage,
 } from "./engine.js";
-import { getText, postSse } from "./sse.js";
+import { ENGINE_RULES, engineRequest } from "./request.js";
+import { getText } from "./sse.js";
 
 /** What the engine serves, from `GET /v1/models` (vLLM gives each model its `max_model_len`). */
 export interface ServedModels {
@@ -34,7 +33,8 @@ export function servedModels(body: string): ServedModels {
   for (const m of data as unknown[]) {
     if (!isObj(m)) continue;
     if (typeof m.id === "string") ids.push(m.id);
-    if (maxModelLen === null && typeof m.max_model_len === "number" && Number.isInteger(m.max_model_len)) maxModelLen = m.max_model_len;
+    const len = m.max_model_len;
+    if (maxModelLen === null && typeof len === "number" && Number.isSafeInteger(len) && len > 0) maxModelLen = len;
   }
   return { ids, maxModelLen };
 }
@@ -61,55 +61,6 @@ export class ServedModelsCache {
       return m;
     });
   }
-}
-
-/**
- * The `/v1/completions` body for one generation. `max_tokens` is always
- * sent: vLLM's completions endpoint takes 16 when it is absent (its chat
- * endpoint fills the context); so the client's, else what the context has
- * left after the prompt. The model is the client's when the engine serves
- * it, else the first one it serves (vLLM answers 404 for any other name).
- */
-export function completionBody(r: CompletionRequest, served: ServedModels | null): Record<string, unknown> {
-  const asked = r.client.model;
-  const model = served && served.ids.length > 0 && !(typeof asked === "string" && served.ids.includes(asked)) ? served.ids[0] : asked;
-  const body: Record<string, unknown> = {
-    model,
-    prompt: r.prompt,
-    stream: true,
-    stream_options: { include_usage: true },
-    return_token_ids: true,
-    skip_special_tokens: false,
-    stop_token_ids: stopIds(r),
-    n: r.n,
-  };
-  const room = served?.maxModelLen == null ? null : served.maxModelLen - r.prompt.length;
-  if (typeof r.maxTokens === "number") {
-    if (room !== null && r.maxTokens > room) {
-      throw new UpstreamError(
-        400,
-        "context_length_exceeded",
-        `the prompt has ${r.prompt.length} tokens and ${r.maxTokens} more were asked for; the model's context is ${served!.maxModelLen} tokens`,
-      );
-    }
-    body.max_tokens = r.maxTokens;
-  } else if (room !== null) {
-    if (room < 1) {
-      throw new UpstreamError(
-        400,
-        "context_length_exceeded",
-        `the prompt has ${r.prompt.length} tokens; the model's context is ${served!.maxModelLen}`,
-      );
-    }
-    body.max_tokens = room;
-  }
-  for (const k of OPENAI_SAMPLING_FIELDS) if (r.client[k] !== undefined) body[k] = r.client[k];
-  if (r.logprobs !== undefined) {
-    // top-k per token, named by id ("token_id:N"), not by text that may be a partial character
-    body.logprobs = r.logprobs;
-    body.return_tokens_as_token_ids = true;
-  }
-  return body;
 }
 
 /** A token named "token_id:N" (return_tokens_as_token_ids) → N, else null. */
@@ -146,58 +97,39 @@ export function readLogprobs(v: unknown, n: number): (TokenLogprob | null)[] | u
   return out;
 }
 
+/** vLLM's finish reasons pass as they are: generate.ts knows stop, length, repetition, abort and error. */
+function vllmFinish(f: unknown): string | null {
+  return typeof f === "string" ? f : null;
+}
+
 export class VllmEngine implements Engine {
+  private readonly rules = ENGINE_RULES.vllm;
   /** The served models; vLLM always reports max_model_len, so a list without it is read again. */
   private readonly served = new ServedModelsCache(
-    () => listModels(this.cfg.url, this.cfg.idleTimeoutMs),
+    () => this.models(),
     (m) => m.maxModelLen !== null,
   );
 
   constructor(private readonly cfg: UpstreamConfig) {}
 
   async *complete(request: CompletionRequest, signal: AbortSignal): AsyncGenerator<UpstreamChunk> {
-    const body = completionBody(request, await this.served.get());
-    yield* streamCompletions(body, { baseUrl: this.cfg.url, idleTimeoutMs: this.cfg.idleTimeoutMs, signal });
+    const m = await this.served.get();
+    const er = engineRequest(this.rules, request, m && { ids: m.ids, context: m.maxModelLen });
+    yield* streamCompletions(this.rules, this.cfg, request, er, signal, { finish: vllmFinish, logprobs: readLogprobs });
   }
 
   models(): Promise<{ status: number; body: string }> {
-    return listModels(this.cfg.url, this.cfg.idleTimeoutMs);
+    return listModels(this.cfg);
+  }
+
+  kind(): Promise<"vllm"> {
+    return Promise.resolve("vllm");
   }
 }
 
-export interface UpstreamOptions {
-  baseUrl: string;
-  /** Abort when no byte arrives for this long. */
-  idleTimeoutMs: number;
-  signal: AbortSignal;
-}
-
-/** Stream completions from the upstream; yields each SSE data chunk. */
-export async function* streamCompletions(body: Record<string, unknown>, opts: UpstreamOptions): AsyncGenerator<UpstreamChunk> {
-  for await (const chunk of postSse("/v1/completions", body, opts)) {
-    const choices = Array.isArray(chunk.choices) ? (chunk.choices as Record<string, unknown>[]) : [];
-    if (choices.some((c) => !isObj(c) || !Array.isArray(c.token_ids))) {
-      // an older vLLM ignores return_token_ids (an unknown field to it) and streams text only
-      throw new UpstreamError(502, "upstream_bad_response", "upstream does not return token ids; vLLM ≥ 0.10.2 needed (return_token_ids)");
-    }
-    yield {
-      choices: choices.map((c) => {
-        const ids = Array.isArray(c.token_ids) ? (c.token_ids as number[]) : [];
-        const choice: UpstreamChoice = {
-          index: typeof c.index === "number" ? c.index : 0,
-          token_ids: ids,
-          finish_reason: typeof c.finish_reason === "string" ? c.finish_reason : null,
-        };
-        const lps = readLogprobs(c.logprobs, ids.length);
-        if (lps !== undefined) choice.logprobs = lps;
-        return choice;
-      }),
-      usage: (chunk.usage as UpstreamUsage | null | undefined) ?? null,
-    };
-  }
-}
-
-/** GET /v1/models, passed through. */
-export function listModels(baseUrl: string, timeoutMs: number): Promise<{ status: number; body: string }> {
-  return getText(baseUrl, "/v1/models", timeoutMs);
+/** GET /v1/models with the engine's key, passed through; an engine that refuses the key is a 502 that says so. */
+export async function listModels(cfg: UpstreamConfig): Promise<{ status: number; body: string }> {
+  const r = await getText(cfg.url, "/v1/models", cfg.idleTimeoutMs, { apiKey: cfg.apiKey });
+  if (r.status === 401 || r.status === 403) throw unauthorized(r.status, "GET /v1/models");
+  return { status: r.status, body: r.body };
 }

@@ -1,7 +1,7 @@
 /** isJson and isJsonTokens agree with JSON.parse on every text: JSON values, their mutations, and arbitrary strings. */
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { isJson, isJsonBytes, isJsonTokens, jsonTooDeep } from "../../src/core/json.js";
+import { isJson, isJsonBytes, isJsonTokens, jsonTooDeep, jsonTooDeepLong } from "../../src/core/json.js";
 import { FLAG_JSON_PLAIN, FLAG_SPECIAL, FLAG_WHOLE } from "../../src/core/vocab.js";
 import { fcParams, harmony, mutatedJson, parsesAsJson } from "../helpers.js";
 
@@ -217,5 +217,18 @@ describe("jsonTooDeep", () => {
     expect(jsonTooDeep(JSON.stringify({ a: '\\"[[[[' + "\\".repeat(7) + '"' }), 1)).toBe(false);
     expect(jsonTooDeep(`[${"[".repeat(64)}${"]".repeat(64)}]`)).toBe(true);
     expect(jsonTooDeep('"unterminated [[[[')).toBe(false);
+  });
+
+  it("jsonTooDeepLong (runs skipped natively) gives jsonTooDeep's answer on every text", () => {
+    const piece = fc.constantFrom('"', "\\", "\\\\", "[", "]", "{", "}", ",", "1", "23105", " ", "a", "é");
+    fc.assert(
+      fc.property(fc.array(piece, { maxLength: 40 }), fc.integer({ min: 0, max: 4 }), (parts, max) => {
+        const text = parts.join("");
+        expect(jsonTooDeepLong(text, max)).toBe(jsonTooDeep(text, max));
+      }),
+      fcParams(3000),
+    );
+    const event = JSON.stringify({ choices: [{ index: 0, token_ids: new Array<number>(300_000).fill(23105) }] });
+    expect([jsonTooDeepLong(event, 4), jsonTooDeepLong(event, 3)]).toEqual([false, true]); // { [ { [
   });
 });

@@ -190,9 +190,14 @@ describe.each([2, 0])("sidecar mode, %i worker threads", (workers) => {
     });
 
     it("repairs fault-injected model output instead of failing: every intended tool call arrives", async () => {
+      // ids outside the vocabulary are no model output an engine can send: from the engine they are a 502
+      // `upstream_bad_response` (issue #31, the next test); the parser's invalid_token repair is for stream clients
+      const faults = FAULT_KINDS.filter(
+        (k) => !k.startsWith("truncated") && k !== "out_of_vocab_token_in_content" && k !== "invalid_id_between_messages",
+      );
       let checked = 0;
       for (let i = 0; checked < 25 && i < 400; i++) {
-        const s = generateStream(i, { seed: 21, faultRate: 1, faults: FAULT_KINDS.filter((k) => !k.startsWith("truncated")) }, enc, vocab);
+        const s = generateStream(i, { seed: 21, faultRate: 1, faults }, enc, vocab);
         const calls = s.intended.filter((m) => m.recipient?.startsWith("functions."));
         if (calls.length === 0) continue;
         checked++;
@@ -205,6 +210,20 @@ describe.each([2, 0])("sidecar mode, %i worker threads", (workers) => {
         ).toEqual(calls.map((m) => [m.recipient, m.content]));
       }
       expect(checked).toBe(25);
+    });
+
+    it("an engine that sends ids outside the vocabulary gets a 502 upstream_bad_response, never a repaired answer", async () => {
+      for (const fault of ["out_of_vocab_token_in_content", "invalid_id_between_messages"] as const) {
+        let s = generateStream(0, { seed: 21, faultRate: 1, faults: [fault] }, enc, vocab);
+        for (let i = 1; s.fault !== fault && i < 200; i++) s = generateStream(i, { seed: 21, faultRate: 1, faults: [fault] }, enc, vocab);
+        expect(s.fault).toBe(fault);
+        upstream.script({ tokens: s.tokens });
+        const err = (await client.chat.completions.create({ model: "gpt-oss", messages: [{ role: "user", content: "go" }] }).then(
+          () => null,
+          (e: unknown) => e,
+        )) as { status?: number; error?: { code?: string } } | null;
+        expect([err?.status, err?.error?.code], fault).toEqual([502, "upstream_bad_response"]);
+      }
     });
   });
 

@@ -6,9 +6,10 @@
  */
 import http from "node:http";
 import type { AddressInfo } from "node:net";
+import fc from "fast-check";
 import { afterEach, describe, expect, it } from "vitest";
 import { UpstreamError } from "../../src/upstream/engine.js";
-import { getText, postSse } from "../../src/upstream/sse.js";
+import { getText, postSse, SseEvents } from "../../src/upstream/sse.js";
 
 const servers: http.Server[] = [];
 afterEach(async () => {
@@ -38,9 +39,9 @@ function stream(res: http.ServerResponse, head: string, piece: string, pieces: n
   more();
 }
 
-async function collect(base: string, maxEventBytes?: number) {
+async function collect(base: string, maxEventBytes?: number, clocks: { idleTimeoutMs?: number; deadlineMs?: number } = {}) {
   const chunks: Record<string, unknown>[] = [];
-  const opts = { baseUrl: base, idleTimeoutMs: 5000, signal: new AbortController().signal, maxEventBytes };
+  const opts = { baseUrl: base, idleTimeoutMs: 5000, signal: new AbortController().signal, maxEventBytes, ...clocks };
   try {
     for await (const c of postSse("/v1/completions", {}, opts)) chunks.push(c);
     return { chunks, error: null };
@@ -86,11 +87,78 @@ describe("postSse", () => {
   });
 });
 
+describe("SseEvents", () => {
+  it("gives the same events however the bytes are cut into pieces, CRLF and multi-byte characters included (property)", () => {
+    const text = 'data: {"a":"☀️"}\r\n\r\n: keep-alive\n\nevent: x\ndata: {"b":\ndata: "喵"}\n\ndata:{"c":3}\n\nid: 7\n\n';
+    const bytes = Buffer.from(text);
+    const whole: string[] = [];
+    new SseEvents(1 << 20).push(bytes, (d) => whole.push(d));
+    expect(whole).toEqual(['{"a":"☀️"}', '{"b":\n"喵"}', '{"c":3}']);
+    fc.assert(
+      fc.property(fc.array(fc.nat(bytes.length), { maxLength: 12 }), (cuts) => {
+        const at = [...new Set(cuts)].sort((a, b) => a - b);
+        const got: string[] = [];
+        const r = new SseEvents(1 << 20);
+        let from = 0;
+        for (const c of [...at, bytes.length]) {
+          r.push(bytes.subarray(from, c), (d) => got.push(d));
+          from = c;
+        }
+        expect(got).toEqual(whole);
+      }),
+    );
+  });
+
+  it("an event held past its bound is refused, counted across pieces (one line or many data lines)", () => {
+    const r = new SseEvents(1000);
+    expect(() => {
+      for (let i = 0; i < 20; i++) r.push(Buffer.from("x".repeat(100)), () => undefined);
+    }).toThrow(/over 1000 bytes/);
+    const lines = new SseEvents(1000);
+    expect(() => {
+      for (let i = 0; i < 20; i++) lines.push(Buffer.from(`data: ${"y".repeat(90)}\n`), () => undefined);
+    }).toThrow(/over 1000 bytes/);
+  });
+});
+
+describe("postSse's clocks", () => {
+  it("SSE comments are no sign of life: an engine that sends only comments gets the idle timeout (504)", async () => {
+    const base = await serve((_req, res) => {
+      res.writeHead(200, { "content-type": "text/event-stream" });
+      const t = setInterval(() => res.write(": keep-alive\n\n"), 30);
+      res.on("close", () => clearInterval(t));
+    });
+    const r = await collect(base, undefined, { idleTimeoutMs: 300 });
+    expect([r.error?.status, r.error?.code]).toEqual([504, "upstream_timeout"]);
+  });
+
+  it("events that never end get the deadline (504 upstream_deadline), whatever they hold", async () => {
+    const base = await serve((_req, res) => {
+      res.writeHead(200, { "content-type": "text/event-stream" });
+      const t = setInterval(() => res.write('data: {"choices":[]}\n\n'), 20);
+      res.on("close", () => clearInterval(t));
+    });
+    const r = await collect(base, undefined, { idleTimeoutMs: 5000, deadlineMs: 400 });
+    expect([r.error?.status, r.error?.code]).toEqual([504, "upstream_deadline"]);
+    expect(r.chunks.length).toBeGreaterThan(0);
+  });
+
+  it("a 401 or 403 from the engine is a 502 that names --upstream-api-key", async () => {
+    const base = await serve((_req, res) => {
+      res.writeHead(401, { "content-type": "application/json" });
+      res.end('{"error":"Unauthorized"}');
+    });
+    const r = await collect(base);
+    expect([r.error?.status, r.error?.code]).toEqual([502, "upstream_unauthorized"]);
+    expect(r.error?.message).toMatch(/--upstream-api-key/);
+  });
+});
+
 describe("getText", () => {
   it("a body past the limit is refused (upstream_bad_response), not held", async () => {
     const base = await serve((_req, res) => stream(res, "", "z".repeat(1024 * 1024), 17));
     await expect(getText(base, "/v1/models", 5000)).rejects.toMatchObject({ status: 502, code: "upstream_bad_response" });
     const ok = await serve((_req, res) => res.end('{"data":[]}'));
-    expect(await getText(ok, "/v1/models", 5000)).toEqual({ status: 200, body: '{"data":[]}' });
+    expect(await getText(ok, "/v1/models", 5000)).toMatchObject({ status: 200, body: '{"data":[]}' });
   });
 });

@@ -27,6 +27,24 @@
  * - `/v1/models` (`owned_by: "llamacpp"`, `meta.n_ctx_train`): index excerpts of
  *   server-models / server.cpp.
  *
+ * - tools/server/server-context.cpp @ fb4026604c67c682f552337ec9b91eced0abd35a `process_token`:
+ *   each id's piece is appended to `generated_text`; while `validate_utf8` (server-common.cpp,
+ *   index excerpt: a lead byte within the last 4 whose character is not complete) says the text
+ *   ends inside a character, no partial is sent; the next partial's `content` is all the text
+ *   not sent yet (`generated_text.substr(n_sent_text)`), its `tokens` only its own id
+ *   (`send_partial_response`: `res->tokens = { tkn.tok }`), its `tokens_predicted` the ids
+ *   decoded so far. A piece is a special's text only when `accept_special_token`:
+ *   `params_base.special` (`--special`) or the id is in the request's `preserved_tokens`
+ *   (server-task.cpp `params_from_json_cmpl`: each string that tokenizes to one id); else "".
+ *   An end-of-generation id whose piece leaves the text incomplete is never sent at all.
+ * - tools/server/server-http.cpp @ 00dd0816129a5210351c78bb90e0828f8eb69f99 (`--api-key`): every
+ *   path but /health, /v1/health, /models, /v1/models and / needs the key (`Authorization:
+ *   Bearer`, or `X-Api-Key`), else 401 `{"error": {"message": "Invalid API Key", "type":
+ *   "authentication_error", "code": 401}}`.
+ * - `/metrics` (with `--metrics`): Prometheus text, `llamacpp:` series such as
+ *   `llamacpp:prompt_tokens_total` (read in index excerpts of the server's README); without the
+ *   flag an error answer (its wording not pinned here).
+ *
  * Profile "old": a llama-server from before `return_tokens`: partials without `tokens`, finals
  * with `stopped_eos` / `stopped_word` / `stopped_limit` instead of `stop_type`.
  */
@@ -48,6 +66,48 @@ export interface LlamacppConfig {
   eog: number[];
   /** `-n` (default -1: until the context is full). */
   nPredict: number;
+  /**
+   * Each ordinary id's bytes (the model's vocabulary); default: a placeholder text per id.
+   * With real bytes, characters split across ids are held as llama-server holds them.
+   */
+  pieceBytes: ((id: number) => Uint8Array) | null;
+  /** `--special`: every special's text is written into `content`. */
+  special: boolean;
+  /** Whether the build reads the request's `preserved_tokens` (false: an older build ignores it). */
+  preservedTokens: boolean;
+  /** `--api-key` (null: none). */
+  apiKey: string | null;
+  /** `--metrics`. */
+  metrics: boolean;
+}
+
+/** gpt-oss's named specials (o200k_harmony), as their text. */
+const SPECIAL_TEXT: Readonly<Record<number, string>> = {
+  199998: "<|startoftext|>",
+  199999: "<|endoftext|>",
+  200002: "<|return|>",
+  200003: "<|constrain|>",
+  200005: "<|channel|>",
+  200006: "<|start|>",
+  200007: "<|end|>",
+  200008: "<|message|>",
+  200012: "<|call|>",
+};
+
+/** server-common.cpp `validate_utf8`: the length up to a character cut at the end. */
+function validUtf8Length(b: Buffer): number {
+  const len = b.length;
+  for (let i = 1; i <= 4 && i <= len; i++) {
+    const c = b[len - i]!;
+    if ((c & 0xe0) === 0xc0) {
+      if (i < 2) return len - i;
+    } else if ((c & 0xf0) === 0xe0) {
+      if (i < 3) return len - i;
+    } else if ((c & 0xf8) === 0xf0) {
+      if (i < 4) return len - i;
+    }
+  }
+  return len;
 }
 
 export interface LlamacppScript {
@@ -77,6 +137,11 @@ export const LLAMACPP_GPT_OSS: Readonly<LlamacppConfig> = Object.freeze({
   nCtxTrain: 131072,
   eog: [199999, 200002, 200012],
   nPredict: -1,
+  pieceBytes: null,
+  special: false,
+  preservedTokens: true,
+  apiKey: null,
+  metrics: true,
 });
 
 function isIntList(v: unknown): v is number[] {
@@ -98,8 +163,30 @@ export async function startLlamacpp(initial: Partial<LlamacppConfig> = {}): Prom
 
   const server = recordingServer(received, route);
 
+  const PUBLIC = new Set(["/health", "/v1/health", "/models", "/v1/models", "/"]);
+
   async function route(req: http.IncomingMessage, res: http.ServerResponse, rec: Received): Promise<void> {
+    if (config.apiKey !== null && !PUBLIC.has(rec.path)) {
+      const given = String(req.headers.authorization ?? req.headers["x-api-key"] ?? "").replace(/^Bearer /, "");
+      if (given !== config.apiKey) return json(res, rec, 401, error(401, "Invalid API Key", "authentication_error"));
+    }
     if (rec.path === "/health") return json(res, rec, 200, { status: "ok" });
+    if (rec.path === "/metrics" && req.method === "GET") {
+      if (!config.metrics) return json(res, rec, 501, error(501, "the server was started without --metrics", "not_supported_error"));
+      const text = [
+        "# HELP llamacpp:prompt_tokens_total Number of prompt tokens processed.",
+        "# TYPE llamacpp:prompt_tokens_total counter",
+        "llamacpp:prompt_tokens_total 0",
+        "# HELP llamacpp:requests_processing Number of requests processing.",
+        "# TYPE llamacpp:requests_processing gauge",
+        "llamacpp:requests_processing 0",
+        "",
+      ].join("\n");
+      rec.status = 200;
+      res.writeHead(200, { "content-type": "text/plain; version=0.0.4" });
+      res.end(text);
+      return;
+    }
     if (rec.path === "/props" && req.method === "GET") {
       return json(res, rec, 200, {
         default_generation_settings: { params: { n_predict: config.nPredict, temperature: 0.8 }, n_ctx: config.nCtx },
@@ -158,6 +245,18 @@ export async function startLlamacpp(initial: Partial<LlamacppConfig> = {}): Prom
       res.write(`data: ${JSON.stringify(data)}\n\n`);
     };
     const sampled = [...(s.tokens ?? [])];
+    // preserved_tokens: each string that is one special id (the stand-in knows gpt-oss's named ones)
+    const preserved = new Set<number>();
+    if (cfg.preservedTokens && Array.isArray(b.preserved_tokens))
+      for (const t of b.preserved_tokens as unknown[])
+        for (const [id, text] of Object.entries(SPECIAL_TEXT)) if (t === text) preserved.add(Number(id));
+    const pieceOf = (tok: number): Buffer => {
+      const name = SPECIAL_TEXT[tok];
+      if (tok >= 199998) return cfg.special || preserved.has(tok) ? Buffer.from(name ?? `<|reserved_${tok}|>`) : Buffer.alloc(0);
+      return cfg.pieceBytes ? Buffer.from(cfg.pieceBytes(tok)) : Buffer.from(defaultDecode(tok));
+    };
+    let generated = Buffer.alloc(0);
+    let sentBytes = 0;
     let decoded = 0;
     let stop: "eos" | "limit" | "none" = "none";
     let truncated = false;
@@ -169,20 +268,26 @@ export async function startLlamacpp(initial: Partial<LlamacppConfig> = {}): Prom
       }
       const tok = sampled.shift() ?? cfg.eog[1]!;
       decoded++;
-      const piece = cfg.eog.includes(tok) ? "" : defaultDecode(tok);
-      const partial: Obj =
-        cfg.profile === "current"
-          ? {
-              index: 0,
-              content: piece,
-              tokens: returnTokens ? [tok] : [],
-              stop: false,
-              id_slot: 0,
-              tokens_predicted: decoded,
-              tokens_evaluated: prompt.length,
-            }
-          : { content: piece, stop: false, id_slot: 0, multimodal: false, index: 0 };
-      send(partial);
+      generated = Buffer.concat([generated, pieceOf(tok)]);
+      // process_token: no partial while the text ends inside a character
+      const incomplete = validUtf8Length(generated) < generated.length;
+      if (!incomplete) {
+        const content = generated.subarray(sentBytes).toString("utf8");
+        sentBytes = generated.length;
+        const partial: Obj =
+          cfg.profile === "current"
+            ? {
+                index: 0,
+                content,
+                tokens: returnTokens ? [tok] : [],
+                stop: false,
+                id_slot: 0,
+                tokens_predicted: decoded,
+                tokens_evaluated: prompt.length,
+              }
+            : { content, stop: false, id_slot: 0, multimodal: false, index: 0 };
+        send(partial);
+      }
       if (nPredict > 0 && decoded >= nPredict) stop = "limit";
       if (prompt.length + decoded + 1 >= cfg.nCtx) {
         stop = "limit";

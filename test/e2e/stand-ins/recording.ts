@@ -6,6 +6,7 @@ type Obj = Record<string, unknown>;
 export interface Received {
   method: string;
   path: string;
+  headers: http.IncomingHttpHeaders;
   /** The body parsed as a JSON object (undefined when empty, not JSON, or not an object). */
   body: Obj | undefined;
   /** The status answered. */
@@ -32,7 +33,7 @@ export function recordingServer(
         body = undefined;
       }
       const path = new URL(req.url ?? "/", "http://x").pathname;
-      const rec: Received = { method: req.method ?? "", path, body, status: 0, events: [] };
+      const rec: Received = { method: req.method ?? "", path, headers: req.headers, body, status: 0, events: [] };
       received.push(rec);
       route(req, res, rec).catch(() => res.destroy());
     });

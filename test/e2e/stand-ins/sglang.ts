@@ -29,6 +29,17 @@
  * - http_server.py `available_models` (index excerpts): one card, `max_model_len = context_len`.
  * - The model's EOS ids stop generation with `matched_stop` = the id (FINISH_MATCHED_TOKEN);
  *   gpt-oss: 200002, 199999, 200012 (generation config, as in the vLLM stand-in).
+ * - `CompletionRequest` (protocol.py @ 004c82e07d876f6e4a0ad6e15325706b0f478f1a) declares
+ *   `temperature: float = 1.0`, `top_p: float = 1.0`, `top_k: int = -1`, `min_p: float = 0.0`,
+ *   `presence_penalty`/`frequency_penalty: float = 0.0`, `repetition_penalty: float = 1.0`,
+ *   `max_tokens: int = 16`, `n: int = 1` (none Optional): pydantic refuses a `null` for any of
+ *   them, a 400 whose message counts them ("N validation errors for CompletionRequest", as
+ *   measured against a running SGLang, issue #31); `seed`, `stop`, `logit_bias`, `user` are Optional.
+ * - python/sglang/srt/utils/auth.py @ a343daaf647ea0c8c4a05cd2b5cfa0afc9e303f8 (`--api-key`): every
+ *   path but /health* and /metrics* needs `Authorization: Bearer <key>`, else 401
+ *   `{"error": "Unauthorized"}`.
+ * - `/metrics` (with `--enable-metrics`; `sglang:` series such as `sglang:num_running_reqs`, read
+ *   in index excerpts of metrics_collector.py): Prometheus text; without the flag, no route (404).
  *
  * Profile "old": an SGLang from before `return_token_ids` on completions: the field is
  * ignored, chunks carry text only.
@@ -50,6 +61,10 @@ export interface SglangConfig {
   /** `--enable-cache-report`. */
   cacheReport: boolean;
   cachedTokens: number;
+  /** `--api-key` (null: none). */
+  apiKey: string | null;
+  /** `--enable-metrics`. */
+  enableMetrics: boolean;
 }
 
 export interface SglangScript {
@@ -84,7 +99,22 @@ export const SGLANG_GPT_OSS: Readonly<SglangConfig> = Object.freeze({
   eosTokenIds: [200002, 199999, 200012],
   cacheReport: false,
   cachedTokens: 0,
+  apiKey: null,
+  enableMetrics: true,
 });
+
+/** CompletionRequest's fields that are not Optional, with the pydantic error for a null. */
+const NOT_NULL: Readonly<Record<string, string>> = {
+  temperature: "float_type",
+  top_p: "float_type",
+  top_k: "int_type",
+  min_p: "float_type",
+  presence_penalty: "float_type",
+  frequency_penalty: "float_type",
+  repetition_penalty: "float_type",
+  max_tokens: "int_type",
+  n: "int_type",
+};
 
 class Fail extends Error {
   constructor(
@@ -116,6 +146,29 @@ export async function startSglang(initial: Partial<SglangConfig> = {}): Promise<
   const server = recordingServer(received, route);
 
   async function route(req: http.IncomingMessage, res: http.ServerResponse, rec: Received): Promise<void> {
+    // auth.py decide_request_auth: health and metrics stay open
+    if (
+      config.apiKey !== null &&
+      !rec.path.startsWith("/health") &&
+      !rec.path.startsWith("/metrics") &&
+      req.headers.authorization !== `Bearer ${config.apiKey}`
+    )
+      return json(res, rec, 401, { error: "Unauthorized" });
+    if (rec.path === "/metrics" && req.method === "GET" && config.enableMetrics) {
+      const text = [
+        "# HELP sglang:num_running_reqs The number of running requests.",
+        "# TYPE sglang:num_running_reqs gauge",
+        `sglang:num_running_reqs{model_name="${config.servedModelName}"} 0.0`,
+        "# HELP sglang:num_queue_reqs The number of requests in the waiting queue.",
+        "# TYPE sglang:num_queue_reqs gauge",
+        `sglang:num_queue_reqs{model_name="${config.servedModelName}"} 0.0`,
+        "",
+      ].join("\n");
+      rec.status = 200;
+      res.writeHead(200, { "content-type": "text/plain; version=0.0.4; charset=utf-8" });
+      res.end(text);
+      return;
+    }
     if (rec.path === "/health" && req.method === "GET") {
       rec.status = 200;
       res.end();
@@ -147,6 +200,19 @@ export async function startSglang(initial: Partial<SglangConfig> = {}): Promise<
     const b = rec.body;
     try {
       if (!b) throw new Fail(400, "the request body must be a JSON object");
+      // pydantic: the fields that are not Optional refuse a null
+      const nulls = Object.keys(NOT_NULL).filter((k) => b[k] === null);
+      if (nulls.length > 0)
+        throw new Fail(
+          400,
+          `${nulls.length} validation error${nulls.length > 1 ? "s" : ""} for CompletionRequest\n` +
+            nulls
+              .map(
+                (k) =>
+                  `${k}\n  Input should be a valid ${NOT_NULL[k] === "int_type" ? "integer" : "number"} [type=${NOT_NULL[k]}, input_value=None, input_type=NoneType]`,
+              )
+              .join("\n"),
+        );
       // pydantic: max_tokens is an int (not Optional), > 0
       const maxTokens = b.max_tokens === undefined ? 16 : b.max_tokens;
       if (typeof maxTokens !== "number" || !Number.isInteger(maxTokens)) throw new Fail(400, "max_tokens: Input should be a valid integer");

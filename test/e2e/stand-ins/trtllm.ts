@@ -32,6 +32,23 @@
  * - tensorrt_llm/executor/base_worker.py `_deduce_max_tokens` (index excerpt): max_tokens
  *   None → max_seq_len − prompt; larger → lowered to it; ≤ 0 → ValueError.
  *
+ * - postprocess_handlers.py @ 01bf19231d29d8f0766e31c117d1cf39ed00d3d5 again: the streaming
+ *   post-processor runs once per executor response and emits a chunk `for output in
+ *   rsp.outputs`, every choice every time, with `token_ids_diff`; executor/result.py
+ *   `_handle_sequence` (index excerpt) moves `_last_token_ids_len` only for the sequence the
+ *   response is for, so with n > 1 each other choice is sent again with its last ids (and, once
+ *   finished, its finish reason again).
+ * - openai_protocol.py @ 0076e9390e1ed11515f149eec356f5a03f4a00d8 `CompletionRequest`: `n: int = 1`,
+ *   `top_k: int = 0`, `min_p: float = 0.0`, `repetition_penalty: float = 1.0` are not Optional:
+ *   a null is a validation error (400 through `validation_exception_handler`); the OpenAI
+ *   fields (temperature, top_p, penalties, seed, user, logit_bias, stop) are Optional.
+ * - openai_server.py @ 00057725d9a6591f033e44f31c219e2426827bb7 `register_routes`: `/metrics` is
+ *   `get_iteration_stats`, a JSON list of iteration stats; Prometheus text is mounted at
+ *   `/prometheus/metrics` only with `return_perf_metrics` (`mount_metrics`), its series named
+ *   `trtllm_…` with labels `model_name="undefined"`, `engine_type="undefined"`
+ *   (tensorrt_llm/metrics/collector.py @ 050f80def8df236e326949c8bd9dee10fd896a83); `/version` is
+ *   `{"version": VERSION}`; no API-key middleware is registered.
+ *
  * Not confirmed from source: whether the end id (the tokenizer's EOS, gpt-oss 200002)
  * appears in `token_ids`; the stand-in leaves it out (`endIdInOutput: false`), the
  * harder case for the sidecar. Profile "old": a trtllm-serve without `detokenize` on
@@ -53,6 +70,10 @@ export interface TrtllmConfig {
   endId: number;
   /** Whether the end id is kept in `token_ids` (not confirmed from source). */
   endIdInOutput: boolean;
+  /** `return_perf_metrics`: Prometheus text at /prometheus/metrics. */
+  returnPerfMetrics: boolean;
+  /** What /version says. */
+  version: string;
 }
 
 export interface TrtllmScript {
@@ -83,7 +104,17 @@ export const TRTLLM_GPT_OSS: Readonly<TrtllmConfig> = Object.freeze({
   maxSeqLen: 131072,
   endId: 200002,
   endIdInOutput: false,
+  returnPerfMetrics: true,
+  version: "0.0.0-stand-in",
 });
+
+/** CompletionRequest's fields without `Optional`, and pydantic's type name for each. */
+const NOT_NULL: Readonly<Record<string, string>> = {
+  n: "int_type",
+  top_k: "int_type",
+  min_p: "float_type",
+  repetition_penalty: "float_type",
+};
 
 /** CompletionRequest's fields (openai_protocol.py); "detokenize" only in the current profile. */
 const FIELDS = [
@@ -159,7 +190,25 @@ export async function startTrtllm(initial: Partial<TrtllmConfig> = {}): Promise<
       res.end();
       return;
     }
-    if (rec.path === "/version" && req.method === "GET") return json(res, rec, 200, { version: "0.0.0-stand-in" });
+    if (rec.path === "/version" && req.method === "GET") return json(res, rec, 200, { version: config.version });
+    // get_iteration_stats: a JSON list, whatever the scraper expected
+    if (rec.path === "/metrics" && req.method === "GET") return json(res, rec, 200, [{ iter: 1, numActiveRequests: 0, gpuMemUsage: 0 }]);
+    if (rec.path === "/prometheus/metrics" && req.method === "GET" && config.returnPerfMetrics) {
+      const labels = 'engine_type="undefined",model_name="undefined"';
+      const text = [
+        "# HELP trtllm_num_requests_running Number of active requests",
+        "# TYPE trtllm_num_requests_running gauge",
+        `trtllm_num_requests_running{${labels}} 0.0`,
+        "# HELP trtllm_kv_cache_utilization KV cache utilization",
+        "# TYPE trtllm_kv_cache_utilization gauge",
+        `trtllm_kv_cache_utilization{${labels}} 0.0`,
+        "",
+      ].join("\n");
+      rec.status = 200;
+      res.writeHead(200, { "content-type": "text/plain; version=0.0.4; charset=utf-8" });
+      res.end(text);
+      return;
+    }
     if (rec.path === "/v1/models" && req.method === "GET") {
       return json(res, rec, 200, {
         object: "list",
@@ -176,6 +225,9 @@ export async function startTrtllm(initial: Partial<TrtllmConfig> = {}): Promise<
     for (const k of Object.keys(b))
       if (!known.includes(k)) return json(res, rec, 400, validation(k, "Extra inputs are not permitted", "extra_forbidden"));
     if (typeof b.model !== "string") return json(res, rec, 400, validation("model", "Field required", "missing"));
+    for (const [k, type] of Object.entries(NOT_NULL))
+      if (b[k] === null)
+        return json(res, rec, 400, validation(k, `Input should be a valid ${type === "int_type" ? "integer" : "number"}`, type));
     if (b.stream_options && !b.stream)
       return json(res, rec, 400, validation("", "Value error, Stream options can only be defined when stream is true.", "value_error"));
     if (!isIntList(b.prompt) || b.prompt.length === 0)
@@ -219,42 +271,51 @@ export async function startTrtllm(initial: Partial<TrtllmConfig> = {}): Promise<
       const t = s.tokens ?? [];
       return Array.isArray(t[0]) ? ((t as number[][])[i] ?? []) : (t as number[]);
     };
-    let completion = 0;
-    for (let i = 0; i < n; i++) {
-      const sampled = [...perChoice(i)];
-      let length = 0;
-      for (;;) {
+    // one executor response per step of one sequence; the post-processor then emits every output
+    const outs = Array.from({ length: n }, (_, i) => ({
+      sampled: [...perChoice(i)],
+      length: 0,
+      diff: [] as number[],
+      finish: null as string | null,
+      stopReason: null as number | null,
+    }));
+    while (outs.some((o) => o.finish === null)) {
+      for (let i = 0; i < n; i++) {
+        const o = outs[i]!;
+        if (o.finish !== null) continue;
         let ids: number[] = [];
-        let finish: string | null = null;
-        let stopReason: number | null = null;
-        if (s.cancelAfter === length) finish = "cancelled";
+        if (s.cancelAfter === o.length) o.finish = "cancelled";
         else {
-          const tok = sampled.shift() ?? cfg.endId;
-          length++;
+          const tok = o.sampled.shift() ?? cfg.endId;
+          o.length++;
           ids = [tok];
           if (tok === cfg.endId) {
-            finish = "stop";
+            o.finish = "stop";
             if (!cfg.endIdInOutput) ids = [];
           } else if (stopIds.has(tok)) {
-            finish = "stop";
-            stopReason = tok;
+            o.finish = "stop";
+            o.stopReason = tok;
             if (!keepStop) ids = [];
-          } else if (length >= maxTokens) finish = "length";
+          } else if (o.length >= maxTokens) o.finish = "length";
         }
-        const choice = {
-          index: i,
-          text: detokenize ? ids.map(String).join(" ") : "",
-          token_ids: detokenize ? null : ids,
-          logprobs: null,
-          finish_reason: finish,
-          stop_reason: stopReason,
-          avg_decoded_tokens_per_iter: null,
-        };
-        if (!send({ id, object: "text_completion", created, model: b.model, choices: [choice], usage: null })) return;
-        if (finish) break;
+        o.diff = ids;
+        // for output in rsp.outputs: the outputs this response is not for keep their last diff
+        for (let j = 0; j < n; j++) {
+          const p = outs[j]!;
+          const choice = {
+            index: j,
+            text: detokenize ? p.diff.map(String).join(" ") : "",
+            token_ids: detokenize ? null : p.diff,
+            logprobs: null,
+            finish_reason: p.finish,
+            stop_reason: p.stopReason,
+            avg_decoded_tokens_per_iter: null,
+          };
+          if (!send({ id, object: "text_completion", created, model: b.model, choices: [choice], usage: null })) return;
+        }
       }
-      completion += length;
     }
+    const completion = outs.reduce((a, o) => a + o.length, 0);
     if (includeUsage) {
       send({
         id,

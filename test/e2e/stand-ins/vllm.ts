@@ -76,6 +76,14 @@
  *   `vllm:num_requests_running` / `vllm:num_requests_waiting` / `vllm:kv_cache_usage_perc`
  *   gauges with labels `model_name`, `engine` of vllm/v1/metrics/loggers.py (index listing
  *   @ a6f0308cfe806b7731ad4979c9bea6e470c35efd): read in index excerpts.
+ * - vllm/v1/engine/detokenizer.py @ e372329d90d7d12e3957ac21c4097fd9bb79192c
+ *   `BaseIncrementalDetokenizer.update`: after each step's ids the stop strings are looked for
+ *   in `output_text`, the text of the whole completion (reasoning and, with
+ *   `skip_special_tokens: false`, every special's text included); the first found ends the
+ *   request with finish "stop" and `stop_reason` = the string, the text cut before it.
+ * - vllm/entrypoints/serve/middleware/authenticate.py @ baaf6e9c171b38e155d4191ac29f3a4a08817146
+ *   (`--api-key`): paths under /v1, /v2, /inference, /cohere without `Authorization: Bearer
+ *   <key>` answer 401 `{"error": "Unauthorized"}`; /health, /version, /metrics, /tokenize stay open.
  * - PR #22587 (`return_token_ids`, vLLM 0.10.2), PR #27561, PR #22099: issue threads.
  * - gpt-oss's generation_config.json `eos_token_id: [200002, 199999, 200012]` and tokenizer
  *   `eos_token: "<|return|>"` (200002): from third-party copies of the model files (the
@@ -148,6 +156,8 @@ export interface VllmConfig {
   kvCacheUsage: number;
   /** The `version` of /version. */
   version: string;
+  /** `--api-key` (null: none). */
+  apiKey: string | null;
   /** Placeholder detokenizer and tokenizer (the stand-in has no real tokenizer). */
   decode: (id: number) => string;
   tokenize: (text: string) => number[];
@@ -170,6 +180,7 @@ export const GPT_OSS_20B: Readonly<Omit<VllmConfig, "decode" | "tokenize">> = Ob
   numRequestsWaiting: 0,
   kvCacheUsage: 0,
   version: "0.0.0-stand-in",
+  apiKey: null,
 });
 
 /** Per-choice value: one for every choice, or a list by choice index. */
@@ -287,6 +298,8 @@ interface Plan {
   minTokens: number;
   eos: number | null;
   stopIds: number[];
+  /** Stop strings, looked for in the completion's text. */
+  stop: string[];
   includeStop: boolean;
   skipSpecial: boolean;
   returnTokenIds: boolean;
@@ -403,6 +416,12 @@ function plan(body: Obj, cfg: VllmConfig): Plan {
     minTokens: typeof body.min_tokens === "number" ? body.min_tokens : 0,
     eos: ignoreEos ? null : cfg.eosTokenId,
     stopIds,
+    stop:
+      typeof body.stop === "string"
+        ? [body.stop]
+        : Array.isArray(body.stop)
+          ? (body.stop as unknown[]).filter((x): x is string => typeof x === "string")
+          : [],
     includeStop: body.include_stop_str_in_output === true,
     skipSpecial: body.skip_special_tokens !== false,
     // before PR #22587 the field is unknown: OpenAIBaseModel ignores it
@@ -470,6 +489,7 @@ function runChoice(
   promptLen: number,
   maxModelLen: number,
   maxTokens: number,
+  decode: (id: number) => string = defaultDecode,
 ): Run {
   const out: number[] = [];
   const abortAt = pick(s.abortAfter, i);
@@ -480,6 +500,15 @@ function runChoice(
     const last = out[out.length - 1]!;
     if (pl.eos !== null && last === pl.eos) return { kind: "finish", reason: "stop", stopReason: null, stopToken: true };
     if (pl.stopIds.includes(last)) return { kind: "finish", reason: "stop", stopReason: last, stopToken: true };
+    if (pl.stop.length > 0) {
+      // detokenizer.py: the stop strings are looked for in the text of the whole completion
+      const text = out
+        .filter((id) => !(pl.skipSpecial && id >= FIRST_SPECIAL))
+        .map(decode)
+        .join("");
+      const hit = pl.stop.find((st) => text.includes(st));
+      if (hit !== undefined) return { kind: "finish", reason: "stop", stopReason: hit, stopToken: false };
+    }
     if (promptLen + out.length >= maxModelLen || out.length >= maxTokens)
       return { kind: "finish", reason: "length", stopReason: null, stopToken: false };
     if ((pl.repetition && hasRepetition(out, pl.repetition)) || repAt === out.length)
@@ -659,6 +688,9 @@ export async function startVllm(initial: Partial<VllmConfig> = {}): Promise<Vllm
       "/detokenize": ["POST"],
       "/v1/completions": ["POST"],
     };
+    // authenticate.py: the guarded prefixes need the key; the rest stays open
+    if (config.apiKey !== null && /^\/(v1|v2|inference|cohere)(\/|$)/.test(path) && req.headers.authorization !== `Bearer ${config.apiKey}`)
+      return json(res, rec, 401, { error: "Unauthorized" });
     const allowed = routes[path];
     if (!allowed) return json(res, rec, 404, { detail: "Not Found" });
     if (!allowed.includes(method === "HEAD" ? "GET" : method)) return json(res, rec, 405, { detail: "Method Not Allowed" });
@@ -718,7 +750,7 @@ export async function startVllm(initial: Partial<VllmConfig> = {}): Promise<Vllm
     pl.prompts.forEach((ids, pi) => {
       for (let c = 0; c < pl.n; c++) {
         const i = pi * pl.n + c;
-        runs.push({ run: runChoice(perChoice(i), s, i, pl, ids.length, cfg.maxModelLen, pl.maxTokens[pi]!), prompt: pi });
+        runs.push({ run: runChoice(perChoice(i), s, i, pl, ids.length, cfg.maxModelLen, pl.maxTokens[pi]!, cfg.decode), prompt: pi });
       }
     });
     metrics.running++;

@@ -1,0 +1,69 @@
+/**
+ * The streamed `/v1/completions` of the OpenAI-style engines (vLLM, SGLang,
+ * trtllm-serve), read as untrusted input: each choice must carry
+ * `token_ids` (an engine too old to return them is a 502 that says which
+ * version is needed), each id and index is checked, usage is checked, and
+ * each choice is cut at the limit the request asked (./read.ts).
+ */
+import { isObj } from "../core/json.js";
+import {
+  UpstreamError,
+  type CompletionRequest,
+  type TokenLogprob,
+  type UpstreamChoice,
+  type UpstreamChunk,
+  type UpstreamConfig,
+} from "./engine.js";
+import { checkIds, checkIndex, checkUsage, ChoiceLimits, vocabSize } from "./read.js";
+import type { EngineRequest, EngineRules } from "./request.js";
+import { postSse } from "./sse.js";
+
+export interface StreamReading {
+  /** The engine's finish reason in the ones generate.ts knows (stop, length, repetition; anything else ends cut short). */
+  finish(f: unknown): string | null;
+  /** Each id's log probability, when the engine gives them (vLLM). */
+  logprobs?(v: unknown, n: number): (TokenLogprob | null)[] | undefined;
+}
+
+/** Stream `er` from the engine at `cfg`, read by `rules` and `reading`. */
+export async function* streamCompletions(
+  rules: EngineRules,
+  cfg: UpstreamConfig,
+  request: CompletionRequest,
+  er: EngineRequest,
+  signal: AbortSignal,
+  reading: StreamReading,
+): AsyncGenerator<UpstreamChunk> {
+  const size = vocabSize(cfg);
+  const limits = new ChoiceLimits(request.n, er.limit);
+  const opts = {
+    baseUrl: cfg.url,
+    idleTimeoutMs: cfg.idleTimeoutMs,
+    deadlineMs: cfg.deadlineMs,
+    apiKey: cfg.apiKey,
+    signal,
+    done: rules.doneMarker,
+  };
+  for await (const chunk of postSse(er.path, er.body, opts)) {
+    const raw = chunk.choices ?? [];
+    if (!Array.isArray(raw)) throw new UpstreamError(502, "upstream_bad_response", "the upstream sent choices that are not an array");
+    const choices: UpstreamChoice[] = [];
+    for (const c of raw as unknown[]) {
+      // an engine too old for ids ignores the field it does not know and streams text only
+      if (!isObj(c) || !Array.isArray(c.token_ids)) throw new UpstreamError(502, "upstream_bad_response", rules.noIds);
+      const ids = checkIds(c.token_ids, size);
+      const choice: UpstreamChoice = {
+        index: checkIndex(c.index, request.n),
+        token_ids: ids,
+        finish_reason: reading.finish(c.finish_reason),
+      };
+      const lps = reading.logprobs?.(c.logprobs, ids.length);
+      if (lps !== undefined) choice.logprobs = lps;
+      const taken = limits.take(choice);
+      if (taken !== null) choices.push(taken);
+    }
+    const usage = checkUsage(chunk.usage);
+    if (choices.length > 0 || usage !== null) yield { choices, usage };
+    if (limits.overrun) return; // every choice cut at its limit: the engine is not waited for
+  }
+}
