@@ -129,8 +129,25 @@ export async function runServe(flags: ServeFlags, tty: boolean = process.stdout.
   const applied = v8.map(({ flag, value }) => ({ flag, value, outcome: applyV8Flag(flag, value, node) }));
   const server = new Server(options);
   const service = server.service;
+  // the handlers come first: a Ctrl+C as soon as the banner shows (or before) stops the server once it has started
+  const starting = server.start();
+  let stopping = false;
+  const stop = (signal: string) => {
+    if (stopping) return;
+    stopping = true;
+    if (tty && signal === "SIGINT") process.stdout.write("\n"); // after the terminal's ^C
+    service.logger.info({ signal }, "signal received");
+    starting
+      .then(() => server.stop())
+      .then(
+        () => process.exit(0),
+        () => process.exit(1),
+      );
+  };
+  process.on("SIGTERM", () => stop("SIGTERM"));
+  process.on("SIGINT", () => stop("SIGINT"));
   try {
-    await server.start();
+    await starting;
   } catch (e) {
     // the edges and workers are already stopped (Server.start): say why in one line and leave
     const line =
@@ -150,16 +167,4 @@ export async function runServe(flags: ServeFlags, tty: boolean = process.stdout.
   // start-up detail: under the banner on a terminal only at debug level
   for (const a of applied)
     service.logger[tty ? "debug" : "info"]({ flag: a.flag, value: a.outcome === "set" ? a.value : null, outcome: a.outcome }, "V8 flag");
-  let stopping = false;
-  const stop = (signal: string) => {
-    if (stopping) return;
-    stopping = true;
-    service.logger.info({ signal }, "signal received");
-    server.stop().then(
-      () => process.exit(0),
-      () => process.exit(1),
-    );
-  };
-  process.on("SIGTERM", () => stop("SIGTERM"));
-  process.on("SIGINT", () => stop("SIGINT"));
 }
