@@ -88,6 +88,8 @@ export interface HarmonyChatCompletionChunk extends ChatCompletionChunk {
     tool_call_end?: { index: number; choice: number; arguments: string; valid_json: boolean };
     /** On a chunk of its own just before the finish reason: the choice's reasoning tokens (the parser's `done.reasoning_tokens`). */
     reasoning_tokens?: number;
+    /** On the same chunk: the parser's repairs by kind (empty when there were none), for a front that logs them. */
+    recoveries?: Record<string, number>;
   };
 }
 
@@ -147,6 +149,8 @@ export class ChatCompletionChunkAdapter {
   finishReason: ChatFinishReason | null = null;
   /** Function calls streamed so far (the next `tool_calls[].index`). */
   functionCalls = 0;
+  /** The parser's repairs so far, by kind. */
+  readonly recoveries: Record<string, number> = {};
   private started = false;
   private routeIndex = -1;
   private route: Route | null = null;
@@ -199,8 +203,10 @@ export class ChatCompletionChunkAdapter {
       case "done":
         this.done(event, out);
         break;
-      case "message_end":
       case "recovery":
+        this.recoveries[event.kind] = (this.recoveries[event.kind] ?? 0) + (event.count ?? 1);
+        break;
+      case "message_end":
         break;
     }
     return out;
@@ -251,7 +257,7 @@ export class ChatCompletionChunkAdapter {
     const reason = chatFinishReason(e.finish_reason, this.functionCalls);
     this.finishReason = reason;
     // not OpenAI's: the choice's reasoning tokens, for a front that reports the engine's usage (it does not send this on)
-    out.push(this.noChoices({ harmony: { reasoning_tokens: e.reasoning_tokens } }));
+    out.push(this.noChoices({ harmony: { reasoning_tokens: e.reasoning_tokens, recoveries: { ...this.recoveries } } }));
     out.push(this.chunk({}, reason));
     if (this.options.promptTokens !== undefined) {
       out.push(this.noChoices({ usage: usageOf(this.options.promptTokens, e.tokens, e.reasoning_tokens) }));
