@@ -295,7 +295,7 @@ function latencyOverTime(
   title: string,
   id: string,
 ): string | null {
-  const hasP99 = rows.some((r) => r.latency_p99_ms !== null);
+  const hasP99 = rows.filter((r) => r.latency_p99_ms !== null).length >= 2;
   return timeChart(
     [
       { name: "median", cls: "line", points: rows.map((r) => ({ t: r.t, v: r.latency_p50_ms })) },
