@@ -20,7 +20,7 @@ export const LAYERS = [
   ["vocab", "the o200k_harmony vocabulary: its table file (built from tiktoken's ranks), and text to ids in plain JS"],
   [
     "inspect",
-    "the stream inspector: POST /v1/parse's work on a worker thread of its own, and the page's logic (served to the browser too: it imports nothing)",
+    "the stream inspector: POST /v1/parse's work on a worker thread of its own (with the front's Chat and Responses chunks, from the openai adapters), and the page's logic (served to the browser too: it imports nothing)",
   ],
   ["openai", "OpenAI shapes: chat request to Harmony conversation, Harmony events to Chat and Responses streams"],
   ["store", "the reasoning store (tool call id to chain of thought) and the per-stream reasoning buffer"],
@@ -43,7 +43,7 @@ export const ALLOWED = {
   core: [],
   protocol: ["core"],
   vocab: ["core"],
-  inspect: ["core", "vocab"],
+  inspect: ["core", "vocab", "openai"],
   openai: ["core"],
   store: ["core"],
   upstream: ["core"],

@@ -89,6 +89,21 @@ const STORE_CONNECT_WAIT_MS = 2000;
 
 export const SERVER_DEFAULTS = { host: "127.0.0.1", port: 8765, grpcPort: 8766 } as const;
 
+/** The info line that says where the server listens (the serve command shows it as a banner on a terminal). */
+export const SERVING_MESSAGE = "harmony-sidecar serving";
+
+/** An edge that could not listen (a port in use, a host that is not this machine's): what start rejects with, the service already stopped. */
+export class ListenError extends Error {
+  constructor(
+    readonly edge: "http" | "grpc",
+    readonly host: string,
+    readonly port: number,
+    readonly reason: unknown,
+  ) {
+    super(`the ${edge} edge cannot listen on ${host}:${port}: ${reason instanceof Error ? reason.message : String(reason)}`);
+  }
+}
+
 export class Server {
   readonly service: Service;
   private http?: HttpEdge;
@@ -110,6 +125,7 @@ export class Server {
     const kind = this.options.upstreamKind ?? "vllm";
     const engine = up ? createEngine(kind, up) : null;
     const front = up && engine ? new OpenAIFront(svc, engine, up) : null;
+    // the engine's watch counts in readiness from the first request; it starts once the ports are bound
     if (up && engine) {
       const logger = svc.logger;
       const watch = new EngineWatch(engine, up, {
@@ -126,10 +142,24 @@ export class Server {
         () => watch.detail(),
       );
       this.watch = watch;
-      watch.start();
     }
-    this.http = await startHttp(svc, front, this.options.host, this.options.port, this.options.access);
-    if (this.options.grpcPort >= 0) this.grpc = await startGrpc(svc, this.options.host, this.options.grpcPort);
+    const { host, port, grpcPort } = this.options;
+    try {
+      this.http = await startHttp(svc, front, host, port, this.options.access);
+    } catch (e) {
+      await svc.close();
+      throw new ListenError("http", host, port, e);
+    }
+    if (grpcPort >= 0) {
+      try {
+        this.grpc = await startGrpc(svc, host, grpcPort);
+      } catch (e) {
+        await this.http.close();
+        await svc.close();
+        throw new ListenError("grpc", host, grpcPort, e);
+      }
+    }
+    this.watch?.start();
     const shared = svc.reasoning.shared ?? svc.responses.shared;
     if (shared !== null && !(await shared.waitReady(STORE_CONNECT_WAIT_MS)))
       svc.logger.warn(
@@ -155,7 +185,7 @@ export class Server {
         vocabulary: svc.encoding.source,
         vocabulary_ms: Math.round(svc.encoding.loadMs),
       },
-      "harmony-sidecar serving",
+      SERVING_MESSAGE,
     );
     return ports;
   }

@@ -323,7 +323,14 @@ export class WsClient extends HarmonyClient {
     const ws = new WebSocket(url, { headers, perMessageDeflate: false });
     return new Promise((resolve, reject) => {
       ws.once("open", () => resolve(new WsClient(ws, opts.json === true)));
-      ws.once("unexpected-response", (_req, res) => reject(new Error(`server refused the connection: HTTP ${res.statusCode}`)));
+      ws.once("unexpected-response", (_req, res) => {
+        const path = new URL(url).pathname;
+        // the sidecar's streams are at /v1/stream: a URL without it is the usual mistake
+        const hint =
+          res.statusCode === 404 && path !== "/v1/stream" ? ` (no WebSocket at ${path}: the sidecar's is ws://HOST:PORT/v1/stream)` : "";
+        res.resume();
+        reject(new Error(`server refused the connection: HTTP ${res.statusCode}${hint}`));
+      });
       ws.once("error", reject);
     });
   }

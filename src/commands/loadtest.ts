@@ -1,5 +1,6 @@
 /** `harmony-sidecar loadtest`: fault-injected streams against a server, checked end to end. */
 import { writeFileSync } from "node:fs";
+import path from "node:path";
 import { Vocabulary } from "../core/vocab.js";
 import { FAULT_KINDS, type FaultKind } from "../loadtest/generate.js";
 import { pino } from "pino";
@@ -11,6 +12,7 @@ import { Server } from "../server.js";
 import { DEFAULT_LIMITS } from "../service/service.js";
 import { loadHarmonyEncoding, type HarmonyEncoding } from "../vocab/index.js";
 import { commaList } from "./lists.js";
+import { checkWritable, USAGE_EXIT, UsageError } from "./usage.js";
 
 export interface LoadtestFlags {
   url?: string;
@@ -45,21 +47,50 @@ export interface LoadtestFlags {
 }
 
 function num(name: string, raw: string, min: number, max = Number.MAX_SAFE_INTEGER): number {
-  const n = Number(raw);
+  const n = raw.trim() === "" ? NaN : Number(raw);
   if (!Number.isFinite(n) || n < min || n > max)
-    throw new Error(`--${name} must be a number in [${min}, ${max}], got ${JSON.stringify(raw)}`);
+    throw new UsageError(`--${name} must be a number in [${min}, ${max}], got ${JSON.stringify(raw)}`);
   return n;
 }
 
+/** `--url`: a WebSocket URL with a path (the sidecar's is /v1/stream); an http(s) URL is said to be the wrong kind, not tried over gRPC. */
+export function checkStreamUrl(url: string): string {
+  if (/^https?:\/\//i.test(url))
+    throw new UsageError(
+      `--url ${url} is an HTTP URL: --url takes the WebSocket URL (ws://HOST:PORT/v1/stream); for gRPC give --grpc HOST:PORT, for an OpenAI-compatible endpoint --openai ${url}`,
+    );
+  let u: URL;
+  try {
+    u = new URL(url);
+  } catch {
+    throw new UsageError(`--url must be a WebSocket URL such as ws://127.0.0.1:8765/v1/stream, got ${JSON.stringify(url)}`);
+  }
+  if (u.protocol !== "ws:" && u.protocol !== "wss:")
+    throw new UsageError(`--url must be a ws:// or wss:// URL such as ws://127.0.0.1:8765/v1/stream, got ${JSON.stringify(url)}`);
+  if (u.pathname === "/")
+    throw new UsageError(`--url ${url} has no path: the sidecar's WebSocket streams are at ${u.protocol}//${u.host}/v1/stream`);
+  return url;
+}
+
+/** `--grpc`: host:port, no scheme. */
+export function checkGrpcAddress(address: string): string {
+  if (/^[a-z][a-z0-9+.-]*:\/\//i.test(address))
+    throw new UsageError(`--grpc takes host:port without a scheme (e.g. 127.0.0.1:8766), got ${JSON.stringify(address)}`);
+  if (!/^(\[[0-9a-f:.]+\]|[^\s:/[\]]+):\d{1,5}$/i.test(address))
+    throw new UsageError(`--grpc must be host:port (e.g. 127.0.0.1:8766), got ${JSON.stringify(address)}`);
+  return address;
+}
+
 export function loadtestOptions(f: LoadtestFlags): LoadtestOptions {
+  if (f.url && f.grpc) throw new UsageError("give --url (WebSocket) or --grpc, not both");
   const faults = f.faults === "all" ? [...FAULT_KINDS] : commaList(f.faults);
   for (const k of faults) {
     if (!(FAULT_KINDS as readonly string[]).includes(k))
-      throw new Error(`unknown fault kind ${JSON.stringify(k)}; known: ${FAULT_KINDS.join(", ")}`);
+      throw new UsageError(`unknown fault kind ${JSON.stringify(k)} in --faults; known: ${FAULT_KINDS.join(", ")}`);
   }
   return {
-    ...(f.url ? { url: f.url } : {}),
-    ...(f.grpc ? { grpc: f.grpc } : {}),
+    ...(f.url ? { url: checkStreamUrl(f.url) } : {}),
+    ...(f.grpc ? { grpc: checkGrpcAddress(f.grpc) } : {}),
     ...(f.token ? { token: f.token } : {}),
     streams: Math.floor(num("streams", f.streams, 1)),
     concurrency: Math.floor(num("concurrency", f.concurrency ?? "256", 1, 16000)),
@@ -124,9 +155,10 @@ async function runOpenAICommand(flags: LoadtestFlags): Promise<number> {
   let opts: OpenAILoadOptions;
   try {
     opts = openaiOptions(flags);
+    checkOutputs(flags);
   } catch (e) {
     process.stderr.write(`loadtest: ${(e as Error).message}\n`);
-    return 2;
+    return USAGE_EXIT;
   }
   let report;
   try {
@@ -136,9 +168,40 @@ async function runOpenAICommand(flags: LoadtestFlags): Promise<number> {
     return 2;
   }
   if (opts.only === undefined) process.stdout.write(formatOpenAIReport(report) + "\n");
-  if (flags.json) writeFileSync(flags.json, JSON.stringify(report, null, 2) + "\n");
-  if (flags.html) writeFileSync(flags.html, renderOpenAIHtml(report, { settings: { ...opts }, machine: machineInfo() }));
+  const wrote = writeReports(flags, JSON.stringify(report, null, 2) + "\n", () =>
+    renderOpenAIHtml(report, { settings: { ...opts }, machine: machineInfo() }),
+  );
+  if (wrote !== null) return wrote;
   return report.ok ? 0 : 1;
+}
+
+/** `--json` and `--html` checked before the run: a file that could not be written is said now, not after it. */
+function checkOutputs(flags: LoadtestFlags): void {
+  if (flags.json) checkWritable("--json", flags.json);
+  if (flags.html) checkWritable("--html", flags.html);
+}
+
+/**
+ * Write the JSON and HTML reports, and say where (on stdout after the
+ * report; on stderr with --only, whose stdout is the stream's dump). A
+ * write that fails even so is one line and exit 2 (null: written).
+ */
+function writeReports(flags: LoadtestFlags, json: string, html: () => string): number | null {
+  const say = (line: string) => (flags.only === undefined ? process.stdout : process.stderr).write(line + "\n");
+  try {
+    if (flags.json) {
+      writeFileSync(flags.json, json);
+      say(`Wrote the JSON report to ${path.resolve(flags.json)}`);
+    }
+    if (flags.html) {
+      writeFileSync(flags.html, html());
+      say(`Wrote the HTML report to ${path.resolve(flags.html)} (open it in a browser)`);
+    }
+  } catch (e) {
+    process.stderr.write(`loadtest: could not write the report: ${(e as Error).message.split("\n")[0]}\n`);
+    return USAGE_EXIT;
+  }
+  return null;
 }
 
 /** Run the load test against `opts.url` or `opts.grpc`, or, with neither, against a server started here on a free loopback port. */
@@ -166,9 +229,10 @@ export async function runLoadtestCommand(flags: LoadtestFlags): Promise<number> 
   let opts: LoadtestOptions;
   try {
     opts = loadtestOptions(flags);
+    checkOutputs(flags);
   } catch (e) {
     process.stderr.write(`loadtest: ${(e as Error).message}\n`);
-    return 2;
+    return USAGE_EXIT;
   }
   const enc = loadHarmonyEncoding();
   const vocab = new Vocabulary(enc.table);
@@ -177,11 +241,16 @@ export async function runLoadtestCommand(flags: LoadtestFlags): Promise<number> 
     report = await loadtest(opts, enc, vocab);
   } catch (e) {
     // a server that refuses us or goes away is not a test result: say so plainly
-    process.stderr.write(`loadtest: ${(e as Error).message}\n`);
-    return 2;
+    const target = opts.url ?? (opts.grpc ? `grpc://${opts.grpc}` : "the in-process server");
+    const message = (e as Error).message.split("\n")[0]!;
+    const hint = /ECONNREFUSED/.test(message) ? " (is a server running there? npx harmony-sidecar serve starts one)" : "";
+    process.stderr.write(`loadtest: ${target}: ${message}${hint}\n`);
+    return USAGE_EXIT;
   }
   if (opts.only === undefined) process.stdout.write(formatReport(report) + "\n");
-  if (flags.json) writeFileSync(flags.json, JSON.stringify(report, null, 2) + "\n");
-  if (flags.html) writeFileSync(flags.html, renderLoadtestHtml(report, { settings: { ...opts }, machine: machineInfo() }));
+  const wrote = writeReports(flags, JSON.stringify(report, null, 2) + "\n", () =>
+    renderLoadtestHtml(report, { settings: { ...opts }, machine: machineInfo() }),
+  );
+  if (wrote !== null) return wrote;
   return report.ok ? 0 : 1;
 }

@@ -146,11 +146,22 @@ export async function* readLines(input: Readable, maxBytes: number = MAX_BATCH_L
   else if (held > 0) yield [text(Buffer.alloc(0))];
 }
 
+/** What `parse` says when its stdin is a terminal (it would otherwise wait without a word). */
+export function terminalHint(opts: Pick<ParseCommandOptions, "input" | "batch">): string {
+  const what = opts.batch ? 'JSON Lines cases {"id","tokens"}' : opts.input === "text" ? "Harmony text" : "token ids (or --input text)";
+  const example =
+    opts.input === "text"
+      ? "echo '<|channel|>final<|message|>Hi!<|return|>' | npx harmony-sidecar parse --input text"
+      : "echo '200005 17196 200008 12194 0 200002' | npx harmony-sidecar parse";
+  return `parse: reading ${what} from the terminal: type or paste, then Ctrl+D to parse (or pipe them in: ${example})`;
+}
+
 export async function runParse(
   opts: ParseCommandOptions,
   io: { stdin: Readable; stdout: Writable; stderr: Writable },
   encoding?: HarmonyEncoding,
 ): Promise<number> {
+  if ((io.stdin as { isTTY?: boolean }).isTTY) io.stderr.write(terminalHint(opts) + "\n");
   const enc = encoding ?? loadHarmonyEncoding();
   const vocab = new Vocabulary(enc.table);
   const defaultRole = opts.role === "none" ? null : "assistant";

@@ -4,11 +4,15 @@
  * is a row of ./settings.ts.
  */
 import { setFlagsFromString } from "node:v8";
-import { installLastResort, Server, type ServerOptions } from "../server.js";
+import { pino } from "pino";
+import { installLastResort, ListenError, Server, type ServerOptions } from "../server.js";
 import { DEFAULT_COT_STORE, DEFAULT_LIMITS, type Limits } from "../service/service.js";
 import type { EngineKind } from "../upstream/index.js";
 import { commaList } from "./lists.js";
+import { consoleDestination } from "./console-log.js";
 import { SettingsReader, type ServeFlags } from "./settings.js";
+import { listenProblem, USAGE_EXIT, UsageError } from "./usage.js";
+import { packageVersion } from "./version.js";
 
 export { DEFAULT_HEAP_GROWTH, DEFAULT_INLINE_BUDGET, type ServeFlags } from "./settings.js";
 
@@ -106,38 +110,71 @@ export function resolveOptions(flags: ServeFlags, env: NodeJS.ProcessEnv): Serve
   };
 }
 
-export async function runServe(flags: ServeFlags): Promise<void> {
+/**
+ * Serve until SIGTERM or SIGINT. A setting its row refuses, or a port that
+ * cannot be bound, is one line on stderr and exit 2; on a terminal the
+ * start is a banner (where everything is, how to stop) and the log lines
+ * are short, elsewhere they are pino's JSON.
+ */
+export async function runServe(flags: ServeFlags, tty: boolean = process.stdout.isTTY === true): Promise<void> {
   let options: ServerOptions;
   let v8: ReturnType<typeof resolveV8Settings>;
   try {
     options = resolveOptions(flags, process.env);
     v8 = resolveV8Settings(flags, process.env);
   } catch (e) {
-    process.stderr.write(`serve: ${(e as Error).message}\n`);
-    process.exitCode = 2;
+    if (!(e instanceof UsageError)) throw e;
+    process.stderr.write(`serve: ${e.message}\n`);
+    process.exitCode = USAGE_EXIT;
     return;
   }
+  if (tty)
+    options.logger = pino(
+      { level: options.logLevel ?? "info", base: { service: "harmony-sidecar" } },
+      consoleDestination(process.stdout, packageVersion()),
+    );
   // process-wide, so set here rather than by Service (which tests and
   // benchmarks also run inside other processes)
   const node = { execArgv: process.execArgv, setFlags: setFlagsFromString };
   const applied = v8.map(({ flag, value }) => ({ flag, value, outcome: applyV8Flag(flag, value, node) }));
   const server = new Server(options);
   const service = server.service;
-  await server.start();
-  // from here on, a bug nothing handled is logged and counted, and the process goes on serving
-  installLastResort(service);
-  for (const a of applied)
-    service.logger.info({ flag: a.flag, value: a.outcome === "set" ? a.value : null, outcome: a.outcome }, "V8 flag");
+  // the handlers come first: a Ctrl+C as soon as the banner shows (or before) stops the server once it has started
+  const starting = server.start();
   let stopping = false;
   const stop = (signal: string) => {
     if (stopping) return;
     stopping = true;
+    if (tty && signal === "SIGINT") process.stdout.write("\n"); // after the terminal's ^C
     service.logger.info({ signal }, "signal received");
-    server.stop().then(
-      () => process.exit(0),
-      () => process.exit(1),
-    );
+    starting
+      .then(() => server.stop())
+      .then(
+        () => process.exit(0),
+        () => process.exit(1),
+      );
   };
   process.on("SIGTERM", () => stop("SIGTERM"));
   process.on("SIGINT", () => stop("SIGINT"));
+  try {
+    await starting;
+  } catch (e) {
+    // the edges and workers are already stopped (Server.start): say why in one line and leave
+    const line =
+      e instanceof ListenError
+        ? listenProblem(e.reason, {
+            host: e.host,
+            port: e.port,
+            flag: e.edge === "http" ? "--port" : "--grpc-port",
+            what: e.edge === "http" ? "the HTTP/WebSocket" : "the gRPC",
+          })
+        : `could not start: ${(e instanceof Error ? e.message : String(e)).split("\n")[0]}`;
+    process.stderr.write(`serve: ${line}\n`);
+    process.exit(e instanceof ListenError ? USAGE_EXIT : 1);
+  }
+  // from here on, a bug nothing handled is logged and counted, and the process goes on serving
+  installLastResort(service);
+  // start-up detail: under the banner on a terminal only at debug level
+  for (const a of applied)
+    service.logger[tty ? "debug" : "info"]({ flag: a.flag, value: a.outcome === "set" ? a.value : null, outcome: a.outcome }, "V8 flag");
 }

@@ -10,6 +10,7 @@ import { DEFAULT_COT_STORE, DEFAULT_LIMITS, DEFAULT_RESPONSE_STORE, DEFAULTS } f
 import { SERVER_DEFAULTS } from "../server.js";
 import { DEFAULT_UPSTREAM_DEADLINE_MS } from "../upstream/engine.js";
 import { ENGINE_KINDS } from "../upstream/index.js";
+import { UsageError } from "./usage.js";
 
 /**
  * How far V8 lets the old generation grow past what a full GC left alive
@@ -37,6 +38,9 @@ export const DEFAULT_HEAP_GROWTH = 300;
  */
 export const DEFAULT_INLINE_BUDGET = 3000;
 
+/** pino's levels, as `--log-level` takes them. */
+export const LOG_LEVELS = ["fatal", "error", "warn", "info", "debug", "trace", "silent"] as const;
+
 export interface Setting {
   /** The flag as commander names it (camelCase of the long flag). */
   key: string;
@@ -55,11 +59,17 @@ export interface Setting {
   min?: number;
   max?: number;
   choices?: readonly string[];
+  /**
+   * Where `serve --help` lists it: `basic` (what a first run needs) first,
+   * then everything else under "Advanced" (limits and tuning; the default).
+   */
+  group?: "basic" | "advanced";
 }
 
 export const SETTINGS = [
   {
     key: "host",
+    group: "basic",
     flag: "--host <addr>",
     env: "HARMONY_HOST",
     help: "address to bind (both edges)",
@@ -68,24 +78,29 @@ export const SETTINGS = [
   },
   {
     key: "port",
+    group: "basic",
     flag: "--port <n>",
     env: "HARMONY_PORT",
     help: "HTTP + WebSocket port (0: any free port)",
     default: SERVER_DEFAULTS.port,
     type: "int",
     min: 0,
+    max: 65535,
   },
   {
     key: "grpcPort",
+    group: "basic",
     flag: "--grpc-port <n>",
     env: "HARMONY_GRPC_PORT",
     help: "gRPC port (0: any free port, -1: off)",
     default: SERVER_DEFAULTS.grpcPort,
     type: "int",
     min: -1,
+    max: 65535,
   },
   {
     key: "workers",
+    group: "basic",
     flag: "--workers <n>",
     env: "HARMONY_WORKERS",
     help: "parser worker threads (0: parse on the main thread)",
@@ -102,14 +117,24 @@ export const SETTINGS = [
     type: "int",
     min: 0,
   },
-  { key: "token", flag: "--token <secret>", env: "HARMONY_TOKEN", help: "bearer token clients must present", default: "", type: "string" },
+  {
+    key: "token",
+    flag: "--token <secret>",
+    env: "HARMONY_TOKEN",
+    help: "bearer token clients must present",
+    default: "",
+    type: "string",
+    group: "basic",
+  },
   {
     key: "logLevel",
+    group: "basic",
     flag: "--log-level <level>",
     env: "HARMONY_LOG_LEVEL",
     help: "pino log level",
     default: DEFAULTS.logLevel ?? "info",
     type: "string",
+    choices: LOG_LEVELS,
   },
   {
     key: "maxFrameBytes",
@@ -238,6 +263,7 @@ export const SETTINGS = [
   },
   {
     key: "upstream",
+    group: "basic",
     flag: "--upstream <url>",
     env: "HARMONY_UPSTREAM",
     help: "sidecar mode: the inference server (vLLM, SGLang, trtllm-serve, llama-server) to drive by token ids",
@@ -281,6 +307,7 @@ export const SETTINGS = [
   },
   {
     key: "upstreamKind",
+    group: "basic",
     flag: "--upstream-kind <kind>",
     env: "HARMONY_UPSTREAM_KIND",
     help: "sidecar mode: the engine behind --upstream (auto: probe it)",
@@ -392,9 +419,15 @@ export type ServeFlags = Partial<Record<SettingKey, string>>;
 
 const BY_KEY: ReadonlyMap<string, Setting> = new Map(SETTINGS.map((s) => [s.key, s]));
 
-/** The `--help` line of a setting: its text, its variable and its default. */
+/** The `--help` line of a setting: its text, its choices, its variable and its default. */
 export function helpText(s: Setting): string {
-  return `${s.help} [env ${s.env}, default ${s.default === "" ? "none" : s.default}]`;
+  const choices = s.choices ? `one of ${s.choices.join(", ")}; ` : "";
+  return `${s.help} [${choices}env ${s.env}, default ${s.default === "" ? "none" : s.default}]`;
+}
+
+/** The long flag alone (`--port`), as a person types it. */
+export function flagName(s: Setting): string {
+  return s.flag.split(" ")[0]!;
 }
 
 /** An environment variable's value; set but empty counts as unset (VAR= in a compose file or a shell). */
@@ -419,20 +452,32 @@ export class SettingsReader {
     return BY_KEY.get(key)!;
   }
 
-  /** A setting's text: its flag, else its environment variable, else the default. */
+  /** The raw text and who gave it: `--port`, or `--port (set by HARMONY_PORT)`, or the default. */
+  private read(s: Setting): { raw: string; who: string } {
+    const flag = this.flags[s.key as SettingKey];
+    if (flag !== undefined) return { raw: flag, who: flagName(s) };
+    const env = envValue(this.env, s.env);
+    if (env !== undefined) return { raw: env, who: `${flagName(s)} (set by ${s.env})` };
+    return { raw: String(s.default), who: `${flagName(s)} (its default)` };
+  }
+
+  /** A setting's text: its flag, else its environment variable, else the default (a value its row refuses: a UsageError naming the flag). */
   text(key: SettingKey): string {
     const s = this.row(key);
-    const raw = this.flags[key] ?? envValue(this.env, s.env) ?? String(s.default);
-    if (s.choices && !s.choices.includes(raw)) throw new Error(`${key} (${s.env}) must be ${s.choices.join(" or ")}`);
+    const { raw, who } = this.read(s);
+    if (s.choices && !s.choices.includes(raw))
+      throw new UsageError(
+        `${who} must be ${s.choices.length <= 2 ? s.choices.join(" or ") : `one of ${s.choices.join(", ")}`}, got ${JSON.stringify(raw)}`,
+      );
     if (s.type === "url" && raw !== "" && !/^https?:\/\//.test(raw))
-      throw new Error(`${key} (${s.env}) must be an http(s) URL, got ${JSON.stringify(raw)}`);
+      throw new UsageError(`${who} must be an http(s) URL such as http://127.0.0.1:8000, got ${JSON.stringify(raw)}`);
     if (s.type === "store" && raw !== "memory") {
       // the URL may hold a password: never quoted back
-      if (!isStoreUrl(raw)) throw new Error(`${key} (${s.env}) must be memory or a redis://, rediss:// or unix:// URL`);
+      if (!isStoreUrl(raw)) throw new UsageError(`${who} must be memory or a redis://, rediss:// or unix:// URL`);
       try {
         connectionOptions(raw);
       } catch {
-        throw new Error(`${key} (${s.env}) is not a usable redis://, rediss:// or unix:// URL`);
+        throw new UsageError(`${who} is not a usable redis://, rediss:// or unix:// URL`);
       }
     }
     return raw;
@@ -441,11 +486,12 @@ export class SettingsReader {
   /** An integer setting within its row's bounds. */
   int(key: SettingKey): number {
     const s = this.row(key);
-    const raw = this.flags[key] ?? envValue(this.env, s.env) ?? String(s.default);
+    const { raw, who } = this.read(s);
     const n = decimal(raw);
     const min = s.min ?? Number.MIN_SAFE_INTEGER;
-    if (!Number.isInteger(n) || n < min) throw new Error(`${key} (${s.env}) must be an integer ≥ ${min}, got ${JSON.stringify(raw)}`);
-    if (s.max !== undefined && n > s.max) throw new Error(`${key} (${s.env}) must be at most ${s.max}, got ${n}`);
+    const range = s.max !== undefined ? `an integer from ${min} to ${s.max}` : `an integer ≥ ${min}`;
+    if (!Number.isInteger(n) || n < min || (s.max !== undefined && n > s.max))
+      throw new UsageError(`${who} must be ${range}, got ${JSON.stringify(raw)}`);
     return n;
   }
 }

@@ -4,6 +4,7 @@ import { ALL_FAULT_KINDS, ENGINE_FAULT_KINDS, type FaultKind } from "../loadtest
 import { SIMULATOR_DEFAULTS, startSimulator, type SimulatorOptions } from "../simulate/server.js";
 import { loadHarmonyEncoding } from "../vocab/index.js";
 import { commaList } from "./lists.js";
+import { listenProblem, USAGE_EXIT } from "./usage.js";
 
 export interface SimulateFlags {
   host: string;
@@ -81,8 +82,10 @@ export async function runSimulateCommand(flags: SimulateFlags): Promise<number> 
   try {
     sim = await startSimulator(opts, enc, vocab);
   } catch (e) {
-    process.stderr.write(`simulate-engine: cannot listen on ${opts.host}:${opts.port}: ${(e as Error).message}\n`);
-    return 2;
+    process.stderr.write(
+      `simulate-engine: ${listenProblem(e, { host: opts.host, port: opts.port, flag: "--port", what: "the simulator's" })}\n`,
+    );
+    return USAGE_EXIT;
   }
   process.stdout.write(
     `${JSON.stringify({

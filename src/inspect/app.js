@@ -7,11 +7,16 @@
  * the page. Typechecked with `npx tsc -p src/inspect/tsconfig.json`.
  */
 import {
+  chunksUpTo,
   collectMessages,
   decodeFragment,
+  describeKind,
   detectInput,
   encodeFragment,
+  eventsAtStep,
+  groupMarks,
   parseIdList,
+  positions,
   readSseLog,
   segmentTokens,
   summarize,
@@ -20,9 +25,13 @@ import {
 /** @typedef {import("./logic.js").InspectEvent} InspectEvent */
 /** @typedef {import("./logic.js").ParseAnswer} ParseAnswer */
 /** @typedef {import("./logic.js").FragmentInput} FragmentInput */
+/** @typedef {import("./logic.js").StreamedChunk} StreamedChunk */
+/** @typedef {{ step(k: number): void }} StepView */
 
 /** Tokens drawn per pane; the rest are summarised (the messages are always whole). */
 const MAX_TOKENS_SHOWN = 20000;
+/** Rows drawn per events or chunks list; the rest are summarised. */
+const MAX_ROWS_SHOWN = 5000;
 const EXAMPLE =
   '<|start|>assistant to=functions.get_weather<|channel|>commentary<|end|><|start|>assistant<|channel|>commentary json<|message|>{"city":"Oslo"}<|call|>';
 
@@ -43,6 +52,11 @@ const input = byId("input", HTMLTextAreaElement);
 const role = byId("role", HTMLSelectElement);
 const afterStop = byId("after-stop", HTMLSelectElement);
 const tools = byId("tools", HTMLInputElement);
+const calls = byId("calls", HTMLSelectElement);
+const detected = byId("detected", HTMLSpanElement);
+const stepper = byId("stepper", HTMLDivElement);
+const stepInput = byId("step", HTMLInputElement);
+const stepLabel = byId("step-label", HTMLOutputElement);
 const token = byId("token", HTMLInputElement);
 const tokenLabel = byId("token-label", HTMLLabelElement);
 const status = byId("status", HTMLSpanElement);
@@ -95,7 +109,10 @@ function toolList() {
 function readInput() {
   const raw = input.value;
   let kind = selectedKind();
-  if (kind === "auto") kind = detectInput(raw);
+  if (kind === "auto") {
+    kind = detectInput(raw);
+    detected.textContent = raw.trim() === "" ? "" : `(found ${describeKind(/** @type {any} */ (kind))})`;
+  }
   if (kind === "ids") return { ids: parseIdList(raw), notes: [] };
   if (kind === "sse") {
     const r = readSseLog(raw);
@@ -131,6 +148,29 @@ async function parse(body) {
 
 let running = 0;
 
+/** The parse shown: each view's stepping, and the number of tokens (the stepper runs 0 … n + 1). */
+const shown = { n: 0, views: /** @type {StepView[]} */ ([]) };
+
+const PANES = ["#pane-resilient", "#pane-strict", "#events-resilient", "#events-strict", "#chunks-chat", "#chunks-responses"];
+
+/** @param {string} selector */
+function paneBody(selector) {
+  const body = document.querySelector(`${selector} .pane-body`);
+  if (!(body instanceof HTMLElement)) throw new Error(`${selector} is missing`);
+  return body;
+}
+
+/**
+ * Say an error in every view, in place of what an earlier parse left there (which no longer matches the input).
+ * @param {string} message
+ */
+function showFailure(message) {
+  for (const sel of PANES) paneBody(sel).replaceChildren(h("p", { class: "failure", role: "alert" }, [message]));
+  shown.views = [];
+  stepper.hidden = true;
+  status.textContent = message;
+}
+
 async function run() {
   const mine = ++running;
   notes.replaceChildren();
@@ -138,27 +178,20 @@ async function run() {
   try {
     what = readInput();
   } catch (e) {
-    status.textContent = /** @type {Error} */ (e).message;
+    showFailure(`Could not read the input: ${/** @type {Error} */ (e).message}`);
     return;
   }
+  const kind = selectedKind() === "auto" ? detected.textContent : "";
   for (const n of what.notes) notes.append(h("li", {}, [n]));
   if (token.value) sessionStorage.setItem("harmony-inspect-token", token.value);
+  const options = {
+    role: /** @type {any} */ (role.value),
+    afterStop: /** @type {any} */ (afterStop.value),
+    tools: toolList(),
+    calls: /** @type {any} */ (calls.value),
+  };
   /** @type {FragmentInput} */
-  const frag = what.ids
-    ? {
-        kind: "ids",
-        value: what.ids.join(","),
-        role: /** @type {any} */ (role.value),
-        afterStop: /** @type {any} */ (afterStop.value),
-        tools: toolList(),
-      }
-    : {
-        kind: "text",
-        value: what.text ?? "",
-        role: /** @type {any} */ (role.value),
-        afterStop: /** @type {any} */ (afterStop.value),
-        tools: toolList(),
-      };
+  const frag = what.ids ? { kind: "ids", value: what.ids.join(","), ...options } : { kind: "text", value: what.text ?? "", ...options };
   const hash = encodeFragment(frag);
   if (location.hash !== hash) history.replaceState(null, "", hash);
   link.hidden = true;
@@ -167,25 +200,65 @@ async function run() {
     role: role.value,
     after_stop: afterStop.value,
     ...(toolList().length > 0 ? { tools: toolList() } : {}),
+    ...(calls.value !== "any" ? { calls: calls.value } : {}),
     tokens: true,
   };
   status.textContent = "Parsing…";
   const t0 = performance.now();
-  const [resilient, strict] = await Promise.allSettled([parse({ ...base, mode: "resilient" }), parse({ ...base, mode: "strict" })]);
+  const [resilient, strict] = await Promise.allSettled([
+    parse({ ...base, mode: "resilient", chunks: true }),
+    parse({ ...base, mode: "strict" }),
+  ]);
   if (mine !== running) return; // a later run took over
-  status.textContent = `Parsed in ${Math.round(performance.now() - t0)} ms.`;
+  status.textContent = `Parsed in ${Math.round(performance.now() - t0)} ms${kind ? `: ${kind.slice(1, -1)}` : ""}.`;
+  /** @type {StepView[]} */
+  const views = [];
+  let n = 0;
   for (const [mode, r] of /** @type {const} */ ([
     ["resilient", resilient],
     ["strict", strict],
   ])) {
-    const body = document.querySelector(`#pane-${mode} .pane-body`);
-    if (!(body instanceof HTMLElement)) continue;
-    if (r.status === "fulfilled") body.replaceChildren(...renderPane(mode, r.value));
-    else {
-      body.replaceChildren(h("p", { class: "failure", role: "alert" }, [`Could not parse: ${r.reason.message}`]));
+    const pane = paneBody(`#pane-${mode}`);
+    const events = paneBody(`#events-${mode}`);
+    if (r.status === "fulfilled") {
+      n = r.value.tokens?.length ?? 0;
+      const p = renderPane(mode, r.value);
+      pane.replaceChildren(...p.nodes);
+      const ev = renderEvents(r.value);
+      events.replaceChildren(...ev.nodes);
+      views.push(p, ev);
+      if (mode === "resilient") {
+        const chat = renderChunks(r.value, "chat");
+        const resp = renderChunks(r.value, "responses");
+        paneBody("#chunks-chat").replaceChildren(...chat.nodes);
+        paneBody("#chunks-responses").replaceChildren(...resp.nodes);
+        views.push(chat, resp);
+      }
+    } else {
+      const message = `Could not parse: ${r.reason.message}`;
+      for (const body of mode === "resilient" ? [pane, events, paneBody("#chunks-chat"), paneBody("#chunks-responses")] : [pane, events])
+        body.replaceChildren(h("p", { class: "failure", role: "alert" }, [message]));
       status.textContent = r.reason.message;
     }
   }
+  shown.n = n;
+  shown.views = views;
+  stepper.hidden = views.length === 0;
+  stepInput.max = String(n + 1);
+  setStep(n + 1);
+}
+
+/**
+ * Show the stream as it stood after `k` tokens (0 … n; n + 1: after its end too).
+ * @param {number} k
+ */
+function setStep(k) {
+  const n = shown.n;
+  const step = Math.max(0, Math.min(n + 1, Math.round(k)));
+  stepInput.value = String(step);
+  for (const v of shown.views) v.step(step);
+  stepLabel.textContent =
+    step > n ? `all ${n} token${n === 1 ? "" : "s"} and the end of the stream` : `${step} of ${n} token${n === 1 ? "" : "s"} written`;
 }
 
 /**
@@ -205,34 +278,26 @@ function markText(e) {
 }
 
 /**
- * One pane's content: summary, tokens, messages, recoveries and errors.
+ * One pane's content: summary, tokens, messages, recoveries and errors, and
+ * how it steps: tokens not yet written are dimmed, and the summary, marks
+ * and messages are those of the events so far.
  * @param {string} mode
  * @param {ParseAnswer} answer
- * @returns {HTMLElement[]}
+ * @returns {{ nodes: HTMLElement[], step(k: number): void }}
  */
 function renderPane(mode, answer) {
   const p = mode === "strict" ? "s" : "r";
   const events = answer.events;
   const { tokens, endMarks } = segmentTokens(answer);
-  const messages = collectMessages(events);
-  const { done, recoveries, errors } = summarize(events);
-
-  const summary = h("p", { class: "summary" }, [
-    done
-      ? `${done.tokens} tokens · ${done.messages} message${done.messages === 1 ? "" : "s"} · finish ${done.finish_reason} · `
-      : "no done event · ",
-    h("span", { class: recoveries.length ? "count warn" : "count" }, [
-      `${recoveries.length} recover${recoveries.length === 1 ? "y" : "ies"}`,
-    ]),
-    " · ",
-    h("span", { class: errors.length ? "count bad" : "count" }, [`${errors.length} error${errors.length === 1 ? "" : "s"}`]),
-  ]);
+  const n = tokens.length;
 
   // the stream, token by token
   const stream = h("div", { class: "tokens", role: "group", "aria-label": `${mode} tokens` });
-  const shown = Math.min(tokens.length, MAX_TOKENS_SHOWN);
+  const drawn = Math.min(n, MAX_TOKENS_SHOWN);
   const frag = document.createDocumentFragment();
-  for (let i = 0; i < shown; i++) {
+  /** @type {HTMLElement[]} */
+  const spans = [];
+  for (let i = 0; i < drawn; i++) {
     const t = tokens[i];
     const span = document.createElement("span");
     span.className = `tok c-${t.cls}${t.tool ? " tool" : ""}`;
@@ -250,10 +315,13 @@ function renderPane(mode, answer) {
       const badge = h("sup", { class: "badge", "aria-hidden": "true" }, [kinds.map((e) => (e.type === "error" ? "✖" : "⚑")).join("")]);
       span.append(badge);
     }
+    spans.push(span);
     frag.append(span);
   }
+  /** @type {HTMLElement | null} */
+  let end = null;
   if (endMarks.length > 0) {
-    const end = h("span", { class: "tok c-control mark-end", id: `${p}-tend`, tabindex: "0" }, ["⟨end of stream⟩"]);
+    end = h("span", { class: "tok c-control mark-end", id: `${p}-tend`, tabindex: "0" }, ["⟨end of stream⟩"]);
     const kinds = endMarks.map((m) => events[m]);
     end.classList.add(kinds.some((e) => e.type === "error") ? "mark-error" : "mark-recovery");
     end.title = kinds.map(markText).join("\n");
@@ -261,61 +329,195 @@ function renderPane(mode, answer) {
     frag.append(end);
   }
   stream.append(frag);
-  const more = tokens.length > shown ? h("p", { class: "note" }, [`Showing the first ${shown} of ${tokens.length} tokens.`]) : null;
+  const more = n > drawn ? h("p", { class: "note" }, [`Showing the first ${drawn} of ${n} tokens.`]) : null;
 
-  // recoveries and errors, each a link to its token
-  const marksList = h("ol", { class: "marks" });
-  for (const i of [...errors, ...recoveries].sort((a, b) => a - b)) {
-    const e = events[i];
-    const at = typeof e.at === "number" ? e.at : -1;
-    const target = at >= 0 && at < shown ? `${p}-t${at}` : at >= tokens.length ? `${p}-tend` : null;
-    const where = h("button", { type: "button", class: "jump", ...(target ? { "data-target": target } : { disabled: "" }) }, [
-      at >= tokens.length ? "end" : `token ${at}`,
-    ]);
-    const item = h("li", { class: e.type === "error" ? "error" : "recovery" }, [
-      where,
-      " ",
-      h("strong", {}, [e.type === "error" ? `error ${e.code}` : `${e.kind}`]),
-      " ",
-      h("span", {}, [e.type === "error" ? (e.message ?? "") : (e.detail ?? "")]),
-    ]);
-    if (e.raw !== undefined) item.append(" ", h("span", { class: "raw-label" }, ["raw"]), " ", h("code", { class: "raw" }, [e.raw]));
-    marksList.append(item);
-  }
+  const summaryBox = h("div", {});
+  const marksHead = h("h3", {});
+  const marksBox = h("div", {});
+  const messagesHead = h("h3", {});
+  const messagesBox = h("div", {});
 
-  // messages
-  const list = h("ol", { class: "messages" });
-  for (const m of messages) {
-    const head = h("div", { class: "msg-head" }, [
-      h("span", { class: `chip c-${m.cls}` }, [`#${m.index} ${m.role}${m.name ? ` (${m.name})` : ""}`]),
-      m.channel !== null ? h("span", { class: "field" }, [`channel ${m.channel}`]) : null,
-      m.recipient !== null ? h("span", { class: "field" }, [`to ${m.recipient}`]) : null,
-      m.content_type !== null ? h("span", { class: "field" }, [`type ${m.content_type}`]) : null,
-      h("span", { class: "field stop" }, [m.stop ? `stop ${m.stop}` : "not ended"]),
-    ]);
-    const card = h("li", { class: `msg b-${m.cls}`, tabindex: "0", "data-m": String(m.index) }, [head]);
-    if (m.call) {
-      card.append(
-        h("div", { class: "call" }, [
-          h("span", {}, [`tool call ${m.call.id} → ${m.call.name} `]),
-          h("span", { class: m.call.valid_json ? "json ok" : "json bad" }, [m.call.valid_json ? "valid_json: true" : "valid_json: false"]),
+  /** The summary, marks and messages of the first `count` events. @param {number} count @param {boolean} ended */
+  const draw = (count, ended) => {
+    const sofar = events.slice(0, count);
+    const { done, recoveries, errors } = summarize(sofar);
+    summaryBox.replaceChildren(
+      h("p", { class: "summary" }, [
+        done
+          ? `${done.tokens} tokens · ${done.messages} message${done.messages === 1 ? "" : "s"} · finish ${done.finish_reason} · `
+          : ended
+            ? "no done event · "
+            : `${count} of ${events.length} events so far · `,
+        h("span", { class: recoveries.length ? "count warn" : "count" }, [
+          `${recoveries.length} recover${recoveries.length === 1 ? "y" : "ies"}`,
         ]),
-        h("pre", { class: "args" }, [m.call.pretty]),
-      );
-    } else {
-      if (m.open_call) card.append(h("div", { class: "call" }, [`tool call ${m.open_call.id} → ${m.open_call.name} (no tool_call_end)`]));
-      card.append(h("pre", { class: "text" }, [m.text === "" ? "(empty)" : m.text]));
+        " · ",
+        h("span", { class: errors.length ? "count bad" : "count" }, [`${errors.length} error${errors.length === 1 ? "" : "s"}`]),
+      ]),
+    );
+    // recoveries and errors, each a link to its token; identical ones grouped with a count
+    const all = [...errors, ...recoveries].sort((a, b) => a - b);
+    const groups = groupMarks(events, all);
+    marksHead.textContent = `Recoveries and errors (${all.length}${groups.length < all.length ? `; ${groups.length} different` : ""})`;
+    const list = h("ol", { class: "marks" });
+    for (const g of groups) {
+      const e = events[g.first];
+      const at = g.ats[0];
+      const target = at >= 0 && at < drawn ? `${p}-t${at}` : at >= n ? `${p}-tend` : null;
+      const where = h("button", { type: "button", class: "jump", ...(target ? { "data-target": target } : { disabled: "" }) }, [
+        g.ats.length > 1 ? `tokens ${positions(g.ats, n)}` : at >= n ? "end" : `token ${at}`,
+      ]);
+      const item = h("li", { class: e.type === "error" ? "error" : "recovery" }, [
+        where,
+        " ",
+        h("strong", {}, [e.type === "error" ? `error ${e.code}` : `${e.kind}`]),
+        g.events.length > 1 ? h("span", { class: "times", title: `${g.events.length} times` }, [` ×${g.events.length}`]) : null,
+        " ",
+        h("span", {}, [e.type === "error" ? (e.message ?? "") : (e.detail ?? "")]),
+      ]);
+      if (e.raw !== undefined) item.append(" ", h("span", { class: "raw-label" }, ["raw"]), " ", h("code", { class: "raw" }, [e.raw]));
+      list.append(item);
     }
-    list.append(card);
-  }
-  if (messages.length === 0) list.append(h("li", { class: "empty" }, ["No messages."]));
+    marksBox.replaceChildren(all.length > 0 ? list : h("p", { class: "empty" }, ["None."]));
+    // messages
+    const messages = collectMessages(sofar);
+    messagesHead.textContent = `Messages (${messages.length})`;
+    const cards = h("ol", { class: "messages" });
+    for (const m of messages) {
+      const head = h("div", { class: "msg-head" }, [
+        h("span", { class: `chip c-${m.cls}` }, [`#${m.index} ${m.role}${m.name ? ` (${m.name})` : ""}`]),
+        m.channel !== null ? h("span", { class: "field" }, [`channel ${m.channel}`]) : null,
+        m.recipient !== null ? h("span", { class: "field" }, [`to ${m.recipient}`]) : null,
+        m.content_type !== null ? h("span", { class: "field" }, [`type ${m.content_type}`]) : null,
+        h("span", { class: "field stop" }, [m.stop ? `stop ${m.stop}` : ended ? "not ended" : "open"]),
+      ]);
+      const card = h("li", { class: `msg b-${m.cls}`, tabindex: "0", "data-m": String(m.index) }, [head]);
+      if (m.call) {
+        card.append(
+          h("div", { class: "call" }, [
+            h("span", {}, [`tool call ${m.call.id} → ${m.call.name} `]),
+            h("span", { class: m.call.valid_json ? "json ok" : "json bad" }, [
+              m.call.valid_json ? "valid_json: true" : "valid_json: false",
+            ]),
+          ]),
+          h("pre", { class: "args" }, [m.call.pretty]),
+        );
+      } else {
+        if (m.open_call)
+          card.append(
+            h("div", { class: "call" }, [
+              `tool call ${m.open_call.id} → ${m.open_call.name} (${ended ? "no tool_call_end" : "arguments so far"})`,
+            ]),
+          );
+        card.append(h("pre", { class: "text" }, [m.text === "" ? "(empty)" : m.text]));
+      }
+      cards.append(card);
+    }
+    if (messages.length === 0) cards.append(h("li", { class: "empty" }, ["No messages."]));
+    messagesBox.replaceChildren(cards);
+  };
 
-  const out = [summary, h("h3", {}, ["Tokens"]), stream];
+  let at = drawn; // tokens shown as written
+  const out = [summaryBox, h("h3", {}, ["Tokens"]), stream];
   if (more) out.push(more);
-  out.push(h("h3", {}, [`Recoveries and errors (${recoveries.length + errors.length})`]));
-  out.push(recoveries.length + errors.length > 0 ? marksList : h("p", { class: "empty" }, ["None."]));
-  out.push(h("h3", {}, [`Messages (${messages.length})`]), list);
-  return out;
+  out.push(marksHead, marksBox, messagesHead, messagesBox);
+  return {
+    nodes: out,
+    step(k) {
+      const to = Math.min(k, drawn);
+      for (let i = Math.min(at, to); i < Math.max(at, to); i++) spans[i].classList.toggle("future", i >= to);
+      at = to;
+      if (end) end.classList.toggle("future", k <= n);
+      draw(eventsAtStep(answer, k), k > n);
+    },
+  };
+}
+
+/**
+ * The events, one JSON line each, with the token that produced it; stepping hides those not yet emitted.
+ * @param {ParseAnswer} answer
+ * @returns {{ nodes: HTMLElement[], step(k: number): void }}
+ */
+function renderEvents(answer) {
+  const events = answer.events;
+  const emitted = answer.emitted ?? [];
+  const n = answer.tokens?.length ?? 0;
+  const list = h("ol", { class: "rows events", start: "0" });
+  const rows = Math.min(events.length, MAX_ROWS_SHOWN);
+  /** @type {HTMLElement[]} */
+  const items = [];
+  for (let i = 0; i < rows; i++) {
+    const e = events[i];
+    const at = emitted[i] ?? n;
+    const li = h("li", { class: `row ev-${e.type}` }, [
+      h("span", { class: "row-at", title: at >= n ? "emitted at the end of the stream" : `emitted when token ${at} was written` }, [
+        at >= n ? "end" : `@${at}`,
+      ]),
+      h("code", {}, [JSON.stringify(e)]),
+    ]);
+    items.push(li);
+    list.append(li);
+  }
+  const count = h("p", { class: "summary" });
+  const more = events.length > rows ? h("p", { class: "note" }, [`Showing the first ${rows} of ${events.length} events.`]) : null;
+  return {
+    nodes: [count, list, ...(more ? [more] : [])],
+    step(k) {
+      const c = eventsAtStep(answer, k);
+      items.forEach((li, i) => (li.hidden = i >= c));
+      count.textContent = `${c} of ${events.length} events so far; each with the token whose write emitted it`;
+    },
+  };
+}
+
+/**
+ * What the OpenAI front would stream for the resilient parse: its Chat chunks (`data: …`) or Responses events (`event: …` / `data: …`).
+ * @param {ParseAnswer} answer
+ * @param {"chat" | "responses"} api
+ * @returns {{ nodes: HTMLElement[], step(k: number): void }}
+ */
+function renderChunks(answer, api) {
+  const chunks = answer.chunks?.[api] ?? [];
+  const emitted = answer.emitted ?? [];
+  const n = answer.tokens?.length ?? 0;
+  const list = h("ol", { class: "rows chunks", start: "0" });
+  const rows = Math.min(chunks.length, MAX_ROWS_SHOWN);
+  /** @type {HTMLElement[]} */
+  const items = [];
+  for (let i = 0; i < rows; i++) {
+    const c = chunks[i];
+    const at = emitted[c.event] ?? n;
+    const sse = api === "chat" ? `data: ${JSON.stringify(c.data)}` : `event: ${String(c.data.type)}\ndata: ${JSON.stringify(c.data)}`;
+    const li = h("li", { class: "row" }, [
+      h(
+        "span",
+        { class: "row-at", title: `from event ${c.event}${at >= n ? ", at the end of the stream" : `, when token ${at} was written`}` },
+        [at >= n ? "end" : `@${at}`],
+      ),
+      h("code", {}, [sse]),
+    ]);
+    items.push(li);
+    list.append(li);
+  }
+  const last =
+    api === "chat" ? h("li", { class: "row" }, [h("span", { class: "row-at" }, ["end"]), h("code", {}, ["data: [DONE]"])]) : null;
+  if (last) list.append(last);
+  const count = h("p", { class: "summary" });
+  const note = h("p", { class: "note" }, [
+    api === "chat"
+      ? "One chunk per token, as vLLM streams by default (--stream-interval 1); the front's id and created time differ per request, and usage (the engine's count) is added when the request asks for it."
+      : "The front's response id differs per request, and usage (the engine's count) is set on the closing event.",
+  ]);
+  const more = chunks.length > rows ? h("p", { class: "note" }, [`Showing the first ${rows} of ${chunks.length}.`]) : null;
+  return {
+    nodes: [count, list, ...(more ? [more] : []), note],
+    step(k) {
+      const c = chunksUpTo(chunks, eventsAtStep(answer, k));
+      items.forEach((li, i) => (li.hidden = i >= c));
+      if (last) last.hidden = k <= n;
+      count.textContent = `${c} of ${chunks.length} ${api === "chat" ? "chunks" : "events"} sent so far`;
+    },
+  };
 }
 
 // ------------------------------------------------------------ interaction
@@ -340,6 +542,47 @@ document.addEventListener("click", (ev) => {
   t.classList.remove("flash");
   void t.offsetWidth; // restart the animation
   t.classList.add("flash");
+});
+
+// stepping: the buttons, the slider, and the arrow keys on it
+byId("step-first", HTMLButtonElement).addEventListener("click", () => setStep(0));
+byId("step-prev", HTMLButtonElement).addEventListener("click", () => setStep(Number(stepInput.value) - 1));
+byId("step-next", HTMLButtonElement).addEventListener("click", () => setStep(Number(stepInput.value) + 1));
+byId("step-last", HTMLButtonElement).addEventListener("click", () => setStep(shown.n + 1));
+stepInput.addEventListener("input", () => setStep(Number(stepInput.value)));
+
+// the views: tabs, with the arrow keys moving between them
+const tabs = [...document.querySelectorAll('[role="tab"]')].filter((t) => t instanceof HTMLButtonElement);
+/** @param {HTMLButtonElement} tab @param {boolean} focus */
+function selectTab(tab, focus) {
+  for (const t of tabs) {
+    const on = t === tab;
+    t.setAttribute("aria-selected", String(on));
+    t.tabIndex = on ? 0 : -1;
+    const panel = document.getElementById(t.getAttribute("aria-controls") ?? "");
+    if (panel) panel.hidden = !on;
+  }
+  if (focus) tab.focus();
+}
+for (const t of tabs) {
+  t.addEventListener("click", () => selectTab(t, false));
+  t.addEventListener("keydown", (ev) => {
+    const i = tabs.indexOf(t);
+    const to =
+      ev.key === "ArrowRight" ? i + 1 : ev.key === "ArrowLeft" ? i - 1 : ev.key === "Home" ? 0 : ev.key === "End" ? tabs.length - 1 : null;
+    if (to === null) return;
+    ev.preventDefault();
+    selectTab(tabs[(to + tabs.length) % tabs.length], true);
+  });
+}
+
+// Detect says what it finds as the input changes
+function updateDetected() {
+  detected.textContent = selectedKind() === "auto" && input.value.trim() !== "" ? `(found ${describeKind(detectInput(input.value))})` : "";
+}
+input.addEventListener("input", updateDetected);
+form.addEventListener("change", (ev) => {
+  if (ev.target instanceof HTMLInputElement && ev.target.name === "kind") updateDetected();
 });
 
 form.addEventListener("submit", (ev) => {
@@ -367,6 +610,7 @@ byId("copy-link", HTMLButtonElement).addEventListener("click", async () => {
         role: /** @type {any} */ (role.value),
         afterStop: /** @type {any} */ (afterStop.value),
         tools: toolList(),
+        calls: /** @type {any} */ (calls.value),
       });
   } catch {
     // the link of the last parse, then
@@ -387,6 +631,7 @@ byId("copy-link", HTMLButtonElement).addEventListener("click", async () => {
 byId("example", HTMLButtonElement).addEventListener("click", () => {
   input.value = EXAMPLE;
   setKind("auto");
+  updateDetected();
   void run();
 });
 
@@ -394,6 +639,7 @@ byId("example", HTMLButtonElement).addEventListener("click", () => {
 async function openFile(file) {
   input.value = await file.text();
   setKind("auto");
+  updateDetected();
   status.textContent = `Read ${file.name}.`;
   void run();
 }
@@ -431,6 +677,8 @@ function fromFragment() {
   role.value = f.role ?? "assistant";
   afterStop.value = f.afterStop ?? "drop";
   tools.value = (f.tools ?? []).join(", ");
+  calls.value = f.calls ?? "any";
+  updateDetected();
   void run();
   return true;
 }

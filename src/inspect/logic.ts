@@ -52,11 +52,19 @@ export interface TokenInfo {
   partial?: boolean;
 }
 
+/** One object the OpenAI front would stream, with the index of the event it came from. */
+export interface StreamedChunk {
+  event: number;
+  data: Record<string, unknown>;
+}
+
 /** POST /v1/parse's answer. `emitted[i]` is the token whose write returned events[i] (tokens.length: end of stream). */
 export interface ParseAnswer {
   events: InspectEvent[];
   tokens?: TokenInfo[];
   emitted?: number[];
+  /** With `chunks: true`: the front's Chat chunks and Responses events for these events. */
+  chunks?: { chat: StreamedChunk[]; responses: StreamedChunk[] };
 }
 
 // ---------------------------------------------------------------- input
@@ -250,6 +258,8 @@ export interface FragmentInput {
   role?: "assistant" | "none";
   afterStop?: "drop" | "parse";
   tools?: string[];
+  /** Which calls the stream may make (the front's tool_choice "none", parallel_tool_calls false). */
+  calls?: "any" | "none" | "one";
 }
 
 function decode(s: string): string {
@@ -260,12 +270,13 @@ function decode(s: string): string {
   }
 }
 
-/** `#text=<percent-encoded>` or `#ids=1,2,3`, then `&role=none`, `&after_stop=parse`, `&tools=a,b` when not the defaults. */
+/** `#text=<percent-encoded>` or `#ids=1,2,3`, then `&role=none`, `&after_stop=parse`, `&tools=a,b`, `&calls=none` when not the defaults. */
 export function encodeFragment(input: FragmentInput): string {
   const parts = [input.kind === "ids" ? `ids=${parseIdList(input.value).join(",")}` : `text=${encodeURIComponent(input.value)}`];
   if (input.role === "none") parts.push("role=none");
   if (input.afterStop === "parse") parts.push("after_stop=parse");
   if (input.tools && input.tools.length > 0) parts.push(`tools=${input.tools.map(encodeURIComponent).join(",")}`);
+  if (input.calls === "none" || input.calls === "one") parts.push(`calls=${input.calls}`);
   return "#" + parts.join("&");
 }
 
@@ -283,6 +294,7 @@ export function decodeFragment(hash: string): FragmentInput | null {
     else if (key === "ids") out = { kind: "ids", value: decode(value) };
     else if (key === "role" && (value === "none" || value === "assistant")) opts.role = value;
     else if (key === "after_stop" && (value === "parse" || value === "drop")) opts.afterStop = value;
+    else if (key === "calls" && (value === "any" || value === "none" || value === "one")) opts.calls = value;
     else if (key === "tools")
       opts.tools = value
         .split(",")
@@ -487,4 +499,82 @@ export function summarize(events: InspectEvent[]): { done: InspectEvent | null; 
     else if (e.type === "done") done = e;
   });
   return { done, recoveries, errors };
+}
+
+// ---------------------------------------------------------------- what the page says and steps through
+
+/** What Detect chose, in words. */
+export function describeKind(kind: InputKind): string {
+  return kind === "ids" ? "token ids" : kind === "sse" ? "an SSE log" : "Harmony text";
+}
+
+/** Recoveries or errors that say the same thing (type, code or kind, message or detail), with every token they are at. */
+export interface MarkGroup {
+  /** Index of the first event of the group (into the events). */
+  first: number;
+  events: number[];
+  ats: number[];
+}
+
+/**
+ * Group `marks` (event indices, in order) by what they say, numbers aside:
+ * the forty "Unexpected token N while expecting start token 200006" errors
+ * strict mode gives for the rest of a stream are one row with a count.
+ */
+export function groupMarks(events: InspectEvent[], marks: number[]): MarkGroup[] {
+  const groups = new Map<string, MarkGroup>();
+  const shape = (t: string | undefined) => (t ?? "").replace(/\d+/g, "#");
+  for (const i of marks) {
+    const e = events[i]!;
+    const key = JSON.stringify([
+      e.type,
+      e.type === "error" ? e.code : e.kind,
+      shape(e.type === "error" ? e.message : e.detail),
+      e.raw ?? null,
+    ]);
+    let g = groups.get(key);
+    if (!g) groups.set(key, (g = { first: i, events: [], ats: [] }));
+    g.events.push(i);
+    g.ats.push(typeof e.at === "number" ? e.at : -1);
+  }
+  return [...groups.values()].sort((a, b) => a.first - b.first);
+}
+
+/** A list of token positions for people: `5, 6, 7` or `5, 6, 7, … 44` (the first `head` and the last). */
+export function positions(ats: number[], tokenCount: number, head = 6): string {
+  const label = (a: number) => (a >= tokenCount ? "end" : String(a));
+  if (ats.length <= head + 1) return ats.map(label).join(", ");
+  return `${ats.slice(0, head).map(label).join(", ")}, … ${label(ats[ats.length - 1]!)}`;
+}
+
+/**
+ * Stepping through a stream: at step `k` (0 … n + 1, n tokens), the first
+ * `k` tokens are written (k = n + 1: and the stream ended). The events that
+ * far are a prefix of the answer's (they come in the order they were
+ * emitted); this is its length.
+ */
+export function eventsAtStep(answer: ParseAnswer, k: number): number {
+  const n = answer.tokens?.length ?? 0;
+  const emitted = answer.emitted;
+  if (!emitted || k > n) return answer.events.length;
+  let lo = 0;
+  let hi = emitted.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >> 1;
+    if (emitted[mid]! < k) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
+}
+
+/** How many of `chunks` came from the first `events` events (chunks are in event order). */
+export function chunksUpTo(chunks: StreamedChunk[], events: number): number {
+  let lo = 0;
+  let hi = chunks.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >> 1;
+    if (chunks[mid]!.event < events) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
 }

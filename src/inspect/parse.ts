@@ -4,19 +4,22 @@
  * worker thread (./worker.ts), so a big input never holds up the main
  * thread; this file has no thread of its own and is what the tests call.
  *
- * Request: `{text | ids, mode?, role?, tools?, after_stop?, tokens?}`.
+ * Request: `{text | ids, mode?, role?, tools?, calls?, after_stop?, tokens?, chunks?}`.
  * Answer: `{events}`, the events of the CLI's `parse` (one write, one end);
  * with `tokens: true` the ids are written one at a time, as an engine
  * streams them, and the answer adds `tokens` (each token's id and text) and
  * `emitted` (for each event, the token whose write returned it; the token
  * count for the events of the end of the stream): what the page needs to
- * colour tokens and mark recoveries.
+ * colour tokens and mark recoveries. With `chunks: true` it adds `chunks`:
+ * the Chat Completions chunks and Responses events the OpenAI front would
+ * stream for these events (./chunks.ts), each with the event it came from.
  */
 import type { HarmonyEvent } from "../core/events.js";
 import type { HttpErrorCode, InputErrorCode, RequestErrorCode, ServiceErrorCode } from "../core/errors.js";
 import { describeValue, isObj, parseJson } from "../core/json.js";
 import { HarmonyParser, type ParseMode } from "../core/parser.js";
 import { FLAG_SPECIAL, FLAG_WHOLE, type Vocabulary } from "../core/vocab.js";
+import { frontChunks, type FrontChunks } from "./chunks.js";
 
 export const PARSE_PATH = "/v1/parse";
 
@@ -28,8 +31,11 @@ export interface ParseRequest {
   mode: ParseMode;
   role: "assistant" | "none";
   tools: string[] | null;
+  /** Which calls the stream may make (`Open.calls`; the front's `tool_choice: "none"` and `parallel_tool_calls: false`). */
+  calls: "any" | "none" | "one";
   afterStop: "drop" | "parse";
   tokens: boolean;
+  chunks: boolean;
 }
 
 export interface ParseFailure {
@@ -50,6 +56,7 @@ export interface ParseAnswer {
   events: HarmonyEvent[];
   tokens?: TokenInfo[];
   emitted?: number[];
+  chunks?: FrontChunks;
 }
 
 /** The most tools a request may declare, and the longest name (as Open.tools). */
@@ -90,10 +97,23 @@ export function checkParseRequest(v: unknown, maxIds: number): { ok: true; req: 
       return fail("bad_option", `\`tools\` must be an array of at most ${MAX_TOOLS} names of at most ${MAX_TOOL_NAME} characters`);
     tools = o.tools as string[];
   }
+  const calls = o.calls ?? "any";
+  if (calls !== "any" && calls !== "none" && calls !== "one") return fail("bad_option", '`calls` must be "any", "none" or "one"');
   if (o.tokens !== undefined && typeof o.tokens !== "boolean") return fail("bad_option", "`tokens` must be true or false");
+  if (o.chunks !== undefined && typeof o.chunks !== "boolean") return fail("bad_option", "`chunks` must be true or false");
   return {
     ok: true,
-    req: { text: hasText ? (o.text as string) : null, ids, mode, role, tools, afterStop, tokens: o.tokens === true },
+    req: {
+      text: hasText ? (o.text as string) : null,
+      ids,
+      mode,
+      role,
+      tools,
+      calls,
+      afterStop,
+      tokens: o.tokens === true,
+      chunks: o.chunks === true,
+    },
   };
 }
 
@@ -121,8 +141,12 @@ export function runParseRequest(
     role: req.role === "none" ? null : "assistant",
     afterStop: req.afterStop,
     tools: req.tools,
+    calls: req.calls,
   });
-  if (!req.tokens) return { ok: true, answer: { events: [...parser.write(ids), ...parser.end()] } };
+  if (!req.tokens) {
+    const events = [...parser.write(ids), ...parser.end()];
+    return { ok: true, answer: { events, ...(req.chunks ? { chunks: frontChunks(events) } : {}) } };
+  }
   const events: HarmonyEvent[] = [];
   const emitted: number[] = [];
   for (let i = 0; i < ids.length; i++) {
@@ -135,7 +159,10 @@ export function runParseRequest(
     events.push(e);
     emitted.push(ids.length);
   }
-  return { ok: true, answer: { events, tokens: ids.map((id) => describeToken(vocab, id)), emitted } };
+  return {
+    ok: true,
+    answer: { events, tokens: ids.map((id) => describeToken(vocab, id)), emitted, ...(req.chunks ? { chunks: frontChunks(events) } : {}) },
+  };
 }
 
 /** The whole request: body bytes in, status and JSON text out. */

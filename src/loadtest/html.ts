@@ -5,15 +5,20 @@
  * faults injected against recovered, failures with their replay commands,
  * the run's settings and the machine.
  *
- * It draws what the report holds. The optional fields of {@link HtmlExtras}
- * (per-pass histogram buckets, percentiles, throughput samples, failed
- * streams per fault) are not in run.ts's Report yet; without them the page
- * says what is missing instead of drawing it.
+ * It draws what the report holds, and the numbers are the JSON report's:
+ * percentiles come clamped to [min, max] and only where the samples support
+ * them (./percentiles.ts); a percentile the run has too few samples for is
+ * shown as such. Reports written before a field existed (per-pass histogram
+ * buckets, percentiles, samples over time, failed streams per fault) say
+ * what is missing instead of drawing it. Settings are listed by their CLI
+ * flags.
  */
 import os from "node:os";
+import { FAULT_KINDS } from "./generate.js";
 import { OPENAI_FAILURE_KINDS } from "./openai-check.js";
 import type { LatencySummary, OpenAIReport, TargetReport } from "./openai-run.js";
-import type { PassReport, Report } from "./run.js";
+import { minSamples } from "./percentiles.js";
+import type { OverTime, PassReport, Report } from "./run.js";
 
 /** Per-pass data the charts use when the run recorded it. */
 export interface PassExtras {
@@ -25,9 +30,13 @@ export interface PassExtras {
   throughput?: { t: number; tokens_per_second: number }[];
   /** Failed streams by injected fault (`none` for unfaulted streams). */
   faults_failed?: Record<string, number>;
+  /** Open streams and frame latency over the run. */
+  over_time?: OverTime[];
 }
 
-export type HtmlPass = PassReport & PassExtras;
+/** A pass as the page reads it: fields recorded by newer load testers may be missing from an older report. */
+export type HtmlPass = Omit<PassReport, keyof PassExtras | "latency_ms"> &
+  PassExtras & { latency_ms: { count?: number; min?: number; p50: number; p90: number; p99: number; max: number } };
 export type HtmlReport = Omit<Report, "resilient" | "strict"> & { resilient: HtmlPass; strict?: HtmlPass };
 
 export interface Machine {
@@ -70,6 +79,14 @@ function fmt(n: number, digits = 0): string {
   return n.toLocaleString("en-US", { maximumFractionDigits: digits, minimumFractionDigits: digits });
 }
 
+/** An axis tick: short enough never to reach the axis label (120k, 1.5M). */
+function tickText(v: number, digits: number): string {
+  const a = Math.abs(v);
+  if (a >= 1e6) return `${fmt(v / 1e6, a >= 1e7 ? 0 : 1)}M`;
+  if (a >= 1e4) return `${fmt(v / 1e3, 0)}k`;
+  return fmt(v, digits);
+}
+
 /** A round axis step for a range. */
 function niceStep(range: number, ticks: number): number {
   const raw = range / Math.max(1, ticks);
@@ -80,14 +97,15 @@ function niceStep(range: number, ticks: number): number {
 
 const W = 560;
 const H = 240;
-const M = { l: 56, r: 16, t: 14, b: 40 };
+/** Margins: the left one holds the ticks (at most 5 characters, tickText) clear of the rotated axis label. */
+const M = { l: 64, r: 16, t: 14, b: 40 };
 
 function frame(title: string, body: string, xLabel: string, yLabel: string, id: string): string {
   return `<svg class="chart" id="${id}" viewBox="0 0 ${W} ${H}" role="img" aria-labelledby="${id}-t">
 <title id="${id}-t">${esc(title)}</title>
 ${body}
 <text class="axis-label" x="${M.l + (W - M.l - M.r) / 2}" y="${H - 6}" text-anchor="middle">${esc(xLabel)}</text>
-<text class="axis-label" transform="translate(14 ${M.t + (H - M.t - M.b) / 2}) rotate(-90)" text-anchor="middle">${esc(yLabel)}</text>
+<text class="axis-label" transform="translate(13 ${M.t + (H - M.t - M.b) / 2}) rotate(-90)" text-anchor="middle">${esc(yLabel)}</text>
 </svg>`;
 }
 
@@ -95,24 +113,27 @@ function yAxis(max: number, y: (v: number) => number, digits: number): string {
   const step = niceStep(max, 4);
   let out = "";
   for (let v = 0; v <= max + 1e-9; v += step) {
-    out += `<line class="grid" x1="${M.l}" x2="${W - M.r}" y1="${y(v)}" y2="${y(v)}"/><text class="tick" x="${M.l - 6}" y="${y(v) + 4}" text-anchor="end">${fmt(v, digits)}</text>`;
+    out += `<line class="grid" x1="${M.l}" x2="${W - M.r}" y1="${y(v)}" y2="${y(v)}"/><text class="tick" x="${M.l - 6}" y="${y(v) + 4}" text-anchor="end">${tickText(v, digits)}</text>`;
   }
   return out;
 }
 
 /** Latency at percentiles on a "nines" axis (50, 90, 99, 99.9 …), max last. */
 function percentileChart(p: HtmlPass): string {
-  const pts = p.latency_percentiles ?? [
-    { p: 50, ms: p.latency_ms.p50 },
-    { p: 90, ms: p.latency_ms.p90 },
-    { p: 99, ms: p.latency_ms.p99 },
-  ];
-  return percentileCurve(pts, p.latency_ms.max, "Frame latency by percentile (ms)", `${p.mode}-percentiles`);
+  const l = p.latency_ms;
+  const pts =
+    p.latency_percentiles ??
+    [
+      { p: 50, ms: l.p50 },
+      { p: 90, ms: l.p90 },
+      { p: 99, ms: l.p99 },
+    ].filter((x) => l.count === undefined || l.count >= minSamples(x.p));
+  return percentileCurve(pts, l.max, "Frame latency by percentile (ms)", `${p.mode}-percentiles`);
 }
 
-/** A percentile curve: `points` (p below 100) and the maximum, in ms. */
+/** A percentile curve: `points` (p below 100) and the maximum, in ms; no point is drawn above the maximum. */
 function percentileCurve(points: { p: number; ms: number }[], maxValue: number, title: string, id: string): string {
-  const pts = points.filter((x) => x.p < 100);
+  const pts = points.filter((x) => x.p < 100).map((x) => ({ p: x.p, ms: Math.min(x.ms, maxValue) }));
   const nines = (q: number) => -Math.log10(1 - Math.min(q, 99.9999) / 100);
   const lastX = Math.max(2, Math.ceil(nines(pts[pts.length - 1]?.p ?? 99)));
   const all = [...pts.map((x) => ({ x: nines(x.p), ms: x.ms, label: `p${x.p}` })), { x: lastX + 0.6, ms: maxValue, label: "max" }];
@@ -171,20 +192,129 @@ function bucketChart(
   return frame(title, body, xLabel, yLabel, id);
 }
 
-function throughputChart(p: HtmlPass): string | null {
-  const s = p.throughput;
-  if (!s || s.length < 2) return null;
-  const tMax = Math.max(...s.map((x) => x.t), 0.001);
-  const vMax = Math.max(...s.map((x) => x.tokens_per_second), 1) * 1.15;
+/** One line of a chart over time: `points` at `t` seconds from the run's start (null: no value there, a gap). */
+interface Series {
+  name: string;
+  /** Its CSS class (`line`, `line2`, `line3`). */
+  cls: string;
+  points: { t: number; v: number | null }[];
+  /** How points are merged when there are more than a chart draws: the largest (latency maxima), or the mean. */
+  merge?: "max" | "mean";
+}
+
+/** The most points a line draws; longer runs are merged into this many. */
+const MAX_POINTS = 600;
+
+function thin(s: Series): { t: number; v: number | null }[] {
+  const pts = s.points;
+  if (pts.length <= MAX_POINTS) return pts;
+  const out: { t: number; v: number | null }[] = [];
+  const per = pts.length / MAX_POINTS;
+  for (let b = 0; b < MAX_POINTS; b++) {
+    const from = Math.floor(b * per);
+    const to = Math.max(from + 1, Math.floor((b + 1) * per));
+    let acc: number | null = null;
+    let n = 0;
+    for (let i = from; i < to && i < pts.length; i++) {
+      const v = pts[i]!.v;
+      if (v === null) continue;
+      acc = acc === null ? v : s.merge === "max" ? Math.max(acc, v) : acc + v;
+      n++;
+    }
+    out.push({ t: pts[Math.min(to, pts.length) - 1]!.t, v: acc === null ? null : s.merge === "max" ? acc : acc / n });
+  }
+  return out;
+}
+
+/** Largest of many numbers without spreading them into an argument list. */
+function largest(values: Iterable<number>, floor: number): number {
+  let m = floor;
+  for (const v of values) if (v > m) m = v;
+  return m;
+}
+
+/** Values sampled over the run: one line per series (broken where a value is missing), an optional average dashed. */
+function timeChart(
+  series: Series[],
+  o: { title: string; yLabel: string; id: string; digits?: number; avg?: number; avgLabel?: string; minMax?: number },
+): string | null {
+  const lines = series.map((s) => ({ ...s, points: thin(s) }));
+  const values = lines.flatMap((s) => s.points.filter((p) => p.v !== null).map((p) => p.v!));
+  if (values.length < 2) return null;
+  const tMax = largest(
+    lines.flatMap((s) => s.points.map((p) => p.t)),
+    0.001,
+  );
+  const vMax = largest(values, o.minMax ?? 1e-6) * 1.15;
   const x = (v: number) => M.l + (v / tMax) * (W - M.l - M.r);
   const y = (v: number) => H - M.b - (v / vMax) * (H - M.t - M.b);
-  let body = yAxis(vMax, y, 0);
+  let body = yAxis(vMax, y, o.digits ?? (vMax < 10 ? 1 : 0));
   const step = niceStep(tMax, 6);
   for (let t = 0; t <= tMax + 1e-9; t += step)
     body += `<text class="tick" x="${x(t).toFixed(1)}" y="${H - M.b + 16}" text-anchor="middle">${fmt(t, step < 1 ? 1 : 0)}</text>`;
-  body += `<polyline class="line" points="${s.map((a) => `${x(a.t).toFixed(1)},${y(a.tokens_per_second).toFixed(1)}`).join(" ")}"/>`;
-  body += `<line class="avg" x1="${M.l}" x2="${W - M.r}" y1="${y(p.tokens_per_second).toFixed(1)}" y2="${y(p.tokens_per_second).toFixed(1)}"><title>average ${fmt(p.tokens_per_second)} tokens/s</title></line>`;
-  return frame("Tokens per second over the run", body, "seconds", "tokens/s", `${p.mode}-throughput`);
+  for (const s of lines) {
+    let run: string[] = [];
+    const flush = () => {
+      if (run.length > 1) body += `<polyline class="${s.cls}" points="${run.join(" ")}"><title>${esc(s.name)}</title></polyline>`;
+      else if (run.length === 1) {
+        const [cx, cy] = run[0]!.split(",");
+        body += `<circle class="${s.cls}-dot" cx="${cx}" cy="${cy}" r="2"><title>${esc(s.name)}</title></circle>`;
+      }
+      run = [];
+    };
+    for (const p of s.points) {
+      if (p.v === null) flush();
+      else run.push(`${x(p.t).toFixed(1)},${y(p.v).toFixed(1)}`);
+    }
+    flush();
+  }
+  if (o.avg !== undefined)
+    body += `<line class="avg" x1="${M.l}" x2="${W - M.r}" y1="${y(o.avg).toFixed(1)}" y2="${y(o.avg).toFixed(1)}"><title>${esc(o.avgLabel ?? `average ${fmt(o.avg, 1)}`)}</title></line>`;
+  const legend =
+    series.length > 1 ? `<p class="legend">${series.map((s) => `<span class="sw ${s.cls}-sw"></span> ${esc(s.name)}`).join(" ")}</p>` : "";
+  return legend + frame(o.title, body, "seconds", o.yLabel, o.id);
+}
+
+function throughputChart(p: HtmlPass): string | null {
+  const s = p.throughput;
+  if (!s) return null;
+  return timeChart([{ name: "tokens/s", cls: "line", points: s.map((a) => ({ t: a.t, v: a.tokens_per_second })) }], {
+    title: "Tokens per second over the run",
+    yLabel: "tokens/s",
+    id: `${p.mode}-throughput`,
+    digits: 0,
+    minMax: 1,
+    avg: p.tokens_per_second,
+    avgLabel: `average ${fmt(p.tokens_per_second)} tokens/s`,
+  });
+}
+
+/** Latency of what finished in each interval: its median (p99 where an interval has 100 samples) and its maximum. */
+function latencyOverTime(
+  rows: { t: number; latency_p50_ms: number | null; latency_p99_ms: number | null; latency_max_ms: number | null }[],
+  title: string,
+  id: string,
+): string | null {
+  const hasP99 = rows.filter((r) => r.latency_p99_ms !== null).length >= 2;
+  return timeChart(
+    [
+      { name: "median", cls: "line", points: rows.map((r) => ({ t: r.t, v: r.latency_p50_ms })) },
+      ...(hasP99 ? [{ name: "p99", cls: "line2", points: rows.map((r) => ({ t: r.t, v: r.latency_p99_ms })), merge: "max" as const }] : []),
+      { name: "max", cls: "line3", points: rows.map((r) => ({ t: r.t, v: r.latency_max_ms })), merge: "max" },
+    ],
+    { title, yLabel: "ms", id },
+  );
+}
+
+/** How many streams (or requests) were open at each sample. */
+function openOverTime(rows: { t: number; open: number }[], title: string, yLabel: string, id: string): string | null {
+  return timeChart([{ name: yLabel, cls: "line", points: rows.map((r) => ({ t: r.t, v: r.open })) }], {
+    title,
+    yLabel,
+    id,
+    digits: 0,
+    minMax: 1,
+  });
 }
 
 /** Horizontal bars: one row per label, one or two series. */
@@ -226,18 +356,32 @@ function missing(what: string, field: string): string {
   return `<p class="missing">No ${esc(what)}: this report has no <code>${esc(field)}</code> (recorded by newer load testers).</p>`;
 }
 
-function tile(label: string, value: string, cls = ""): string {
-  return `<div class="tile ${cls}"><div class="tile-value">${value}</div><div class="tile-label">${esc(label)}</div></div>`;
+function tile(label: string, value: string, cls = "", title = ""): string {
+  return `<div class="tile ${cls}"${title ? ` title="${esc(title)}"` : ""}><div class="tile-value">${value}</div><div class="tile-label">${esc(label)}</div></div>`;
+}
+
+/** A percentile's tile: its value, or "–" when the run has too few samples for it (a report without counts shows the value). */
+function pctTile(
+  label: string,
+  l: { count?: number; p50: number; p90: number; p99: number },
+  p: 50 | 90 | 99,
+  digits: number,
+  what: string,
+): string {
+  const v = p === 50 ? l.p50 : p === 90 ? l.p90 : l.p99;
+  if (l.count !== undefined && l.count < minSamples(p))
+    return tile(label, "–", "", `${fmt(l.count)} ${what}: a p${p} needs at least ${fmt(minSamples(p))}`);
+  return tile(label, `${fmt(v, digits)} ms`);
 }
 
 function passSection(p: HtmlPass, title: string): string {
   const faulted = Object.entries(p.faults_injected)
     .filter(([k]) => k !== "none")
     .sort((a, b) => b[1] - a[1]);
+  // a fault with no failed stream is absent from faults_failed: 0 failed, not unknown (only a report without the field is)
   const faultRows = faulted.map(([k, n]) => {
-    const failed = p.faults_failed?.[k];
-    const known = failed !== undefined ? n - failed : p.failed_streams === 0 ? n : null;
-    return { label: k, a: n, b: known, note: "per-fault failures not recorded" };
+    const failed = p.faults_failed ? (p.faults_failed[k] ?? 0) : p.failed_streams === 0 ? 0 : null;
+    return { label: k, a: n, b: failed === null ? null : n - failed, note: "per-fault failures not recorded" };
   });
   const recRows = Object.entries(p.recoveries)
     .sort((a, b) => b[1] - a[1])
@@ -255,6 +399,17 @@ function passSection(p: HtmlPass, title: string): string {
     .join("");
   const hist = histogramChart(p);
   const tput = throughputChart(p);
+  const ot = p.over_time;
+  const latOt = ot ? latencyOverTime(ot, "Frame latency over the run", `${p.mode}-latency-time`) : null;
+  const openOt = ot
+    ? openOverTime(
+        ot.map((r) => ({ t: r.t, open: r.open_streams })),
+        "Open streams over the run",
+        "open streams",
+        `${p.mode}-open-time`,
+      )
+    : null;
+  const shortRun = `<p class="missing">Too short a run for two samples (one every 100 ms).</p>`;
   return `<section class="pass" id="pass-${esc(p.mode)}" aria-labelledby="pass-${esc(p.mode)}-h">
 <h2 id="pass-${esc(p.mode)}-h">${esc(title)} <span class="verdict ${ok ? "good" : "bad"}">${ok ? "no failures" : `${fmt(p.failed_streams)} streams failed`}</span></h2>
 <div class="tiles">
@@ -262,15 +417,19 @@ ${tile("streams", fmt(p.streams))}
 ${tile("tokens", fmt(p.tokens))}
 ${tile("seconds", fmt(p.seconds, 1))}
 ${tile("tokens/s", fmt(p.tokens_per_second))}
-${tile("frame latency p50", `${fmt(p.latency_ms.p50, 2)} ms`)}
-${tile("frame latency p99", `${fmt(p.latency_ms.p99, 2)} ms`)}
+${pctTile("frame latency p50", p.latency_ms, 50, 2, "frames")}
+${pctTile("frame latency p90", p.latency_ms, 90, 2, "frames")}
+${pctTile("frame latency p99", p.latency_ms, 99, 2, "frames")}
+${tile("frame latency max", `${fmt(p.latency_ms.max, 2)} ms`)}
 ${tile("tool calls recovered", `${fmt(p.tool_calls.recovered)} / ${fmt(p.tool_calls.intended)}`, p.tool_calls.recovered === p.tool_calls.intended ? "good" : "bad")}
 ${tile("failed streams", fmt(p.failed_streams), p.failed_streams === 0 ? "good" : "bad")}
 </div>
 <div class="grid">
 <figure><figcaption>Frame latency histogram</figcaption>${hist ?? missing("latency histogram", "latency_histogram")}</figure>
 <figure><figcaption>Frame latency by percentile, ms${p.latency_percentiles ? "" : " (p50, p90, p99 and max: the report's four)"}</figcaption>${percentileChart(p)}</figure>
-<figure><figcaption>Tokens per second over time</figcaption>${tput ?? `${missing("throughput samples", "throughput")}<p class="missing">Average over the run: <strong>${fmt(p.tokens_per_second)}</strong> tokens/s in ${fmt(p.seconds, 1)} s.</p>`}</figure>
+<figure><figcaption>Tokens per second over time</figcaption>${tput ?? `${p.throughput ? shortRun : missing("throughput samples", "throughput")}<p class="missing">Average over the run: <strong>${fmt(p.tokens_per_second)}</strong> tokens/s in ${fmt(p.seconds, 1)} s.</p>`}</figure>
+<figure><figcaption>Frame latency over time, ms (the frames answered in each 100 ms)</figcaption>${latOt ?? (ot ? shortRun : missing("samples over time", "over_time"))}</figure>
+<figure><figcaption>Open streams over time</figcaption>${openOt ?? (ot ? shortRun : missing("samples over time", "over_time"))}</figure>
 <figure><figcaption>Recoveries by kind (${fmt(recRows.reduce((a, r) => a + r.a, 0))})</figcaption>${barRows(recRows, "recoveries", undefined, `${p.mode}-recoveries`)}</figure>
 <figure><figcaption>Faults injected against recovered (streams; ${fmt(faulted.reduce((a, [, n]) => a + n, 0))} of ${fmt(p.streams)} had a fault)</figcaption>${barRows(faultRows, "injected", "recovered", `${p.mode}-faults`)}</figure>
 </div>
@@ -292,13 +451,41 @@ ${row("intended tool calls recovered", `${fmt(p.tool_calls.recovered)} of ${fmt(
 </tbody></table></section>`;
 }
 
+/** Option keys whose flag is not the key in kebab case. */
+const FLAG_OF: Record<string, string> = { durationSec: "--duration" };
+
+/**
+ * A run's settings by their CLI flags (`streamsPerFrame` → `--streams-per-frame`),
+ * with lists as comma-separated words (every fault kind: "all") and the
+ * token left out. `rename` maps keys with other flags (`url` → `--openai`).
+ */
+export function flagSettings(settings: Record<string, unknown>, rename: Record<string, string> = {}): [string, unknown][] {
+  const out: [string, unknown][] = [];
+  for (const [k, v] of Object.entries(settings)) {
+    if (v === undefined || k === "token" || k === "progress") continue;
+    const flag = rename[k] ?? FLAG_OF[k] ?? `--${k.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)}`;
+    out.push([flag, readable(k, v)]);
+  }
+  return out;
+}
+
+function readable(key: string, v: unknown): unknown {
+  if (!Array.isArray(v)) return v;
+  if (key === "faults") {
+    const all = v.length === FAULT_KINDS.length && FAULT_KINDS.every((f) => v.includes(f));
+    if (v.length === 0) return "none";
+    return all ? `all ${v.length}: ${v.join(", ")}` : v.join(", ");
+  }
+  return v.join(", ");
+}
+
 function dl(entries: [string, unknown][]): string {
-  return `<dl>${entries.map(([k, v]) => `<dt>${esc(k)}</dt><dd>${esc(typeof v === "object" && v !== null ? JSON.stringify(v) : v)}</dd>`).join("")}</dl>`;
+  return `<dl>${entries.map(([k, v]) => `<dt>${k.startsWith("--") ? `<code>${esc(k)}</code>` : esc(k)}</dt><dd>${esc(typeof v === "object" && v !== null ? JSON.stringify(v) : v)}</dd>`).join("")}</dl>`;
 }
 
 const CSS = `
-:root{color-scheme:light dark;--bg:#fff;--fg:#1c2128;--muted:#57606a;--panel:#f6f8fa;--border:#d0d7de;--bar:#5b8def;--ok:#1a7f37;--bad:#cf222e;--line:#0a58ca;--grid:#e5e8eb}
-@media (prefers-color-scheme:dark){:root{--bg:#0f1318;--fg:#e6edf3;--muted:#9aa5b1;--panel:#161b22;--border:#30363d;--bar:#6e9cf7;--ok:#56d364;--bad:#ff6b6b;--line:#79b8ff;--grid:#262c34}}
+:root{color-scheme:light dark;--bg:#fff;--fg:#1c2128;--muted:#57606a;--panel:#f6f8fa;--border:#d0d7de;--bar:#5b8def;--ok:#1a7f37;--bad:#cf222e;--line:#0a58ca;--line2:#8250df;--grid:#e5e8eb}
+@media (prefers-color-scheme:dark){:root{--bg:#0f1318;--fg:#e6edf3;--muted:#9aa5b1;--panel:#161b22;--border:#30363d;--bar:#6e9cf7;--ok:#56d364;--bad:#ff6b6b;--line:#79b8ff;--line2:#d2a8ff;--grid:#262c34}}
 *{box-sizing:border-box}
 body{margin:0;padding:1rem 1.4rem 2rem;background:var(--bg);color:var(--fg);font:15px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,"Noto Sans","DejaVu Sans",sans-serif}
 h1{font-size:1.4rem;margin:0 0 .2rem}h2{font-size:1.15rem;margin:1.4rem 0 .5rem}h3{font-size:1rem}
@@ -316,7 +503,9 @@ figcaption{font-weight:600;margin-bottom:.3rem}
 .chart{width:100%;height:auto;display:block;font-size:11px}.chart.bars{width:auto;max-width:100%}
 .chart text{fill:var(--fg)}.chart .tick,.chart .axis-label{fill:var(--muted)}
 .chart .grid{stroke:var(--grid);stroke-width:1}
-.chart .line{fill:none;stroke:var(--line);stroke-width:2.2}
+.chart .line{fill:none;stroke:var(--line);stroke-width:2.2}.chart .line2{fill:none;stroke:var(--line2);stroke-width:1.8}.chart .line3{fill:none;stroke:var(--bad);stroke-width:1.4;stroke-dasharray:3 2}
+.chart .line-dot{fill:var(--line)}.chart .line2-dot{fill:var(--line2)}.chart .line3-dot{fill:var(--bad)}
+.line-sw{background:var(--line)}.line2-sw{background:var(--line2)}.line3-sw{background:var(--bad)}
 .chart .avg{stroke:var(--muted);stroke-dasharray:4 4}
 .chart .dot{fill:var(--line)}
 .chart .bar{fill:var(--bar)}.chart .bar.ok{fill:var(--ok)}
@@ -336,14 +525,13 @@ dl{display:grid;grid-template-columns:max-content 1fr;gap:.15rem 1rem;margin:.3r
 /** The report as one self-contained HTML page. */
 export function renderLoadtestHtml(report: HtmlReport, ctx: HtmlContext = {}): string {
   const when = (ctx.generatedAt ?? new Date()).toISOString();
+  const given = ctx.settings ?? {};
   const settings: [string, unknown][] = [
     ["target", report.target],
-    ["seed", report.seed],
-    ["fault rate", report.fault_rate],
-    ["chunking", report.chunking],
-    ["mode", report.resilient.mode],
-    ...Object.entries(ctx.settings ?? {}).filter(
-      ([k, v]) => !["seed", "faultRate", "chunking", "mode", "url", "grpc", "token", "progress"].includes(k) && v !== undefined,
+    ...flagSettings(
+      Object.keys(given).length > 0
+        ? given
+        : { seed: report.seed, faultRate: report.fault_rate, chunking: report.chunking, mode: report.resilient.mode },
     ),
   ];
   const m = ctx.machine;
@@ -389,22 +577,6 @@ ${compareSection(report)}
 
 // ------------------------------------------------------------------ loadtest --openai
 
-/** A value sampled over the run (`t` seconds from its start), with its average as a dashed line. */
-function lineChart(s: { t: number; v: number }[], avg: number, title: string, yLabel: string, id: string): string | null {
-  if (s.length < 2) return null;
-  const tMax = Math.max(...s.map((x) => x.t), 0.001);
-  const vMax = Math.max(...s.map((x) => x.v), 1) * 1.15;
-  const x = (v: number) => M.l + (v / tMax) * (W - M.l - M.r);
-  const y = (v: number) => H - M.b - (v / vMax) * (H - M.t - M.b);
-  let body = yAxis(vMax, y, 0);
-  const step = niceStep(tMax, 6);
-  for (let t = 0; t <= tMax + 1e-9; t += step)
-    body += `<text class="tick" x="${x(t).toFixed(1)}" y="${H - M.b + 16}" text-anchor="middle">${fmt(t, step < 1 ? 1 : 0)}</text>`;
-  body += `<polyline class="line" points="${s.map((a) => `${x(a.t).toFixed(1)},${y(a.v).toFixed(1)}`).join(" ")}"/>`;
-  body += `<line class="avg" x1="${M.l}" x2="${W - M.r}" y1="${y(avg).toFixed(1)}" y2="${y(avg).toFixed(1)}"><title>average ${fmt(avg, 1)} ${esc(yLabel)}</title></line>`;
-  return frame(title, body, "seconds", yLabel, id);
-}
-
 function latencyFigures(l: LatencySummary, name: string, what: string, id: string): string {
   const hist =
     l.histogram.length > 0 ? bucketChart(l.histogram, `${name} histogram`, `${name}, ms (bucket start)`, what, `${id}-hist`) : null;
@@ -444,13 +616,23 @@ function targetSection(t: TargetReport, n: number): string {
         t.tool_calls.lost === 0 ? "good" : "bad",
       )
     : tile("intended tool calls", "not reported");
-  const tput = lineChart(
-    t.throughput.map((x) => ({ t: x.t, v: x.requests_per_second })),
-    t.requests_per_second,
-    "Requests per second over the run",
-    "requests/s",
-    `${id}-throughput`,
+  const tput = timeChart([{ name: "requests/s", cls: "line", points: t.throughput.map((x) => ({ t: x.t, v: x.requests_per_second })) }], {
+    title: "Requests per second over the run",
+    yLabel: "requests/s",
+    id: `${id}-throughput`,
+    avg: t.requests_per_second,
+    avgLabel: `average ${fmt(t.requests_per_second, 1)} requests/s`,
+    minMax: 1,
+  });
+  const ot = t.over_time ?? [];
+  const latOt = latencyOverTime(ot, "Request latency over the run", `${id}-latency-time`);
+  const openOt = openOverTime(
+    ot.map((r) => ({ t: r.t, open: r.in_flight })),
+    "Requests in flight over the run",
+    "requests in flight",
+    `${id}-open-time`,
   );
+  const shortRun = `<p class="missing">Too short a run for two samples (one every 500 ms).</p>`;
   return `<section class="pass" id="${id}" aria-labelledby="${id}-h">
 <h2 id="${id}-h">${esc(t.target)} <span class="verdict ${ok ? "good" : "bad"}">${ok ? "no failures" : `${fmt(t.failed_requests)} requests failed`}</span></h2>
 <div class="tiles">
@@ -459,9 +641,12 @@ ${tile("answered 200", fmt(t.answered))}
 ${tile("HTTP 5xx", fmt(t.http_5xx), t.http_5xx === 0 ? "good" : "bad")}
 ${tile("requests/s", fmt(t.requests_per_second, 1))}
 ${tile("completion tokens/s", fmt(t.tokens_per_second))}
-${tile("TTFT p50", `${fmt(t.ttft_ms.p50, 1)} ms`)}
-${tile("TTFT p99", `${fmt(t.ttft_ms.p99, 1)} ms`)}
-${tile("inter-token p99", `${fmt(t.itl_ms.p99, 2)} ms`)}
+${pctTile("TTFT p50", t.ttft_ms, 50, 1, "streams")}
+${pctTile("TTFT p90", t.ttft_ms, 90, 1, "streams")}
+${pctTile("TTFT p99", t.ttft_ms, 99, 1, "streams")}
+${pctTile("inter-token p99", t.itl_ms, 99, 2, "gaps")}
+${pctTile("request latency p90", t.latency_ms, 90, 1, "requests")}
+${tile("request latency max", `${fmt(t.latency_ms.max, 1)} ms`)}
 ${calls}
 ${tile("control-token texts", fmt(t.control_tokens.beyond_model), t.control_tokens.beyond_model === 0 ? "good" : "bad")}
 ${tile("failed requests", fmt(t.failed_requests), t.failed_requests === 0 ? "good" : "bad")}
@@ -471,6 +656,8 @@ ${latencyFigures(t.ttft_ms, "Time to first token", "streams", `${id}-ttft`)}
 ${latencyFigures(t.itl_ms, "Inter-token latency", "gaps", `${id}-itl`)}
 <figure><figcaption>Request latency by percentile, ms (${fmt(t.latency_ms.count)} requests)</figcaption>${t.latency_ms.count > 0 ? percentileCurve(t.latency_ms.percentiles, t.latency_ms.max, "Request latency by percentile (ms)", `${id}-lat`) : `<p class="missing">None measured.</p>`}</figure>
 <figure><figcaption>Requests per second over time</figcaption>${tput ?? `<p class="missing">Average over the run: <strong>${fmt(t.requests_per_second, 1)}</strong> requests/s in ${fmt(t.seconds, 1)} s.</p>`}</figure>
+<figure><figcaption>Request latency over time, ms (the requests finished in each 500 ms)</figcaption>${latOt ?? shortRun}</figure>
+<figure><figcaption>Requests in flight over time</figcaption>${openOt ?? shortRun}</figure>
 <figure><figcaption>Answers by HTTP status</figcaption>${barRows(statusRows, "requests", undefined, `${id}-status`)}</figure>
 <figure><figcaption>Requests by API against passed</figcaption>${barRows(modeRows, "requests", "passed", `${id}-modes`)}</figure>
 <figure><figcaption>Faults injected against passed (${t.reports_injections ? `${fmt(faulted.reduce((a, [, c]) => a + c, 0))} of ${fmt(t.requests)} requests had one` : "the target does not report them"})</figcaption>${t.reports_injections ? barRows(faultRows, "injected", "passed", `${id}-faults`) : `<p class="missing">Not reported.</p>`}</figure>
@@ -504,20 +691,21 @@ ${OPENAI_FAILURE_KINDS.filter((k) => ts.some((t) => t.failures[k]))
 /** The `loadtest --openai` report as one self-contained HTML page. */
 export function renderOpenAIHtml(report: OpenAIReport, ctx: HtmlContext = {}): string {
   const when = (ctx.generatedAt ?? new Date()).toISOString();
-  const settings: [string, unknown][] = [
-    ["targets", report.targets.map((t) => t.target).join(", ")],
-    ["requests", report.requests],
-    ["concurrency", report.concurrency],
-    ["apis", report.apis.join(", ")],
-    ["stream", report.stream],
-    ["seed", report.seed],
-    ["run", report.run_id],
-    ...Object.entries(ctx.settings ?? {}).filter(
-      ([k, v]) =>
-        !["url", "compare", "token", "progress", "requests", "concurrency", "apis", "stream", "seed", "runId"].includes(k) &&
-        v !== undefined,
-    ),
-  ];
+  const given = ctx.settings ?? {};
+  const settings: [string, unknown][] = flagSettings(
+    {
+      url: report.targets[0]?.target,
+      compare: report.targets[1]?.target,
+      requests: report.requests,
+      concurrency: report.concurrency,
+      apis: report.apis,
+      stream: report.stream,
+      seed: report.seed,
+      runId: report.run_id,
+      ...Object.fromEntries(Object.entries(given).filter(([k]) => !["url", "compare", "requests", "runId"].includes(k))),
+    },
+    { url: "--openai" },
+  );
   const m = ctx.machine;
   const machine: [string, unknown][] = m
     ? [

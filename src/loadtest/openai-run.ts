@@ -10,7 +10,6 @@
  * against a second target, and the report sets the two side by side.
  */
 import cliProgress from "cli-progress";
-import hdr from "hdr-histogram-js";
 import { Agent, request, type Dispatcher } from "undici";
 import {
   AnswerReader,
@@ -22,6 +21,7 @@ import {
   type Reported,
 } from "./openai-check.js";
 import { planRequest, type Api, type PlannedRequest } from "./openai-plan.js";
+import { LatencyHistogram, minSamples } from "./percentiles.js";
 
 export interface OpenAILoadOptions {
   /** The target's base URL (`http://host:port` or `…/v1`). */
@@ -46,13 +46,15 @@ export interface OpenAILoadOptions {
   progress: boolean;
 }
 
+/** Percentiles from an HDR histogram, each within [min, max] (./percentiles.ts). */
 export interface LatencySummary {
   count: number;
+  min: number;
   p50: number;
   p90: number;
   p99: number;
   max: number;
-  /** At percentiles 50 … 99.99. */
+  /** At percentiles 50 … 99.99, those the samples support (p99.9: 1,000 samples). */
   percentiles: { p: number; ms: number }[];
   /** Buckets, 4 per doubling, the non-empty ones, ascending. */
   histogram: { lower_ms: number; upper_ms: number; count: number }[];
@@ -86,6 +88,15 @@ export interface TargetReport {
   latency_ms: LatencySummary;
   /** Requests (and tokens) completed per second, sampled about every 500 ms. */
   throughput: { t: number; requests_per_second: number; tokens_per_second: number }[];
+  /** At the same instants: requests in flight, and those completed since the last sample with their latency (null: none; p99 from 100). */
+  over_time: {
+    t: number;
+    in_flight: number;
+    completed: number;
+    latency_p50_ms: number | null;
+    latency_p99_ms: number | null;
+    latency_max_ms: number | null;
+  }[];
   /** Answers by HTTP status (`network`: no answer, `timeout`). */
   status: Record<string, number>;
   http_5xx: number;
@@ -127,28 +138,29 @@ export interface OpenAIReport {
 const BUCKETS_PER_DOUBLING = 4;
 
 class Latency {
-  private readonly h = hdr.build({ lowestDiscernibleValue: 1, highestTrackableValue: 3_600_000_000, numberOfSignificantValueDigits: 3 });
+  private readonly h = new LatencyHistogram();
   private readonly buckets = new Map<number, number>();
   count = 0;
 
   add(ms: number): void {
     const us = Math.max(1, Math.round(ms * 1000));
-    this.h.recordValue(Math.min(us, 3_600_000_000));
+    this.h.record(us);
     const b = Math.floor(Math.log2(us) * BUCKETS_PER_DOUBLING);
     this.buckets.set(b, (this.buckets.get(b) ?? 0) + 1);
     this.count++;
   }
 
   summary(): LatencySummary {
-    const q = (p: number) => (this.count === 0 ? 0 : this.h.getValueAtPercentile(p) / 1000);
+    const q = (p: number) => this.h.at(p);
     const edge = (b: number) => 2 ** (b / BUCKETS_PER_DOUBLING) / 1000;
     return {
       count: this.count,
+      min: this.h.min,
       p50: q(50),
       p90: q(90),
       p99: q(99),
-      max: this.count === 0 ? 0 : this.h.maxValue / 1000,
-      percentiles: [50, 75, 90, 99, 99.9, 99.99].map((p) => ({ p, ms: q(p) })),
+      max: this.h.max,
+      percentiles: this.h.percentiles(),
       histogram: [...this.buckets.entries()]
         .sort((a, b) => a[0] - b[0])
         .map(([b, count]) => ({ lower_ms: edge(b), upper_ms: edge(b + 1), count })),
@@ -315,6 +327,9 @@ async function pass(opts: OpenAILoadOptions, url: string, runId: string, label: 
         : null;
     bar?.start(total, 0, { rps: 0 });
     const throughput: TargetReport["throughput"] = [];
+    const overTime: TargetReport["over_time"] = [];
+    const interval = new LatencyHistogram(); // requests completed since the last sample
+    let inFlight = 0;
     const started = performance.now();
     let next = first;
     let tokens = 0;
@@ -329,6 +344,16 @@ async function pass(opts: OpenAILoadOptions, url: string, runId: string, label: 
         requests_per_second: (done.length - lastDone) / dt,
         tokens_per_second: (tokens - lastTokens) / dt,
       });
+      const n = interval.count;
+      overTime.push({
+        t: (now - started) / 1000,
+        in_flight: inFlight,
+        completed: n,
+        latency_p50_ms: n > 0 ? interval.at(50) : null,
+        latency_p99_ms: n >= minSamples(99) ? interval.at(99) : null,
+        latency_max_ms: n > 0 ? interval.max : null,
+      });
+      interval.reset();
       lastTick = now;
       lastDone = done.length;
       lastTokens = tokens;
@@ -337,7 +362,10 @@ async function pass(opts: OpenAILoadOptions, url: string, runId: string, label: 
     const worker = async () => {
       while (next < last) {
         const req = planRequest(next++, plan);
+        inFlight++;
         const answer = await send(t, req, opts.timeoutMs, opts.only !== undefined);
+        inFlight--;
+        interval.record(answer.totalMs * 1000);
         done.push({ req, answer });
         tokens += answer.completionTokens;
         const now = performance.now();
@@ -352,6 +380,7 @@ async function pass(opts: OpenAILoadOptions, url: string, runId: string, label: 
     const reported = await injections(t, runId, 30_000);
     const after = await getText(t, "/metrics", 10_000);
     const report = summarize(opts, label, runId, done, reported, seconds, tokens, throughput);
+    report.over_time = overTime;
     if (before?.status === 200 && after?.status === 200) {
       const a = recoveriesOf(after.text);
       const b = recoveriesOf(before.text);
@@ -412,6 +441,7 @@ function summarize(
     itl_ms: itl.summary(),
     latency_ms: latency.summary(),
     throughput,
+    over_time: [],
     status: {},
     http_5xx: 0,
     tool_calls: { intended: 0, recovered: 0, lost: 0, returned: 0, valid: 0 },
@@ -459,7 +489,7 @@ function summarize(
           fault,
           kind: f.kind,
           detail: f.detail,
-          replay: `harmony-sidecar loadtest --openai ${label} --seed ${opts.seed} --run-id ${runId} --only ${req.index}${opts.apis.length < 2 ? ` --apis ${opts.apis.join(",")}` : ""}${opts.stream !== "both" ? ` --stream ${opts.stream}` : ""}`,
+          replay: `npx harmony-sidecar loadtest --openai ${label}${opts.token ? ' --token "$TOKEN"' : ""} --seed ${opts.seed} --run-id ${runId} --only ${req.index}${opts.apis.length < 2 ? ` --apis ${opts.apis.join(",")}` : ""}${opts.stream !== "both" ? ` --stream ${opts.stream}` : ""}${opts.model ? ` --model ${opts.model}` : ""}`,
         });
       }
     }

@@ -5,12 +5,12 @@
  * every stream's events against what the model meant.
  */
 import cliProgress from "cli-progress";
-import hdr from "hdr-histogram-js";
 import { HarmonyClient } from "../client/index.js";
 import type { HarmonyEvent } from "../core/events.js";
 import type { Vocabulary } from "../core/vocab.js";
 import { check, FAILURE_KINDS, observe, type FailureKind } from "./check.js";
-import { generateStream, type Encoder, type FaultKind, type GeneratedStream } from "./generate.js";
+import { FAULT_KINDS, generateStream, type Encoder, type FaultKind, type GeneratedStream } from "./generate.js";
+import { LatencyHistogram, minSamples } from "./percentiles.js";
 
 export type Chunking = "one" | "random" | "whole" | "step";
 
@@ -59,7 +59,8 @@ export interface PassReport {
   tokens: number;
   seconds: number;
   tokens_per_second: number;
-  latency_ms: { p50: number; p90: number; p99: number; max: number };
+  /** Frame latency: frames timed, and percentiles from an HDR histogram, each within [min, max] (./percentiles.ts). */
+  latency_ms: { count: number; min: number; p50: number; p90: number; p99: number; max: number };
   faults_injected: Record<string, number>;
   recoveries: Record<string, number>;
   tool_calls: { intended: number; recovered: number };
@@ -68,12 +69,27 @@ export interface PassReport {
   examples: FailureExample[];
   /** Frame latency buckets (4 per doubling, the non-empty ones, ascending): the HTML report's histogram. */
   latency_histogram: { lower_ms: number; upper_ms: number; count: number }[];
-  /** Frame latency at percentiles 50 … 99.99: the percentile curve. */
+  /** Frame latency at percentiles 50 … 99.99, those the frames timed support (p99.9: 1,000 frames): the percentile curve. */
   latency_percentiles: { p: number; ms: number }[];
   /** Tokens per second, sampled about every 100 ms and at the end (`t`: seconds from the start). */
   throughput: { t: number; tokens_per_second: number }[];
+  /**
+   * At the same instants: streams open, and the frames answered since the
+   * last sample with their latency (null when none was; p99 from 100 frames).
+   */
+  over_time: OverTime[];
   /** Failed streams by injected fault (`none`: unfaulted). */
   faults_failed: Record<string, number>;
+}
+
+/** One sample of a pass's state over time. */
+export interface OverTime {
+  t: number;
+  open_streams: number;
+  frames: number;
+  latency_p50_ms: number | null;
+  latency_p99_ms: number | null;
+  latency_max_ms: number | null;
 }
 
 /** Latency buckets: 4 per doubling of the microseconds (log2 quarter steps). */
@@ -99,6 +115,27 @@ interface Live {
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
+/**
+ * The command that replays stream `index` of a run: the same target (none
+ * for a server the load tester started itself: the replay starts one too),
+ * seed, faults, chunking and mode. A token is not written out: `$TOKEN`
+ * stands for it.
+ */
+export function replayCommand(opts: LoadtestOptions, mode: "resilient" | "strict", index: number, inProcess: boolean): string {
+  const parts = ["npx harmony-sidecar loadtest"];
+  if (!inProcess && opts.url) parts.push(`--url ${opts.url}`);
+  else if (!inProcess && opts.grpc) parts.push(`--grpc ${opts.grpc}`);
+  if (opts.token) parts.push(`--token "$TOKEN"`);
+  parts.push(`--seed ${opts.seed}`, `--only ${index}`, `--fault-rate ${opts.faultRate}`);
+  const all = opts.faults.length === FAULT_KINDS.length && FAULT_KINDS.every((k) => opts.faults.includes(k));
+  if (!all) parts.push(`--faults ${opts.faults.length > 0 ? opts.faults.join(",") : "none"}`);
+  if (opts.chunking !== "random") parts.push(`--chunking ${opts.chunking}`);
+  if (opts.chunking === "step") parts.push(`--step-tokens ${opts.stepTokens}`);
+  parts.push(`--mode ${mode}`);
+  if (opts.handles) parts.push("--handles");
+  return parts.join(" ");
+}
+
 /** One pass over the streams in one parser mode. */
 async function pass(
   client: HarmonyClient,
@@ -107,8 +144,11 @@ async function pass(
   enc: Encoder,
   vocab: Vocabulary,
   label: string,
+  inProcess: boolean,
 ): Promise<PassReport> {
-  const histogram = hdr.build({ lowestDiscernibleValue: 1, highestTrackableValue: 60_000_000, numberOfSignificantValueDigits: 3 });
+  const histogram = new LatencyHistogram();
+  const interval = new LatencyHistogram(); // the frames since the last sample
+  const overTime: OverTime[] = [];
   const live = new Map<string, Live>();
   const faults: Record<string, number> = {};
   const faultsFailed: Record<string, number> = {};
@@ -151,6 +191,18 @@ async function pass(
         )
       : null;
   bar?.start(total, 0, { rate: 0, failures: 0 });
+  const sampleOverTime = (t: number) => {
+    const n = interval.count;
+    overTime.push({
+      t,
+      open_streams: live.size,
+      frames: n,
+      latency_p50_ms: n > 0 ? interval.at(50) : null,
+      latency_p99_ms: n >= minSamples(99) ? interval.at(99) : null,
+      latency_max_ms: n > 0 ? interval.max : null,
+    });
+    interval.reset();
+  };
 
   const finish = (name: string, l: Live) => {
     live.delete(name);
@@ -173,7 +225,7 @@ async function pass(
             fault: l.gen.fault,
             kind: f.kind,
             detail: f.detail,
-            replay: `harmony-sidecar loadtest --seed ${opts.seed} --only ${l.gen.index} --fault-rate ${opts.faultRate} --mode ${mode}${opts.handles ? " --handles" : ""}`,
+            replay: replayCommand(opts, mode, l.gen.index, inProcess),
           });
         }
       }
@@ -205,7 +257,8 @@ async function pass(
         const t = syncSent.get(stream);
         if (t !== undefined) {
           const us = Math.max(1, Math.round((performance.now() - t) * 1000));
-          histogram.recordValue(us);
+          histogram.record(us);
+          interval.record(us);
           const b = bucketOf(us);
           buckets.set(b, (buckets.get(b) ?? 0) + 1);
         }
@@ -279,6 +332,7 @@ async function pass(
     if (now - lastTick > 100) {
       const rate = ((tokens - lastTokens) / (now - lastTick)) * 1000;
       throughput.push({ t: (now - started) / 1000, tokens_per_second: rate });
+      sampleOverTime((now - started) / 1000);
       bar?.update(finished, { rate: Math.round(rate), failures: failed });
       lastTick = now;
       lastTokens = tokens;
@@ -293,19 +347,21 @@ async function pass(
     finish(name, l);
   }
   const end = performance.now();
-  if (tokens > lastTokens && end > lastTick)
+  if (tokens > lastTokens && end > lastTick) {
     throughput.push({ t: (end - started) / 1000, tokens_per_second: ((tokens - lastTokens) / (end - lastTick)) * 1000 });
+    sampleOverTime((end - started) / 1000);
+  }
   bar?.update(finished, { rate: 0, failures: failed });
   bar?.stop();
   const seconds = (performance.now() - started) / 1000;
-  const q = (p: number) => histogram.getValueAtPercentile(p) / 1000;
+  const q = (p: number) => histogram.at(p);
   return {
     mode,
     streams: finished,
     tokens,
     seconds,
     tokens_per_second: tokens / seconds,
-    latency_ms: { p50: q(50), p90: q(90), p99: q(99), max: histogram.maxValue / 1000 },
+    latency_ms: { count: histogram.count, min: histogram.min, p50: q(50), p90: q(90), p99: q(99), max: histogram.max },
     faults_injected: faults,
     recoveries,
     tool_calls: { intended: toolCalls, recovered: toolCallsRecovered },
@@ -315,8 +371,9 @@ async function pass(
     latency_histogram: [...buckets.entries()]
       .sort((a, b) => a[0] - b[0])
       .map(([b, count]) => ({ lower_ms: bucketEdgeMs(b), upper_ms: bucketEdgeMs(b + 1), count })),
-    latency_percentiles: [50, 75, 90, 99, 99.9, 99.99].map((p) => ({ p, ms: q(p) })),
+    latency_percentiles: histogram.percentiles(),
     throughput,
+    over_time: overTime,
     faults_failed: faultsFailed,
   };
 }
@@ -331,8 +388,10 @@ export async function runLoadtest(opts: LoadtestOptions, enc: Encoder, vocab: Vo
   if (target === null) throw new Error("no target: give a WebSocket URL or a gRPC address");
   const client = await HarmonyClient.connect(target, { ...(opts.token ? { token: opts.token } : {}), handles: opts.handles === true });
   try {
-    const resilient = await pass(client, opts, opts.mode, enc, vocab, opts.mode === "strict" ? "strict" : "resilient");
-    const strict = opts.compareStrict && opts.mode !== "strict" ? await pass(client, opts, "strict", enc, vocab, "strict") : undefined;
+    const inProcess = label !== undefined;
+    const resilient = await pass(client, opts, opts.mode, enc, vocab, opts.mode === "strict" ? "strict" : "resilient", inProcess);
+    const strict =
+      opts.compareStrict && opts.mode !== "strict" ? await pass(client, opts, "strict", enc, vocab, "strict", inProcess) : undefined;
     return {
       target: label ?? target,
       seed: opts.seed,

@@ -98,6 +98,8 @@ export interface HarmonyChatCompletionChunk extends ChatCompletionChunk {
     reasoning_tokens?: number;
     /** On that chunk: the calls dropped because calls were not allowed. */
     recoveries?: DroppedCall[];
+    /** On the same chunk: the parser's repairs by kind (empty when there were none), for a front that logs them. */
+    repairs?: Record<string, number>;
   };
 }
 
@@ -157,6 +159,8 @@ export class ChatCompletionChunkAdapter {
   finishReason: ChatFinishReason | null = null;
   /** Function calls streamed so far (the next `tool_calls[].index`). */
   functionCalls = 0;
+  /** The parser's repairs so far, by kind. */
+  readonly repairs: Record<string, number> = {};
   private started = false;
   private routeIndex = -1;
   private route: Route | null = null;
@@ -211,8 +215,10 @@ export class ChatCompletionChunkAdapter {
       case "done":
         this.done(event, out);
         break;
-      case "message_end":
       case "recovery":
+        this.repairs[event.kind] = (this.repairs[event.kind] ?? 0) + (event.count ?? 1);
+        break;
+      case "message_end":
         break;
     }
     return out;
@@ -287,7 +293,11 @@ export class ChatCompletionChunkAdapter {
     const dropped = this.droppedCalls.recoveries;
     out.push(
       this.noChoices({
-        harmony: { reasoning_tokens: e.reasoning_tokens, ...(dropped.length > 0 ? { recoveries: dropped.map((r) => ({ ...r })) } : {}) },
+        harmony: {
+          reasoning_tokens: e.reasoning_tokens,
+          ...(dropped.length > 0 ? { recoveries: dropped.map((r) => ({ ...r })) } : {}),
+          repairs: { ...this.repairs },
+        },
       }),
     );
     out.push(this.chunk({}, reason));

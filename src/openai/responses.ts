@@ -96,6 +96,8 @@ export class ResponsesStreamAdapter {
   readonly errors: ErrorEvent[] = [];
   /** The harmony finish reason once `done` was pushed. */
   harmonyFinishReason: FinishReason | null = null;
+  /** The parser's repairs so far, by kind. */
+  readonly repairs: Record<string, number> = {};
   private seq = 0;
   private started = false;
   private readonly output: ResponseOutputItem[] = [];
@@ -169,6 +171,7 @@ export class ResponsesStreamAdapter {
         this.done(event, out);
         break;
       case "recovery":
+        this.repairs[event.kind] = (this.repairs[event.kind] ?? 0) + (event.count ?? 1);
         break;
     }
     return out;
@@ -363,10 +366,12 @@ export class ResponsesStreamAdapter {
     if (this.options.promptTokens !== undefined) response.usage = usageOf(this.options.promptTokens, e.tokens, e.reasoning_tokens);
     this.final = response;
     const copy = structuredCloneJson(response);
-    // not OpenAI's: the reasoning tokens, for a front that reports the engine's usage (it takes this off)
+    // not OpenAI's: the reasoning tokens, for a front that reports the engine's usage, the calls dropped, and the
+    // repairs, for its log (it takes this off)
     const harmony = {
       reasoning_tokens: e.reasoning_tokens,
       ...(this.droppedCalls.recoveries.length > 0 ? { recoveries: this.droppedCalls.recoveries.map((r) => ({ ...r })) } : {}),
+      repairs: { ...this.repairs },
     };
     const type = status === "completed" ? "response.completed" : status === "incomplete" ? "response.incomplete" : "response.failed";
     out.push({ type, sequence_number: this.seq++, response: copy, harmony } as ResponseStreamEvent);

@@ -151,9 +151,14 @@ export async function startGrpc(svc: Service, host: string, port: number): Promi
     },
   });
 
+  // grpc-js logs a failed bind on stderr itself; the rejection is what the caller reports (in one line), so
+  // while binding its lines are held (its logger is the console unless set), and given back when the bind works
+  const held: unknown[][] = [];
+  grpc.setLogger({ error: (...a: unknown[]) => held.push(a) });
   const bound = await new Promise<number>((resolve, reject) => {
     server.bindAsync(`${host}:${port}`, grpc.ServerCredentials.createInsecure(), (err, p) => (err ? reject(err) : resolve(p)));
-  });
+  }).finally(() => grpc.setLogger(console));
+  for (const a of held) console.error(...a);
   return {
     port: bound,
     stopAccepting() {

@@ -86,6 +86,47 @@ export class Cork {
   }
 }
 
+/** What GET / lists: each path with what it is. */
+export function homeLinks(sidecar: boolean): { path: string; what: string }[] {
+  return [
+    { path: "/inspect", what: "the stream inspector: paste Harmony text, token ids or an SSE log and see what the parser makes of it" },
+    { path: STREAM_PATH, what: "WebSocket streams of token ids in, events out (docs/protocol.md)" },
+    { path: "/v1/parse", what: "POST {text | ids}: the events (docs/inspect.md)" },
+    { path: RENDER_PATH, what: "POST a chat request: the Harmony prompt that continues it" },
+    ...(sidecar
+      ? [
+          { path: "/v1/chat/completions", what: "the OpenAI-compatible front (POST)" },
+          { path: "/v1/responses", what: "the OpenAI-compatible front (POST)" },
+          { path: "/v1/models", what: "the engine's models" },
+        ]
+      : []),
+    { path: "/healthz", what: "liveness" },
+    { path: "/readyz", what: "readiness" },
+    { path: "/metrics", what: "Prometheus metrics" },
+  ];
+}
+
+function homePage(links: { path: string; what: string }[]): string {
+  const esc = (t: string) => t.replace(/[&<>"]/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;" })[c]!);
+  const items = links
+    .map(
+      (l) =>
+        `<li>${l.path.startsWith("/v1/") && l.path !== "/v1/models" ? `<code>${esc(l.path)}</code>` : `<a href="${esc(l.path)}"><code>${esc(l.path)}</code></a>`}: ${esc(l.what)}</li>`,
+    )
+    .join("\n");
+  return `<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1"><meta name="color-scheme" content="light dark"><title>harmony-sidecar</title>
+<style>body{font:16px/1.5 system-ui,sans-serif;max-width:46rem;margin:2rem auto;padding:0 1rem}code{font-size:.95em}li{margin:.3rem 0}</style></head>
+<body><h1>harmony-sidecar</h1>
+<p>Turns gpt-oss Harmony token streams into structured events. Start with the <a href="/inspect">inspector</a>.</p>
+<ul>
+${items}
+</ul>
+<p>The protocol, every setting and every code: <code>docs/protocol.md</code>, <code>docs/errors.md</code> and <code>docs/inspect.md</code> in the repository.</p>
+</body></html>
+`;
+}
+
 export interface HttpEdge {
   port: number;
   stopAccepting(): void;
@@ -121,6 +162,7 @@ export async function startHttp(
     }
     const refusal = access.check(req);
     if (refusal) return refuse(res, refusal.status, refusal.code, refusal.message);
+    if (url.pathname === "/") return home(req, res, front !== null);
     if (url.pathname === RENDER_PATH) return render(req, res);
     if (inspectRoute(url.pathname)) return url.pathname === PARSE_PATH ? handleParse(svc, req, res) : handleInspect(req, res);
     const route = frontRoute(url.pathname);
@@ -149,6 +191,22 @@ export async function startHttp(
         return json(res, 404, { error: "not found" });
     }
   });
+
+  /** GET /: what is served here (a page for a browser, JSON for anything else), in place of a bare 404. */
+  function home(req: http.IncomingMessage, res: http.ServerResponse, sidecar: boolean): void {
+    if (req.method !== "GET" && req.method !== "HEAD") return json(res, 405, { error: "method not allowed" });
+    const links = homeLinks(sidecar);
+    if (!/text\/html/.test(req.headers.accept ?? "")) return json(res, 200, { service: "harmony-sidecar", endpoints: links });
+    const body = Buffer.from(homePage(links));
+    res.writeHead(200, {
+      "content-type": "text/html; charset=utf-8",
+      "content-length": body.length,
+      "content-security-policy":
+        "default-src 'none'; style-src 'unsafe-inline'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
+      "x-content-type-options": "nosniff",
+    });
+    res.end(req.method === "HEAD" ? undefined : body);
+  }
 
   /**
    * A path of the upstream's: passed on, with the token required as for the
@@ -209,7 +267,14 @@ export async function startHttp(
     };
     const target = readTarget(req.url);
     if (!target.ok) return refuse(400, "Bad Request");
-    if (target.url.pathname !== STREAM_PATH) return refuse(404, "Not Found");
+    if (target.url.pathname !== STREAM_PATH) {
+      // say where the streams are (a client that left the path out of its ws:// URL reads this)
+      const text = `WebSocket streams are served at ${STREAM_PATH} (ws://HOST:PORT${STREAM_PATH}), not at ${target.url.pathname}\n`;
+      socket.end(
+        `HTTP/1.1 404 Not Found\r\nconnection: close\r\ncontent-type: text/plain; charset=utf-8\r\ncontent-length: ${Buffer.byteLength(text)}\r\n\r\n${text}`,
+      );
+      return;
+    }
     if (!accepting) return refuse(503, "Service Unavailable");
     const refusal = access.check(req);
     if (refusal) return refuse(refusal.status, refusal.status === 421 ? "Misdirected Request" : "Forbidden");

@@ -39,6 +39,7 @@ import type { Service } from "../service/service.js";
 import { MAX_RESPONSE_ID, type Lookup } from "../store/responses.js";
 import { MAX_TOP_LOGPROBS, type Engine, type UpstreamConfig, type UpstreamError, type UpstreamUsage } from "../upstream/engine.js";
 import { ClientFlow } from "./client-flow.js";
+import { GeneratedIds, logRepaired } from "./repair-log.js";
 import { readJson, sendJson } from "./respond.js";
 
 function sendError(
@@ -167,7 +168,7 @@ type CheckNote = { recoveries?: SchemaMismatch[]; unchecked?: Unchecked[] } | nu
  * match, or could not be checked in time, is counted, logged and returned,
  * to be said in the answer's `harmony`.
  */
-async function checkAnswers(svc: Service, format: AnswerFormat, answers: (string | null)[]): Promise<CheckNote> {
+async function checkAnswers(svc: Service, format: AnswerFormat, answers: (string | null)[], response: string): Promise<CheckNote> {
   const checks = await Promise.all(answers.map((text) => (text === null ? Promise.resolve(null) : svc.checkAnswer(format.schema, text))));
   const out: SchemaMismatch[] = [];
   const unchecked: Unchecked[] = [];
@@ -176,7 +177,7 @@ async function checkAnswers(svc: Service, format: AnswerFormat, answers: (string
     if ("unchecked" in c) {
       unchecked.push({ choice, reason: c.unchecked });
       svc.metrics.answerChecks.inc({ outcome: "unchecked" });
-      svc.logger.warn({ format: format.name, choice, reason: c.unchecked }, "a structured answer could not be checked in time");
+      svc.logger.warn({ response, format: format.name, choice, reason: c.unchecked }, "a structured answer could not be checked in time");
     } else {
       svc.metrics.answerChecks.inc({ outcome: c.ok ? "ok" : "mismatch" });
       if (!c.ok) out.push({ kind: "schema_mismatch", choice, detail: c.reason });
@@ -184,7 +185,8 @@ async function checkAnswers(svc: Service, format: AnswerFormat, answers: (string
   });
   if (out.length > 0) {
     svc.metrics.recoveries.inc({ kind: "schema_mismatch" }, out.length);
-    for (const m of out) svc.logger.warn({ format: format.name, choice: m.choice, detail: m.detail }, "recovered malformed model output");
+    for (const m of out)
+      svc.logger.warn({ response, format: format.name, choice: m.choice, detail: m.detail }, "recovered malformed model output");
   }
   if (out.length === 0 && unchecked.length === 0) return null;
   return { ...(out.length > 0 ? { recoveries: out } : {}), ...(unchecked.length > 0 ? { unchecked } : {}) };
@@ -330,6 +332,9 @@ async function handleChat(
   };
   let started = false;
   let reasoningTokens = 0;
+  // each choice's ids and repairs, for the log line of a repaired answer (./repair-log.ts)
+  const generated = new GeneratedIds();
+  const repaired: (Record<string, number> | undefined)[] = [];
   /** A chunk of the front's own (logprobs, a schema mismatch, usage): no choices unless `fields` has some. */
   const extraChunk = (fields: object) => ({ id, object: "chat.completion.chunk", created, model, choices: [], ...fields });
   const flow = clientFlow(svc, res);
@@ -412,9 +417,10 @@ async function handleChat(
           if (!stream) accumulators[choice]!.addChunk(chunk);
           return;
         }
-        // the choice's reasoning tokens, for usage (not sent on)
+        // the choice's reasoning tokens, for usage, and its repairs, for the log (not sent on)
         reasoningTokens += h.reasoning_tokens ?? 0;
         for (const r of h.recoveries ?? []) dropped.push({ ...r, choice });
+        repaired[choice] = h.repairs;
         return;
       }
       if (stream) {
@@ -429,14 +435,14 @@ async function handleChat(
     {
       force: forced.force,
       ...(stream ? { backpressure: () => flow.wait() } : {}),
-      onIds: logprobs
-        ? (choice, ids, lps) => {
-            const content = logprobs[choice]?.push(ids, lps) ?? [];
-            // streamed: the content tokens' logprobs in a chunk of their own (an empty delta), as they arrive
-            if (stream && content.length > 0)
-              send(extraChunk({ choices: [{ index: choice, delta: {}, logprobs: { content, refusal: null }, finish_reason: null }] }));
-          }
-        : undefined,
+      onIds: (choice, ids, lps) => {
+        generated.add(choice, ids);
+        if (!logprobs) return;
+        const content = logprobs[choice]?.push(ids, lps) ?? [];
+        // streamed: the content tokens' logprobs in a chunk of their own (an empty delta), as they arrive
+        if (stream && content.length > 0)
+          send(extraChunk({ choices: [{ index: choice, delta: {}, logprobs: { content, refusal: null }, finish_reason: null }] }));
+      },
     },
   );
   res.on("close", () => {
@@ -445,6 +451,8 @@ async function handleChat(
   const { usage, error } = await gen.done;
   const usageObj = usage && chatUsage(usage, reasoningTokens);
   if (error) svc.logger.warn({ code: error.code, status: error.upstreamStatus }, error.message);
+  for (let choice = 0; choice < n; choice++)
+    logRepaired(svc, { response: id, choice, recoveries: repaired[choice], tools, calls: open.calls }, generated);
   if (res.destroyed) return;
   if (!stream) {
     if (error) return sendError(res, error.status, errorType(error.status), error.code, error.message);
@@ -456,6 +464,7 @@ async function handleChat(
             svc,
             format,
             results.map((r) => (r.choices[0]!.finish_reason === "tool_calls" ? null : r.choices[0]!.message.content)),
+            id,
           );
     if (res.destroyed) return;
     const choices = results.flatMap((r) => r.choices);
@@ -476,6 +485,7 @@ async function handleChat(
           svc,
           format,
           streamed.map((text, i) => (called[i] ? null : (text ?? ""))),
+          id,
         );
   if (res.destroyed) return;
   if (!started) {
@@ -564,6 +574,8 @@ async function handleResponses(svc: Service, engine: Engine, req: http.IncomingM
   const completion = { client: request, prompt: rendered.ids, n: 1, maxTokens: request.max_output_tokens };
   let started = false;
   let final: Obj | null = null;
+  const generated = new GeneratedIds();
+  let repaired: Record<string, number> | undefined;
   const flow = clientFlow(svc, res);
   const write = (obj: Obj) => {
     if (!started) {
@@ -574,7 +586,7 @@ async function handleResponses(svc: Service, engine: Engine, req: http.IncomingM
   };
   const format = answerFormat(conv.chat);
   if (format !== null) svc.warmChecker();
-  const open = { format: "openai.responses", model, tools, calls: callsOf(conv.chat, tools) };
+  const open = { format: "openai.responses", model, tools, calls: callsOf(request, tools) };
   // the output in the client's terms: custom and namespaced tools, reasoning in summary / encrypted_content when asked
   const reasoningAsked = isObj(request.reasoning) ? (request.reasoning.summary ?? request.reasoning.generate_summary) : undefined;
   const output = new ResponsesOutput({
@@ -592,6 +604,7 @@ async function handleResponses(svc: Service, engine: Engine, req: http.IncomingM
       final = obj;
       const reasoningTokens = isObj(obj.harmony) && typeof obj.harmony.reasoning_tokens === "number" ? obj.harmony.reasoning_tokens : 0;
       if (isObj(obj.harmony) && Array.isArray(obj.harmony.recoveries)) dropped = obj.harmony.recoveries;
+      if (isObj(obj.harmony) && isObj(obj.harmony.repairs)) repaired = obj.harmony.repairs as Record<string, number>;
       delete obj.harmony;
       if (usage && isObj(obj.response)) obj.response.usage = responsesUsage(usage, reasoningTokens);
       // a stored response is announced complete only once it is stored (the next turn may go to another
@@ -611,7 +624,7 @@ async function handleResponses(svc: Service, engine: Engine, req: http.IncomingM
       if (!output.active) return onEvent(obj, usage);
       for (const ev of output.event(obj)) onEvent(ev, usage);
     },
-    { force: forced.force, ...(stream ? { backpressure: () => flow.wait() } : {}) },
+    { force: forced.force, ...(stream ? { backpressure: () => flow.wait() } : {}), onIds: (choice, ids) => generated.add(choice, ids) },
   );
   res.on("close", () => {
     if (!res.writableFinished) gen.abort();
@@ -620,11 +633,13 @@ async function handleResponses(svc: Service, engine: Engine, req: http.IncomingM
   if (error) svc.logger.warn({ code: error.code, status: error.upstreamStatus }, error.message);
   const finished = final as Obj | null;
   const response = finished && isObj(finished.response) ? finished.response : null;
+  const responseId = response && typeof response.id === "string" ? response.id : "";
+  logRepaired(svc, { response: responseId, choice: 0, recoveries: repaired, tools, calls: open.calls }, generated);
   let note: CheckNote = null;
   if (format !== null && response && response.status === "completed") {
     // a response that only calls functions has no answer to check
     const text = typeof response.output_text === "string" && response.output_text !== "" ? response.output_text : null;
-    note = await checkAnswers(svc, format, [text]);
+    note = await checkAnswers(svc, format, [text], responseId);
   }
   const harmony = response ? harmonyOf(dropped, note) : null;
   if (response && harmony !== null) response.harmony = harmony;

@@ -18,18 +18,20 @@ describe("harmony-sidecar serve", () => {
     const o = resolveOptions({ port: "9000" }, { HARMONY_PORT: "9100", HARMONY_GRPC_PORT: "-1", HARMONY_TOKEN: "t" });
     expect(o).toMatchObject({ host: "127.0.0.1", port: 9000, grpcPort: -1, token: "t" });
     expect(resolveOptions({}, {})).toMatchObject({ port: 8765, grpcPort: 8766, token: undefined });
-    expect(() => resolveOptions({ workers: "zero" }, {})).toThrow(/workers/);
+    expect(() => resolveOptions({ workers: "zero" }, {})).toThrow(/--workers/);
     expect(resolveOptions({ workers: "0", inline: "4" }, {})).toMatchObject({ workers: 0, inline: 4 });
     expect(resolveOptions({}, { HARMONY_INLINE: "0" })).toMatchObject({ inline: 0 });
-    expect(() => resolveOptions({ inline: "-1" }, {})).toThrow(/inline/);
+    expect(() => resolveOptions({ inline: "-1" }, {})).toThrow(/--inline/);
     // an empty variable is unset (it used to read as 0: a random port); other non-decimal values are errors
     expect(resolveOptions({}, { HARMONY_PORT: "", HARMONY_WORKERS: "" })).toMatchObject({
       port: 8765,
       workers: defaultWorkers(usableCores()),
     });
-    expect(() => resolveOptions({ port: "" }, {})).toThrow(/port \(HARMONY_PORT\)/);
-    expect(() => resolveOptions({ workers: "0x2" }, {})).toThrow(/workers/);
-    expect(() => resolveOptions({}, { HARMONY_MAX_STREAMS: "1e3" })).toThrow(/maxStreams/);
+    expect(() => resolveOptions({ port: "" }, {})).toThrow(/^--port must be an integer from 0 to 65535, got ""$/);
+    expect(() => resolveOptions({ workers: "0x2" }, {})).toThrow(/--workers/);
+    expect(() => resolveOptions({}, { HARMONY_MAX_STREAMS: "1e3" })).toThrow(
+      /^--max-streams \(set by HARMONY_MAX_STREAMS\) must be an integer ≥ 1, got "1e3"$/,
+    );
     expect(resolveOptions({}, { HARMONY_COT_STORE_BYTES: "0" }).cotStore).toMatchObject({ maxBytes: 0 });
     expect(resolveOptions({ cotStoreTtlMs: "60000" }, {}).cotStore).toMatchObject({ ttlMs: 60000, maxBytes: 64 * 1024 * 1024 });
   });
@@ -46,9 +48,9 @@ describe("harmony-sidecar serve", () => {
       resolveV8Settings({ heapGrowth: "150", inlineBudget: "2000" }, { HARMONY_HEAP_GROWTH: "0", HARMONY_INLINE_BUDGET: "0" }),
     ).toEqual(v8(150, 2000));
     for (const bad of ["-1", "1001", "1.5", "lots", "", "1e2", "0x12c"])
-      expect(() => resolveV8Settings({ heapGrowth: bad }, {})).toThrow(/heapGrowth \(HARMONY_HEAP_GROWTH\)/);
+      expect(() => resolveV8Settings({ heapGrowth: bad }, {})).toThrow(/^--heap-growth must be an integer from 0 to 1000/);
     for (const bad of ["-1", "100001", "1.5", "", "3e3"])
-      expect(() => resolveV8Settings({ inlineBudget: bad }, {})).toThrow(/inlineBudget \(HARMONY_INLINE_BUDGET\)/);
+      expect(() => resolveV8Settings({ inlineBudget: bad }, {})).toThrow(/^--inline-budget must be an integer from 0 to 100000/);
     expect(resolveV8Settings({}, { HARMONY_HEAP_GROWTH: "", HARMONY_INLINE_BUDGET: "" })).toEqual(defaults);
     const given: string[] = [];
     const node = (execArgv: string[]) => ({ execArgv, setFlags: (f: string) => given.push(f) });
@@ -79,7 +81,9 @@ describe("harmony-sidecar serve", () => {
       else process.env.WS_NO_BUFFER_UTIL = saved;
     }
     expect(resolveOptions({ cotStoreBytes: String(2 ** 30) }, {}).cotStore?.maxBytes).toBe(2 ** 30);
-    expect(() => resolveOptions({ cotStoreBytes: String(2 ** 30 + 1) }, {})).toThrow(/cotStoreBytes.*at most/);
+    expect(() => resolveOptions({ cotStoreBytes: String(2 ** 30 + 1) }, {})).toThrow(
+      /--cot-store-bytes must be an integer from 0 to 1073741824/,
+    );
   });
 
   it("defaults to no worker threads on 1 or 2 cores, CPU count − 1 (at most 8) beyond", () => {

@@ -22,6 +22,25 @@ describe("the settings table", () => {
     for (const s of SETTINGS) expect(help).toContain(helpText(s).replace(/\s+/g, " "));
   });
 
+  it("serve --help lists the basic settings first, the rest under Advanced, as docs/protocol.md says", () => {
+    const help = execFileSync(process.execPath, [CLI, "serve", "--help"], { encoding: "utf8" });
+    const advancedAt = help.indexOf("Advanced options");
+    expect(advancedAt).toBeGreaterThan(0);
+    const basic = SETTINGS.filter((s) => (s as { group?: string }).group === "basic").map((s) => s.flag.split(" ")[0]!);
+    expect(basic.length).toBeGreaterThan(4);
+    for (const s of SETTINGS) {
+      const flag = s.flag.split(" ")[0]!;
+      const at = help.search(new RegExp(`^  ${flag} `, "m"));
+      expect(at, flag).toBeGreaterThan(0);
+      expect(at < advancedAt, `${flag} listed ${at < advancedAt ? "before" : "after"} Advanced`).toBe(basic.includes(flag));
+    }
+    const sentence = /\(basic: ((?:`--[a-z-]+`,?\s*)+)\)/.exec(doc.replace(/\n/g, " "));
+    expect(sentence, "docs/protocol.md names the basic settings").not.toBeNull();
+    expect([...sentence![1]!.matchAll(/`(--[a-z-]+)`/g)].map((m) => m[1])).toEqual(basic);
+    // and an example per command, with the name people can run
+    expect(help).toMatch(/Examples:\n(  .*\n)*  \$ npx harmony-sidecar serve/);
+  });
+
   it("every default passes its own row's checks", () => {
     const r = new SettingsReader({}, {});
     for (const s of SETTINGS) {
@@ -32,9 +51,11 @@ describe("the settings table", () => {
 
   it("bounds come from the row", () => {
     expect(() => new SettingsReader({ heapGrowth: "1001" }, {}).int("heapGrowth")).toThrow(
-      /heapGrowth \(HARMONY_HEAP_GROWTH\) must be at most 1000/,
+      /^--heap-growth must be an integer from 0 to 1000, got "1001"$/,
     );
-    expect(() => new SettingsReader({}, { HARMONY_GRPC_PORT: "-2" }).int("grpcPort")).toThrow(/≥ -1/);
+    expect(() => new SettingsReader({}, { HARMONY_GRPC_PORT: "-2" }).int("grpcPort")).toThrow(
+      /^--grpc-port \(set by HARMONY_GRPC_PORT\) must be an integer from -1 to 65535, got "-2"$/,
+    );
     expect(() => new SettingsReader({ reasoningField: "thinking" }, {}).text("reasoningField")).toThrow(/reasoning or reasoning_content/);
     expect(() => new SettingsReader({ upstream: "localhost:8000" }, {}).text("upstream")).toThrow(/http\(s\) URL/);
   });

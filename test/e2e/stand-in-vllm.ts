@@ -22,6 +22,8 @@ export interface Script {
   hang?: boolean;
   /** Delay between chunks. */
   delayMs?: number;
+  /** Ids per chunk (default: 1–4, varied); 1 is vLLM's default, --stream-interval 1. */
+  chunkSize?: number;
   /**
    * Wait for 'drain' whenever a write says the socket's buffer is full, as
    * vLLM's server does (uvicorn's HTTP protocols await FlowControl.drain() in
@@ -113,7 +115,7 @@ export async function startStandIn(): Promise<StandIn> {
       let seed = 7 + choice;
       while (at < toks.length) {
         seed = (seed * 1103515245 + 12345) & 0x7fffffff;
-        const size = 1 + (seed % 4);
+        const size = s.chunkSize ?? 1 + (seed % 4);
         const piece = toks.slice(at, at + size);
         at += piece.length;
         const last = at >= toks.length;

@@ -16,6 +16,8 @@ import { chromium, type Browser, type BrowserContext, type Page } from "playwrig
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { loadtest } from "../../src/commands/loadtest.js";
 import { FAULT_KINDS } from "../../src/loadtest/generate.js";
+import { chunksUpTo, eventsAtStep, type ParseAnswer } from "../../src/inspect/logic.js";
+import { answerParse } from "../../src/inspect/parse.js";
 import { machineInfo, renderLoadtestHtml } from "../../src/loadtest/html.js";
 import type { LoadtestOptions, Report } from "../../src/loadtest/run.js";
 import { harmony } from "../helpers.js";
@@ -100,7 +102,8 @@ const pane = (mode: "resilient" | "strict") => `#pane-${mode}`;
 async function parsed(page: Page): Promise<void> {
   await page.waitForFunction(
     () =>
-      document.querySelectorAll(".pane .summary").length === 2 && /Parsed in/.test(document.getElementById("status")!.textContent ?? ""),
+      document.querySelectorAll("#results .pane .summary").length === 2 &&
+      /Parsed in/.test(document.getElementById("status")!.textContent ?? ""),
   );
 }
 
@@ -161,7 +164,7 @@ describe("the inspector page", () => {
       await page.keyboard.press("Tab");
       order.push(await page.evaluate(() => document.activeElement?.id || document.activeElement?.tagName || ""));
     }
-    expect(order).toEqual(["role", "after-stop", "tools", "parse", "copy-link", "file", "example", order[7]]);
+    expect(order).toEqual(["role", "after-stop", "tools", "calls", "parse", "copy-link", "file", "example"]);
     expect(problems).toEqual([]);
   });
 
@@ -243,6 +246,111 @@ describe("the inspector page", () => {
   });
 });
 
+/** What POST /v1/parse answers for `text` with the page's options (the test's own reading, off the page). */
+function parseAnswer(text: string, mode: "resilient" | "strict", extra: Record<string, unknown> = {}): ParseAnswer {
+  const r = answerParse(vocab, enc.encode, new TextEncoder().encode(JSON.stringify({ text, mode, tokens: true, ...extra })), 262144);
+  expect(r.status).toBe(200);
+  return JSON.parse(r.json) as ParseAnswer;
+}
+
+describe("the inspector's events and chunks, stepping, and what it says", () => {
+  it("shows the events of both modes and the chunks the front would send, and steps through them token by token", async () => {
+    const { page, problems } = await open();
+    await page.goto(`${server.url}/inspect#text=${encodeURIComponent(SPLICED)}`);
+    await parsed(page);
+    const r = parseAnswer(SPLICED, "resilient", { chunks: true });
+    const s = parseAnswer(SPLICED, "strict");
+    const n = r.tokens!.length;
+    // the events tab: one row per event, its JSON, the token that emitted it
+    await page.locator("#tab-events").click();
+    expect(await page.locator("#view-events").isVisible()).toBe(true);
+    expect(await page.locator("#results").isVisible()).toBe(false);
+    const rows = await page.locator("#events-resilient .row code").allInnerTexts();
+    expect(rows).toEqual(r.events.map((e) => JSON.stringify(e)));
+    expect(await page.locator("#events-strict .row").count()).toBe(s.events.length);
+    expect(await page.locator("#events-resilient .row .row-at").first().innerText()).toBe("@0");
+    // the chunks tab, reached with the arrow key: Chat chunks as data: lines, then [DONE]; Responses events
+    await page.locator("#tab-events").press("ArrowRight");
+    expect(await page.evaluate(() => document.activeElement?.id)).toBe("tab-chunks");
+    expect(await page.locator("#tab-chunks").getAttribute("aria-selected")).toBe("true");
+    const chat = await page.locator("#chunks-chat .row code").allInnerTexts();
+    expect(chat).toEqual([...r.chunks!.chat.map((c) => `data: ${JSON.stringify(c.data)}`), "data: [DONE]"]);
+    const responses = await page.locator("#chunks-responses .row code").allInnerTexts();
+    expect(responses).toEqual(r.chunks!.responses.map((c) => `event: ${String(c.data.type)}\ndata: ${JSON.stringify(c.data)}`));
+    expect(chat[1]).toContain(
+      '"tool_calls":[{"index":0,"id":"call_inspect_0","type":"function","function":{"name":"get_weather","arguments":""}}]',
+    );
+    // stepping: to the start, one token on, then to token 18 with the slider
+    await page.locator("#step-first").click();
+    expect(await page.locator("#step-label").innerText()).toBe(`0 of ${n} tokens written`);
+    expect(await page.locator("#chunks-chat .row:visible").count()).toBe(0);
+    await page.locator("#step-next").click();
+    expect(await page.locator("#step-label").innerText()).toBe(`1 of ${n} tokens written`);
+    await page.locator("#tab-events").click();
+    expect(await page.locator("#events-resilient .row:visible code").allInnerTexts()).toEqual([JSON.stringify(r.events[0])]);
+    await page.locator("#step").fill("18");
+    const c18 = eventsAtStep(r, 18);
+    expect(await page.locator("#events-resilient .row:visible").count()).toBe(c18);
+    expect(await page.locator("#events-strict .row:visible").count()).toBe(eventsAtStep(s, 18));
+    await page.locator("#tab-chunks").click();
+    expect(await page.locator("#chunks-chat .row:visible").count()).toBe(chunksUpTo(r.chunks!.chat, c18));
+    await page.locator("#tab-parse").click();
+    // tokens not yet written are dimmed; the messages and marks are those so far (the call's header read, its arguments open)
+    expect(await page.locator("#pane-resilient .tok.future").count()).toBe(n - 18);
+    expect(await page.locator("#pane-resilient .msg .call").innerText()).toBe("tool call call_0 → get_weather (arguments so far)");
+    expect(await page.locator("#pane-resilient .marks li").count()).toBe(3);
+    expect(await page.locator("#pane-resilient .summary").innerText()).toContain(`${c18} of ${r.events.length} events so far`);
+    // and the end: everything, done included
+    await page.locator("#step-last").click();
+    expect(await page.locator("#pane-resilient .tok.future").count()).toBe(0);
+    expect(await page.locator("#pane-resilient .summary").innerText()).toContain("finish tool_calls");
+    expect(await page.locator("#step-label").innerText()).toBe(`all ${n} tokens and the end of the stream`);
+    expect(problems).toEqual([]);
+    await page.locator("#tab-chunks").click();
+    await page.screenshot({ path: path.join(SHOTS, "inspect-chunks.png"), fullPage: true });
+  });
+
+  it("groups repeated errors with a count, keeps badges readable, says what Detect found, and replaces stale results with the error", async () => {
+    const { page, problems } = await open();
+    await page.goto(`${server.url}/inspect#text=${encodeURIComponent(SPLICED)}`);
+    await parsed(page);
+    // strict: eight errors, seven of them the same but for the token: two rows
+    const strictMarks = page.locator(`${pane("strict")} .marks li`);
+    expect(await strictMarks.count()).toBe(2);
+    expect(await strictMarks.nth(1).innerText()).toMatch(/^tokens 18, 19, 20, 21, 22, 23, 24 error unexpected_token ×7 Unexpected token/);
+    expect(
+      await page
+        .locator(`${pane("strict")} h3`)
+        .nth(1)
+        .innerText(),
+    ).toBe("Recoveries and errors (8; 2 different)");
+    // every badge at least 11 px, in control tokens too
+    const sizes = await page.locator(".tok .badge").evaluateAll((els) => els.map((e) => parseFloat(getComputedStyle(e).fontSize)));
+    expect(sizes.length).toBeGreaterThan(5);
+    for (const px of sizes) expect(px).toBeGreaterThanOrEqual(11);
+    // Detect says what it found, as the input changes and when it parses
+    await page.locator('input[name="kind"][value="auto"]').check();
+    await page.locator("#input").fill(enc.encode(README).join(", "));
+    expect(await page.locator("#detected").innerText()).toBe("(found token ids)");
+    await page.locator("#parse").click();
+    await parsed(page);
+    expect(await page.locator("#status").innerText()).toMatch(/^Parsed in \d+ ms: found token ids\.$/);
+    await page.locator("#input").fill('data: {"choices":[{"index":0,"delta":{"content":"Hi"}}]}');
+    expect(await page.locator("#detected").innerText()).toBe("(found an SSE log)");
+    // an input that cannot be read: every view says so, nothing of the last parse stays
+    await page.locator('input[name="kind"][value="ids"]').check();
+    await page.locator("#input").fill("200005, x");
+    await page.locator("#parse").click();
+    const message = 'Could not read the input: not a token id at position 1: "x"';
+    for (const sel of ["#pane-resilient", "#pane-strict", "#events-resilient", "#events-strict", "#chunks-chat", "#chunks-responses"])
+      expect(await page.locator(`${sel} .pane-body`).innerText(), sel).toBe(message);
+    const legend = await page.locator(".legend .tok").count();
+    expect(await page.locator(".tok").count()).toBe(legend);
+    expect(await page.locator("#stepper").isVisible()).toBe(false);
+    expect(problems).toEqual([]);
+  });
+});
+
 describe("the load test's HTML report", () => {
   let report: Report;
   let opts: LoadtestOptions;
@@ -307,8 +415,37 @@ describe("the load test's HTML report", () => {
       expect(p.latency_histogram.length).toBeGreaterThan(0);
       expect(await page.locator("#resilient-histogram rect.bar").count()).toBe(p.latency_histogram.length);
       expect(await page.locator("#resilient-throughput polyline.line").count()).toBe(p.throughput.length > 1 ? 1 : 0);
-      // (a run too short for two throughput samples says so, and gives its average: two notes)
-      expect(await page.locator("#pass-resilient .missing").count()).toBe(p.throughput.length > 1 ? 0 : 2);
+      // (a run too short for two samples says so: the throughput note and its average, and one note for each chart over time)
+      const drawn = (rows: (number | null)[]) => rows.filter((v) => v !== null).length >= 2;
+      const notes =
+        (p.throughput.length > 1 ? 0 : 2) +
+        (drawn(p.over_time.flatMap((o) => [o.latency_p50_ms, o.latency_max_ms])) ? 0 : 1) +
+        (drawn(p.over_time.map((o) => o.open_streams)) ? 0 : 1);
+      expect(await page.locator("#pass-resilient .missing").count()).toBe(notes);
+      // latency over time and open streams over time, p90 and max tiles
+      expect(await page.locator("#resilient-open-time polyline.line").count()).toBe(p.over_time.length > 1 ? 1 : 0);
+      expect(tiles["frame latency max"]).toBe(
+        `${p.latency_ms.max.toLocaleString("en-US", { minimumFractionDigits: 2, maximumFractionDigits: 2 })} ms`,
+      );
+      expect(tiles["frame latency p90"]).toMatch(/ ms$|^–$/);
+      // no percentile above the maximum
+      const values = await page
+        .locator("#resilient-percentiles circle.dot title")
+        .allTextContents()
+        .then((t) => t.map((x) => Number(x.replace(/^.*: /, "").replace(/ ms$/, "").replace(/,/g, ""))));
+      for (const v of values) expect(v).toBeLessThanOrEqual(p.latency_ms.max);
+      // every chart's y-axis label clear of its ticks (the tokens/s one held six-digit ticks)
+      const overlaps = await page.locator("svg.chart:not(.bars)").evaluateAll((svgs) =>
+        svgs.flatMap((svg) => {
+          const label = svg.querySelector("text.axis-label[transform]")?.getBoundingClientRect();
+          if (!label) return [];
+          return [...svg.querySelectorAll('text.tick[text-anchor="end"]')]
+            .map((t) => t.getBoundingClientRect())
+            .filter((t) => t.left < label.right)
+            .map(() => svg.id);
+        }),
+      );
+      expect(overlaps).toEqual([]);
       expect(problems).toEqual([]);
       await page.screenshot({ path: path.join(SHOTS, `loadtest-report-${scheme}.png`), fullPage: true });
       await page.screenshot({

@@ -1,11 +1,16 @@
 /** The inspector page's pure logic (src/inspect/logic.ts), on real parser output. */
 import { describe, expect, it } from "vitest";
 import {
+  chunksUpTo,
   collectMessages,
   decodeFragment,
+  describeKind,
   detectInput,
   encodeFragment,
+  eventsAtStep,
+  groupMarks,
   parseIdList,
+  positions,
   readSseLog,
   segmentTokens,
   summarize,
@@ -128,6 +133,11 @@ describe("fragment", () => {
     expect(hash).toBe("#ids=1,2,3&role=none&after_stop=parse&tools=Web%20Search,a%2Cb");
     expect(decodeFragment(hash)).toEqual({ kind: "ids", value: "1,2,3", role: "none", afterStop: "parse", tools: ["Web Search", "a,b"] });
     expect(encodeFragment({ kind: "text", value: "x", role: "assistant", afterStop: "drop", tools: [] })).toBe("#text=x");
+    // the calls a stream may make (the front's tool_choice "none", parallel_tool_calls false): the front's log links carry them
+    expect(encodeFragment({ kind: "ids", value: "1", calls: "none" })).toBe("#ids=1&calls=none");
+    expect(decodeFragment("#ids=1&calls=one")).toEqual({ kind: "ids", value: "1", calls: "one" });
+    expect(encodeFragment({ kind: "ids", value: "1", calls: "any" })).toBe("#ids=1");
+    expect(decodeFragment("#ids=1&calls=some")).toEqual({ kind: "ids", value: "1" });
   });
 
   it("reads hand-written links: a plus stays a plus, a bad escape stays as written", () => {
@@ -240,6 +250,9 @@ describe("POST /v1/parse's request checks", () => {
     expect(code({ ids: [1], after_stop: "keep" })).toBe("bad_option");
     expect(code({ ids: [1], tools: "a" })).toBe("bad_option");
     expect(code({ ids: [1], tokens: "yes" })).toBe("bad_option");
+    expect(code({ ids: [1], calls: "some" })).toBe("bad_option");
+    expect(code({ ids: [1], chunks: 1 })).toBe("bad_option");
+    expect(code({ ids: [1], calls: "none", chunks: true })).toBe("ok");
     expect(code({ ids: [1], tools: ["a"], mode: "strict", role: "none", after_stop: "parse", tokens: false })).toBe("ok");
     const c = checkParseRequest({ text: "<|end|>".repeat(20) }, 10);
     if (!c.ok) throw new Error("checked");
@@ -253,5 +266,57 @@ describe("POST /v1/parse's request checks", () => {
     expect(r.ok && Object.keys(r.answer)).toEqual(["events"]);
     const deltas = r.ok ? r.answer.events.filter((e) => e.type === "delta") : [];
     expect(deltas.map((d) => (d as { text: string }).text)).toEqual(["Think.", '{"city":"Paris"}']);
+  });
+});
+
+describe("what the page says and steps through", () => {
+  it("groups the strict errors that differ only in their token ids, with every position", () => {
+    const a = answer(SPLICED, "strict");
+    const { errors } = summarize(a.events);
+    expect(errors.length).toBe(8);
+    const groups = groupMarks(a.events, errors);
+    expect(groups.map((g) => [a.events[g.first]!.code, g.events.length, g.ats])).toEqual([
+      ["header_trailing_tokens", 1, [17]],
+      ["unexpected_token", 7, [18, 19, 20, 21, 22, 23, 24]],
+    ]);
+    expect(positions(groups[1]!.ats, 25)).toBe("18, 19, 20, 21, 22, 23, 24");
+    expect(positions([1, 2, 3, 4, 5, 6, 7, 10], 25)).toBe("1, 2, 3, 4, 5, 6, … 10");
+    expect(positions([3, 25], 25)).toBe("3, end");
+    // recoveries that say different things stay apart
+    const r = answer(SPLICED);
+    expect(groupMarks(r.events, summarize(r.events).recoveries)).toHaveLength(3);
+  });
+
+  it("steps: after k tokens, the events emitted so far, and the front's chunks they made", () => {
+    const a = answer(SPLICED, "resilient", { chunks: true });
+    const n = a.tokens!.length;
+    expect(eventsAtStep(a, 0)).toBe(0);
+    // token 0 (a stray <|start|>) gives the double_start recovery at once
+    expect(a.events.slice(0, eventsAtStep(a, 1)).map((e) => e.kind)).toEqual(["double_start"]);
+    expect(eventsAtStep(a, n)).toBe(a.events.length - 1); // all but done, which the end of the stream gives
+    expect(eventsAtStep(a, n + 1)).toBe(a.events.length);
+    for (let k = 0; k <= n + 1; k++) {
+      const c = eventsAtStep(a, k);
+      expect(a.events.slice(0, c).every((_, i) => a.emitted![i]! < k || k > n)).toBe(true);
+      const chat = a.chunks!.chat;
+      const sent = chunksUpTo(chat, c);
+      expect(chat.slice(0, sent).every((ch) => ch.event < c)).toBe(true);
+      expect(chat.slice(sent).every((ch) => ch.event >= c)).toBe(true);
+    }
+    // the chat chunks: the role first, the call's id and name, its arguments token by token, the finish reason
+    const deltas = a.chunks!.chat.map(
+      (c) => (c.data as { choices: { delta: Record<string, unknown>; finish_reason: string | null }[] }).choices[0]!,
+    );
+    expect(deltas[0]!.delta).toEqual({ role: "assistant", content: "" });
+    expect(deltas[1]!.delta).toEqual({
+      tool_calls: [{ index: 0, id: "call_inspect_0", type: "function", function: { name: "get_weather", arguments: "" } }],
+    });
+    expect(deltas.at(-1)!.finish_reason).toBe("tool_calls");
+    expect(a.chunks!.responses.at(-1)!.data.type).toBe("response.completed");
+    expect(a.chunks!.responses.at(-1)!.data).not.toHaveProperty("harmony");
+  });
+
+  it("says what Detect found", () => {
+    expect(["ids", "text", "sse"].map((k) => describeKind(k as "ids"))).toEqual(["token ids", "Harmony text", "an SSE log"]);
   });
 });

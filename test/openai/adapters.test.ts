@@ -294,7 +294,7 @@ function checkChatChunks(chunks: HarmonyChatCompletionChunk[], field: "reasoning
       expect(c.choices).toEqual([]);
       if (c.harmony.tool_call_end) expect(toolIdx.has(c.harmony.tool_call_end.index)).toBe(true);
       else {
-        expect(Object.keys(c.harmony)).toEqual(["reasoning_tokens"]);
+        expect(Object.keys(c.harmony)).toEqual(["reasoning_tokens", "repairs"]);
         expect(finishes).toBe(0);
       }
       continue;
@@ -682,7 +682,8 @@ describe("openai.chat", () => {
       { type: "done", finish_reason: "error", tokens: 5, messages: 1, recoveries: 1, reasoning_tokens: 0 },
     ];
     const out = evs.flatMap((e) => a.push(e));
-    expect(out.at(-2)!.harmony).toEqual({ reasoning_tokens: 0 });
+    // the repairs by kind ride along, for the front's log
+    expect(out.at(-2)!.harmony).toEqual({ reasoning_tokens: 0, repairs: { junk_text: 1 } });
     expect(out.filter((c) => !c.harmony).map((c) => c.choices[0]!.delta)).toEqual([{ role: "assistant", content: "" }, {}]);
     expect(out.at(-1)!.choices[0]!.finish_reason).toBe("length");
     expect(a.harmonyFinishReason).toBe("error");
