@@ -11,7 +11,7 @@ $(NODE_MODULES): package.json package-lock.json
 install: $(NODE_MODULES)
 
 # tsc, the files of src/ the built code reads (the inspector page), the vocabulary table file (scripts/build.mjs)
-$(BUILD): $(NODE_MODULES) $(shell find src -type f 2>/dev/null) $(shell find bench -name "*.ts" 2>/dev/null) tsconfig.json scripts/build.mjs
+$(BUILD): $(NODE_MODULES) $(shell find src -type f 2>/dev/null) $(shell find workers bench -name "*.ts" 2>/dev/null) tsconfig.json scripts/build.mjs
 	node scripts/build.mjs
 
 # the browser tests drive Debian's Chromium (never a browser download)

@@ -1,4 +1,4 @@
-// The import graph of src/, read from the code with TypeScript's own import scanner,
+// The import graph of src/ and workers/, read from the code with TypeScript's own import scanner,
 // checked against the layer rules, and written as docs/architecture.md.
 //   node scripts/architecture.mjs          print the problems (exit 1 if any)
 //   node scripts/architecture.mjs --write  also rewrite docs/architecture.md
@@ -37,6 +37,10 @@ export const LAYERS = [
   ["simulate", "the vLLM-compatible gpt-oss engine simulator: vLLM's completions contract, generations from the load tester's generator"],
   ["commands", "the CLI's subcommands and the settings table"],
   ["cli", "the `harmony-sidecar` binary"],
+  [
+    "workers",
+    "the worker threads' entry points (top-level `workers/`, thin wiring: the parser pool's, the render thread's, the answer check's, the inspector's parse)",
+  ],
 ];
 
 export const ALLOWED = {
@@ -71,6 +75,7 @@ export const ALLOWED = {
     "simulate",
   ],
   cli: ["commands", "loadtest"],
+  workers: ["core", "protocol", "vocab", "inspect", "openai", "store", "pool", "service"],
 };
 
 function sourceFiles(dir) {
@@ -83,15 +88,16 @@ function sourceFiles(dir) {
   return out.sort();
 }
 
-/** `src/core/parser.ts` → `core`; `src/server.ts` → `server`. */
+/** `src/core/parser.ts` → `core`; `src/server.ts` → `server`; `workers/render.ts` → `workers`. */
 export function moduleOf(rel) {
   const parts = rel.split("/");
+  if (parts[0] === "workers") return "workers";
   return parts.length > 2 ? parts[1] : parts[1].replace(/\.ts$/, "");
 }
 
-/** Every file of src/ with its imports: internal ones as repo paths, others as written. */
+/** Every file of src/ and workers/ with its imports: internal ones as repo paths, others as written. */
 export function readGraph() {
-  const files = sourceFiles(path.join(root, "src"));
+  const files = [...sourceFiles(path.join(root, "src")), ...sourceFiles(path.join(root, "workers"))];
   return files.map((abs) => {
     const rel = path.relative(root, abs).split(path.sep).join("/");
     const text = readFileSync(abs, "utf8");
@@ -155,6 +161,10 @@ export function findViolations(graph) {
       continue;
     }
     for (const target of n.imports) {
+      if (target.startsWith("workers/")) {
+        out.push(`${n.file} imports ${target}: an entry point is started by its path, never imported`);
+        continue;
+      }
       if (!target.startsWith("src/")) {
         out.push(`${n.file} imports ${target}, outside src/`);
         continue;
@@ -185,13 +195,15 @@ export function renderPage(graph) {
   lines.push("# Architecture");
   lines.push("");
   lines.push(
-    "<!-- Made by `node scripts/architecture.mjs --write` from the imports of src/; test/architecture.test.ts fails when it is stale. -->",
+    "<!-- Made by `node scripts/architecture.mjs --write` from the imports of src/ and workers/; test/architecture.test.ts fails when it is stale. -->",
   );
   lines.push("");
   lines.push("Each folder of `src/` is one module with one role. Modules are layered:");
   lines.push("a module imports only the modules below it (its column in the table), never");
   lines.push("one above, and no file imports another in a cycle. `core` imports nothing,");
   lines.push("not even `node:` modules: it is the pure codec everything else stands on.");
+  lines.push("The worker threads' entry points live in the top-level `workers/` folder:");
+  lines.push("each is a thin wiring file, started by its built path (`src/pool/built-worker.ts`), never imported.");
   lines.push("");
   // (no line counts: the page changes when the structure does, not at every edit)
   lines.push("| module | role | may import | files |");

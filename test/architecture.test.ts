@@ -42,4 +42,25 @@ describe("architecture", () => {
     const page = readFileSync(new URL("../docs/architecture.md", import.meta.url), "utf8");
     expect(page).toBe(renderPage(graph));
   });
+
+  it("the worker threads' entry points are in workers/, and nothing in src/ is one or imports one", () => {
+    // an entry point imports how it talks to its parent (parentPort) or what it was started with (workerData)
+    const marker = /import\s*\{[^}]*\b(parentPort|workerData)\b[^}]*\}\s*from\s*"node:worker_threads"/;
+    const entries = graph.filter((n) => marker.test(readFileSync(new URL(`../${n.file}`, import.meta.url), "utf8")));
+    expect(entries.map((n) => n.file).filter((f) => !f.startsWith("workers/"))).toEqual([]);
+    expect(graph.filter((n) => n.module === "workers").map((n) => n.file)).toEqual([
+      "workers/check.ts",
+      "workers/inspect.ts",
+      "workers/parser.ts",
+      "workers/render.ts",
+    ]);
+    const bad: Node[] = [{ file: "src/service/x.ts", module: "service", imports: ["workers/render.ts"], external: [], lines: 1 }];
+    expect(findViolations(bad)).toEqual([
+      "src/service/x.ts imports workers/render.ts: an entry point is started by its path, never imported",
+    ]);
+  });
+
+  it("the worker entry points are thin wiring", () => {
+    for (const n of graph.filter((x) => x.module === "workers")) expect(n.lines, n.file).toBeLessThan(80);
+  });
 });

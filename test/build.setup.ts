@@ -1,5 +1,5 @@
 /**
- * vitest's global setup: the worker threads run the compiled src/pool/worker.ts
+ * vitest's global setup: the worker threads run the compiled workers/*.ts
  * from dist/, so a test run after an edit would otherwise test the new code on
  * the main thread and the old code in the workers. Rebuild when any source is
  * newer than the last build (what `make build` does, scripts/build.mjs,
@@ -28,6 +28,7 @@ export default function setup(): void {
   const built = existsSync(marker) ? statSync(marker).mtimeMs : 0;
   const sources = Math.max(
     newest(path.join(root, "src"), () => true), // the page's files are part of the build too
+    newest(path.join(root, "workers"), (name) => name.endsWith(".ts")),
     newest(path.join(root, "bench"), (name) => name.endsWith(".ts")),
     statSync(path.join(root, "tsconfig.json")).mtimeMs,
     statSync(path.join(root, "scripts/build.mjs")).mtimeMs,

@@ -165,6 +165,21 @@ export function runParseRequest(
   };
 }
 
+/** A POST /v1/parse body for the parse thread (workers/inspect.ts). */
+export interface ParseJob {
+  id: number;
+  body: Uint8Array;
+  maxIds: number;
+}
+
+/** The parse thread's answer. */
+export interface ParseDone {
+  id: number;
+  status: number;
+  /** The answer's JSON, UTF-8 (moved, not copied, to the edge's thread). */
+  body: Uint8Array;
+}
+
 /** The whole request: body bytes in, status and JSON text out. */
 export function answerParse(
   vocab: Vocabulary,

@@ -20,33 +20,20 @@
  * pinned there with `worker_crashed`. piscina starts a fresh thread.
  */
 import { EventEmitter } from "node:events";
-import { existsSync } from "node:fs";
-import path from "node:path";
-import { fileURLToPath } from "node:url";
 import { Piscina } from "piscina";
 import { Vocabulary, type VocabTable } from "../core/vocab.js";
 import type { Schema } from "../protocol/schema.js";
+import { builtWorker } from "./built-worker.js";
 import { SessionHost } from "./host.js";
 import type { MemoSink } from "../store/cot-buffer.js";
 import type { DrillTask, DropTask, OpsResult, OpsTask, WorkerData } from "./task.js";
 
-/**
- * The built worker file: ./worker.js beside this module in dist/, or, for
- * tests running from src/, the build in dist/ (vitest's global setup,
- * test/build.setup.ts, rebuilds it first so it is never stale).
- */
+/** The parser worker's built entry point (workers/parser.ts). */
 export function workerFile(): string {
-  const here = path.dirname(fileURLToPath(import.meta.url));
-  const candidates = [
-    path.join(here, "worker.js"), // dist/src/pool
-    path.join(here, "../../dist/src/pool/worker.js"), // src/pool → dist/src/pool
-  ];
-  const found = candidates.find((f) => existsSync(f));
-  if (!found) throw new Error("src/pool/worker.ts is not built; run `make build`");
-  return found;
+  return builtWorker("parser");
 }
 
-/** The worker module's handler: a named export (see ./worker.ts for why never the default). */
+/** The worker module's handler: a named export (see workers/parser.ts for why never the default). */
 export const WORKER_HANDLER = "handle";
 
 export interface PoolOptions {

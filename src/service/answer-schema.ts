@@ -2,8 +2,8 @@
  * A response format's JSON Schema (`response_format`, Responses'
  * `text.format`), compiled and checked with Ajv; shared by the render
  * thread (a schema Ajv cannot use is the client's 400 before anything is
- * generated: ./render-worker.ts) and the answer-check thread (a finished
- * answer checked against it: ./check-worker.ts).
+ * generated: workers/render.ts) and the answer-check thread (a finished
+ * answer checked against it: workers/check.ts).
  *
  * A schema is untrusted input, and its `pattern`s are regular expressions:
  * V8's own engine backtracks (`^(a+)+$` on 40 characters runs for seconds).

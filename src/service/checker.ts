@@ -1,18 +1,28 @@
 /**
  * Answer checks off the render thread: one thread of their own
- * (./check-worker.ts) shared by the services of a process, started on
+ * (workers/check.ts) shared by the services of a process, started on
  * first use and stopped when the last service closes. Each check has a
  * short deadline: past it the check is reported unchecked (the answer says
  * so), the thread is replaced (the checks on it at the time are unchecked
  * too), and nothing else waits or fails: renders run on their own thread
  * (./renderer.ts).
  */
-import { existsSync } from "node:fs";
-import path from "node:path";
-import { fileURLToPath } from "node:url";
 import type { AnswerCheck } from "./answer-schema.js";
-import type { CheckDone, CheckJob } from "./check-worker.js";
-import { DeadlineWorker } from "./deadline-worker.js";
+import { builtWorker } from "../pool/built-worker.js";
+import { DeadlineThread } from "./deadline-thread.js";
+
+/** An answer to check against its schema, for the check thread (workers/check.ts). */
+export interface CheckJob {
+  id: number;
+  schema: unknown;
+  text: string;
+}
+
+/** The check thread's answer. */
+export interface CheckDone {
+  id: number;
+  check: AnswerCheck;
+}
 
 /** How long one answer check may take before it is reported unchecked (ms). */
 export const CHECK_DEADLINE_MS = 2000;
@@ -20,18 +30,8 @@ export const CHECK_DEADLINE_MS = 2000;
 /** A check's outcome: matched, not matched (why), or not checked (why: its deadline, or the service stopping). */
 export type CheckOutcome = AnswerCheck | { unchecked: string };
 
-const here = path.dirname(fileURLToPath(import.meta.url));
-
-/** The built worker: beside this module in dist/, or dist/ seen from src/ (tests). */
-function workerFile(): string {
-  const candidates = [path.join(here, "check-worker.js"), path.join(here, "../../dist/src/service/check-worker.js")];
-  const found = candidates.find((f) => existsSync(f));
-  if (!found) throw new Error("src/service/check-worker.ts is not built; run `make build`");
-  return found;
-}
-
 class CheckThread {
-  readonly thread = new DeadlineWorker<CheckJob, CheckDone>(workerFile, "answer check");
+  readonly thread = new DeadlineThread<CheckJob, CheckDone>(() => builtWorker("check"), "answer check");
   users = 0;
 }
 

@@ -1,30 +1,18 @@
 /**
- * Rendering off the service's thread: one worker thread (./render-worker.ts)
+ * Rendering off the service's thread: one worker thread (workers/render.ts)
  * shared by the services of a process, started on the first render and
  * stopped when the last service closes. Each render has a deadline: past
  * it, the request gets `render_timeout` and the worker is replaced (what
  * else it was rendering gets the same answer), so a request built to be
  * slow costs a worker restart, never the process's responsiveness.
  */
-import { existsSync } from "node:fs";
-import path from "node:path";
-import { fileURLToPath } from "node:url";
 import type { RenderOutcome, Restored } from "../openai/render.js";
-import { DeadlineWorker, type Outcome, type WithoutId } from "./deadline-worker.js";
-import type { RenderDone, RenderJob } from "./render-worker.js";
+import { builtWorker } from "../pool/built-worker.js";
+import { DeadlineThread, type Outcome, type WithoutId } from "./deadline-thread.js";
+import type { RenderDone, RenderJob } from "./render-job.js";
 
 /** How long one render may take before it is refused (ms). */
 export const RENDER_DEADLINE_MS = 10_000;
-
-const here = path.dirname(fileURLToPath(import.meta.url));
-
-/** The built worker: beside this module in dist/, or dist/ seen from src/ (tests). */
-function workerFile(): string {
-  const candidates = [path.join(here, "render-worker.js"), path.join(here, "../../dist/src/service/render-worker.js")];
-  const found = candidates.find((f) => existsSync(f));
-  if (!found) throw new Error("src/service/render-worker.ts is not built; run `make build`");
-  return found;
-}
 
 const failed = (message: string): RenderOutcome => ({ ok: false, error: { code: "render_timeout", message, path: "" } });
 
@@ -35,7 +23,7 @@ type Job = WithoutId<RenderJob>;
 export type RenderBody = { ok: true; body: Uint8Array } | Extract<RenderOutcome, { ok: false }>;
 
 class RenderThread {
-  private readonly thread = new DeadlineWorker<RenderJob, RenderDone>(workerFile, "render");
+  private readonly thread = new DeadlineThread<RenderJob, RenderDone>(() => builtWorker("render"), "render");
   users = 0;
 
   render(request: unknown, restored: Restored[], deadlineMs: number): Promise<RenderOutcome> {

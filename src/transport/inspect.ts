@@ -14,8 +14,9 @@ import type http from "node:http";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { PARSE_PATH } from "../inspect/parse.js";
-import type { ParseDone, ParseJob } from "../inspect/worker.js";
-import { DeadlineWorker } from "../service/deadline-worker.js";
+import type { ParseDone, ParseJob } from "../inspect/parse.js";
+import { builtWorker } from "../pool/built-worker.js";
+import { DeadlineThread } from "../service/deadline-thread.js";
 import type { Service } from "../service/service.js";
 import { sendJson } from "./respond.js";
 
@@ -34,14 +35,9 @@ function firstExisting(candidates: string[]): string {
   return candidates.find((p) => existsSync(p)) ?? candidates[0]!;
 }
 
-/** The built worker: dist/src/inspect/worker.js, seen from dist/src/transport or from src/transport. */
-function workerFile(): string {
-  return firstExisting([path.join(here, "../inspect/worker.js"), path.join(here, "../../dist/src/inspect/worker.js")]);
-}
-
 // ------------------------------------------------------------ POST /v1/parse
 
-const parseThread = new DeadlineWorker<ParseJob, ParseDone>(workerFile, "parse");
+const parseThread = new DeadlineThread<ParseJob, ParseDone>(() => builtWorker("inspect"), "parse");
 
 /** How long one POST /v1/parse may take on the worker before it is answered 503 `parse_timeout` (ms). */
 export const PARSE_DEADLINE_MS = 10_000;

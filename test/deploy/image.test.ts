@@ -3,9 +3,10 @@
  * Dockerfile's own lines (./dockerfile.ts: no container engine runs here):
  * the build stage builds from exactly what it copies, the final stage gets
  * its production dependencies from `npm ci --omit=dev`, and `serve` started
- * from it as its ENTRYPOINT says answers /readyz, /v1/parse, /inspect with
- * every file the page loads, and gRPC health, writing nothing to its
- * filesystem (the image runs with a read-only root).
+ * from it as its ENTRYPOINT says answers /readyz, /v1/render (its render
+ * thread), /v1/parse (its parse thread), /inspect with every file the page
+ * loads, and gRPC health, writing nothing to its filesystem (the image runs
+ * with a read-only root).
  */
 import * as grpc from "@grpc/grpc-js";
 import { spawn, spawnSync, type ChildProcess } from "node:child_process";
@@ -73,6 +74,18 @@ describe("the image's final stage, laid out from deploy/Dockerfile", () => {
     const serving = logs.find((l) => l.msg === "harmony-sidecar serving")!;
     expect(serving.vocabulary).toBe("file");
     expect(logs.some((l) => /vocabulary table was built/.test(String(l.msg)))).toBe(false);
+  });
+
+  it("renders on its render thread (workers/render.ts in the image)", async () => {
+    const res = await fetch(`${http}/v1/render`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ messages: [{ role: "user", content: "Hi" }] }),
+    });
+    expect(res.status).toBe(200);
+    const body = (await res.json()) as { ids: number[]; text: string };
+    expect(body.text).toMatch(/<\|start\|>user<\|message\|>Hi<\|end\|>/);
+    expect(body.ids.length).toBeGreaterThan(10);
   });
 
   it("answers /readyz and /v1/parse", async () => {

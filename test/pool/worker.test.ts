@@ -1,5 +1,5 @@
 /**
- * The parser worker's entry (src/pool/worker.ts), as piscina loads it: by
+ * The parser worker's entry (workers/parser.ts), as piscina loads it: by
  * `require()` of an ES module. Its handler is a named export and it has no
  * default export: Node builds a facade module for a required ES module with
  * a default export, and a failed instantiation of that facade is a CHECK in

@@ -1,5 +1,5 @@
 /**
- * Answer checks (src/service/checker.ts, src/service/check-worker.ts) run on
+ * Answer checks (src/service/checker.ts, workers/check.ts) run on
  * a thread of their own, off the render thread's queue, with their
  * patterns on a linear-time engine (re2js) and a short deadline: a check
  * past it is unchecked, and a render in flight meanwhile is not failed.

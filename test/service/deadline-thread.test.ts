@@ -1,5 +1,5 @@
 /**
- * DeadlineWorker (src/service/deadline-worker.ts): a job's deadline counts
+ * DeadlineThread (src/service/deadline-thread.ts): a job's deadline counts
  * from when its thread is ready, so a slow cold start (a busy machine, a
  * big table to load) is not taken for a slow job; a thread that never gets
  * ready is bounded on its own.
@@ -10,7 +10,8 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { Worker } from "node:worker_threads";
 import { afterAll, describe, expect, it } from "vitest";
-import { DeadlineWorker } from "../../src/service/deadline-worker.js";
+import { builtWorker, type WorkerName } from "../../src/pool/built-worker.js";
+import { DeadlineThread } from "../../src/service/deadline-thread.js";
 
 const dir = mkdtempSync(path.join(tmpdir(), "deadline-worker-"));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -33,10 +34,10 @@ parentPort.postMessage({ id: 0 });
 type Job = { id: number; text: string };
 type Done = { id: number; echo: string };
 
-describe("DeadlineWorker", () => {
+describe("DeadlineThread", () => {
   it("a job's deadline starts when the thread is ready, not when it was spawned", async () => {
     const file = workerFile("slow-start", 3000);
-    const w = new DeadlineWorker<Job, Done>(() => file, "slow");
+    const w = new DeadlineThread<Job, Done>(() => file, "slow");
     try {
       // the thread takes 3 s to start; the job is given 1.5 s, from then
       const r = await w.run({ text: "hi" }, 1500, "too late");
@@ -49,7 +50,7 @@ describe("DeadlineWorker", () => {
 
   it("a thread that never gets ready is stopped at its start deadline, and its jobs are answered", async () => {
     const file = workerFile("never", -1);
-    const w = new DeadlineWorker<Job, Done>(() => file, "stuck", 1000);
+    const w = new DeadlineThread<Job, Done>(() => file, "stuck", 1000);
     try {
       const r = await w.run({ text: "hi" }, 60_000, "too late");
       expect(r).toEqual({ done: null, why: "the stuck worker did not start within 1000 ms", timedOut: true });
@@ -71,7 +72,7 @@ parentPort.on("message", (job) => {
 parentPort.postMessage({ id: 0 });
 `,
     );
-    const w = new DeadlineWorker<Job, Done>(() => file, "hang");
+    const w = new DeadlineThread<Job, Done>(() => file, "hang");
     try {
       expect(await w.run({ text: "warm" }, 30_000, "too late")).toMatchObject({ done: { echo: "warm" } });
       expect(await w.run({ text: "hang" }, 500, "too late")).toEqual({ done: null, why: "too late", timedOut: true });
@@ -81,17 +82,17 @@ parentPort.postMessage({ id: 0 });
     }
   });
 
-  it("every thread run by a DeadlineWorker says it is ready (else each of its jobs would wait out the start deadline)", async () => {
+  it("every thread run by a DeadlineThread says it is ready (else each of its jobs would wait out the start deadline)", async () => {
     const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
-    // the worker modules the project runs this way: one per `new DeadlineWorker` in src/
-    const entries = ["service/render-worker", "service/check-worker", "inspect/worker"];
+    // the worker entry points the project runs this way (workers/): one per `new DeadlineThread` in src/
+    const entries: WorkerName[] = ["render", "check", "inspect"];
     const owners = readdirSync(path.join(root, "src"), { recursive: true, withFileTypes: true })
       .filter((e) => e.isFile() && e.name.endsWith(".ts"))
       .map((e) => readFileSync(path.join(e.parentPath, e.name), "utf8"))
-      .reduce((n, text) => n + (text.match(/new DeadlineWorker</g)?.length ?? 0), 0);
+      .reduce((n, text) => n + (text.match(/new DeadlineThread</g)?.length ?? 0), 0);
     expect(owners).toBe(entries.length);
     for (const entry of entries) {
-      const w = new Worker(path.join(root, "dist/src", `${entry}.js`));
+      const w = new Worker(builtWorker(entry));
       try {
         const first = await new Promise<unknown>((resolve, reject) => {
           w.once("message", resolve);

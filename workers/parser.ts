@@ -1,5 +1,5 @@
 /**
- * The piscina worker: one SessionHost (many parser sessions, per
+ * The parser worker thread (piscina): one SessionHost (many parser sessions, per
  * connection and stream) answering one task of ops with one batch of
  * encoded events. The vocabulary table arrives on SharedArrayBuffers via
  * workerData, and the wire schema as JSON, so a worker starts without
@@ -14,10 +14,10 @@
  * facade.
  */
 import { workerData } from "node:worker_threads";
-import { Vocabulary } from "../core/vocab.js";
-import { SessionHost } from "./host.js";
-import { schemaFromJson } from "../protocol/schema.js";
-import type { OpsResult, Task, WorkerData } from "./task.js";
+import { Vocabulary } from "../src/core/vocab.js";
+import { SessionHost } from "../src/pool/host.js";
+import type { OpsResult, Task, WorkerData } from "../src/pool/task.js";
+import { schemaFromJson } from "../src/protocol/schema.js";
 
 const data = workerData as WorkerData;
 const host = new SessionHost(new Vocabulary(data.table), schemaFromJson(data.schema));

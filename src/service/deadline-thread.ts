@@ -38,7 +38,7 @@ interface Pending<Done> {
   late: string;
 }
 
-export class DeadlineWorker<Job extends { id: number }, Done extends { id: number }> {
+export class DeadlineThread<Job extends { id: number }, Done extends { id: number }> {
   private worker: Worker | null = null;
   private ready = false;
   private startTimer: NodeJS.Timeout | null = null;

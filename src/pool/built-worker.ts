@@ -1,0 +1,27 @@
+/**
+ * Where a worker thread's entry point is built: every thread's entry point
+ * lives in the top-level workers/ folder (thin wiring; the work itself is in
+ * src/), and tsc builds it to dist/workers/. This module is built to
+ * dist/src/pool/, and run from src/pool/ by the tests (vitest's global
+ * setup, test/build.setup.ts, rebuilds dist/ first so it is never stale).
+ */
+import { existsSync } from "node:fs";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+
+/** The project's worker threads, by their entry point's name in workers/. */
+export type WorkerName = "parser" | "render" | "check" | "inspect";
+
+const here = path.dirname(fileURLToPath(import.meta.url));
+
+/** The built entry point of worker `name`: dist/workers/<name>.js. */
+export function builtWorker(name: WorkerName): string {
+  const file = `${name}.js`;
+  const candidates = [
+    path.join(here, "../../workers", file), // dist/src/pool → dist/workers
+    path.join(here, "../../dist/workers", file), // src/pool → dist/workers
+  ];
+  const found = candidates.find((f) => existsSync(f));
+  if (!found) throw new Error(`workers/${name}.ts is not built; run \`make build\``);
+  return found;
+}
