@@ -8,7 +8,7 @@
  */
 import type http from "node:http";
 import { pipeline } from "node:stream/promises";
-import { request } from "undici";
+import { undici } from "../upstream/undici.js";
 
 /** Headers that belong to one connection, never forwarded (RFC 9110 §7.6.1), and the Host, which is the upstream's. */
 const HOP_BY_HOP = new Set([
@@ -60,7 +60,7 @@ export async function proxy(
   });
   try {
     const hasBody = req.method !== "GET" && req.method !== "HEAD";
-    const up = await request(target, {
+    const up = await undici().request(target, {
       method: (req.method ?? "GET") as "GET",
       headers: apiKey ? { ...forwardable(req.headers), authorization: `Bearer ${apiKey}` } : forwardable(req.headers),
       body: hasBody ? req : null,

@@ -7,7 +7,8 @@
  * means is each engine's business (./vllm.ts, ./sglang.ts, ./trtllm.ts,
  * ./llamacpp.ts).
  */
-import { request, type Dispatcher } from "undici";
+import type { Dispatcher } from "undici";
+import { undici } from "./undici.js";
 import { isObj, jsonTooDeepLong, MAX_JSON_DEPTH, parseJson } from "../core/json.js";
 import { DEFAULT_UPSTREAM_DEADLINE_MS, unauthorized, UpstreamError } from "./engine.js";
 
@@ -200,7 +201,7 @@ export async function* postSse(path: string, body: Record<string, unknown>, opts
     let res: Dispatcher.ResponseData;
     try {
       // undici's request, not fetch: fetch refuses the ports on its "bad port" list (6000 among them)
-      res = await request(endpoint(opts.baseUrl, path), {
+      res = await undici().request(endpoint(opts.baseUrl, path), {
         method: "POST",
         headers: engineHeaders(opts.apiKey, { "content-type": "application/json", accept: "text/event-stream" }),
         body: JSON.stringify(body),
@@ -316,7 +317,7 @@ export async function getText(
   opts: GetOptions = {},
 ): Promise<{ status: number; body: string; contentType: string }> {
   try {
-    const res = await request(endpoint(baseUrl, path), {
+    const res = await undici().request(endpoint(baseUrl, path), {
       signal: AbortSignal.timeout(timeoutMs),
       headers: engineHeaders(opts.apiKey, opts.accept ? { accept: opts.accept } : {}),
     });
