@@ -8,9 +8,15 @@
  * on the analysis channel (the final answer, and preambles, which Chat
  * sends as content too), and not a special token.
  *
+ * Text with no header (docs/resilience.md, rule 13) is reasoning until the
+ * completion shows otherwise: its tokens' logprobs are held, and given as
+ * content only when the parser gives the text again as the answer (at the
+ * completion's closing stop, which vLLM keeps in the ids); otherwise they
+ * are dropped with the message.
+ *
  * The parser is the resilient one, as the sessions': a repaired header
  * bounds its message the same way. It costs the sidecar's parse again on
- * this thread (~0.1 µs an id), only for requests that ask for logprobs.
+ * this thread, only for requests that ask for logprobs.
  */
 import type { HarmonyEvent } from "../core/events.js";
 import { HarmonyParser } from "../core/parser.js";
@@ -34,6 +40,8 @@ export interface IdLogprob {
 export class ContentLogprobs {
   private readonly parser: HarmonyParser;
   private inBody = false;
+  /** The tokens of a message with no channel yet (rule 13), until it is known to be the answer; null otherwise. */
+  private held: ChatTokenLogprob[] | null = null;
   /** Every content token so far. */
   readonly content: ChatTokenLogprob[] = [];
 
@@ -53,30 +61,49 @@ export class ContentLogprobs {
       const id = ids[i]!;
       const wasIn = this.inBody;
       one[0] = id;
+      const wasHeld = this.held;
       let ended = false;
-      for (const ev of this.parser.write(one)) ended = this.follow(ev) || ended;
+      for (const ev of this.parser.write(one)) ended = this.follow(ev, out) || ended;
+      // text with no header starts its message with its own first token, which is part of it
+      const startedHeld = !wasIn && this.held !== null && this.held !== wasHeld;
       const lp = logprobs?.[i] ?? null;
-      if (!wasIn || ended || lp === null || !this.vocab.isToken(id) || (this.vocab.flags[id]! & FLAG_SPECIAL) !== 0) continue;
+      if ((!wasIn && !startedHeld) || ended || lp === null || !this.vocab.isToken(id) || (this.vocab.flags[id]! & FLAG_SPECIAL) !== 0)
+        continue;
       const t: ChatTokenLogprob = {
         token: this.textOf(id),
         logprob: lp.logprob,
         bytes: this.bytesOf(id),
         top_logprobs: lp.top.slice(0, this.topN).map((a) => ({ token: this.textOf(a.id), logprob: a.logprob, bytes: this.bytesOf(a.id) })),
       };
+      if (this.held !== null && (startedHeld || this.held === wasHeld)) {
+        this.held.push(t);
+        continue;
+      }
       out.push(t);
       this.content.push(t);
     }
     return out;
   }
 
-  /** Track message bodies; true when the event ends one. */
-  private follow(ev: HarmonyEvent): boolean {
+  /** Track message bodies (a held one's tokens given to `out` once it is the answer); true when the event ends one. */
+  private follow(ev: HarmonyEvent, out: ChatTokenLogprob[]): boolean {
     if (ev.type === "message_start") {
       this.inBody = ev.role === "assistant" && ev.recipient === null && ev.channel !== "analysis";
+      this.held = this.inBody && ev.channel === null ? [] : null;
+      return false;
+    }
+    if (ev.type === "delta" && ev.kind === "content" && this.held !== null) {
+      // the text with no channel is the answer after all
+      for (const t of this.held) {
+        out.push(t);
+        this.content.push(t);
+      }
+      this.held = null;
       return false;
     }
     if (ev.type === "message_end" || ev.type === "done") {
       this.inBody = false;
+      this.held = null;
       return true;
     }
     return false;
