@@ -327,12 +327,16 @@ export function isSpecial(id: number): boolean {
   return id >= FIRST_SPECIAL && id < VOCAB_LIMIT;
 }
 
-/** The colour class of a message's content. */
+/**
+ * The colour class of a message's content. A message with no channel is
+ * text with no header (docs/resilience.md, rule 13): reasoning until the
+ * completion shows it is the answer (segmentTokens recolours it then).
+ */
 export function channelClass(role: string | undefined, channel: string | null | undefined): TokenClass {
   if (role !== undefined && role !== "assistant") return "other";
-  if (channel === "analysis") return "analysis";
+  if (channel === "analysis" || channel === null) return "analysis";
   if (channel === "commentary") return "commentary";
-  if (channel === "final" || channel === null || channel === undefined) return "final";
+  if (channel === "final" || channel === undefined) return "final";
   return "other";
 }
 
@@ -350,6 +354,8 @@ export function segmentTokens(answer: ParseAnswer): { tokens: TokenView[]; endMa
   const endAt = new Map<number, number>();
   const msgClass = new Map<number, TokenClass>();
   const msgCall = new Map<number, boolean>();
+  /** Messages of text with no header (rule 13): reasoning, unless the parser gives them again as content. */
+  const headerless = new Set<number>();
   const deltaAt: (number | undefined)[] = new Array(n);
   const junkAt: number[] = [];
   let afterFrom = Infinity;
@@ -360,10 +366,19 @@ export function segmentTokens(answer: ParseAnswer): { tokens: TokenView[]; endMa
     if (e.type === "message_start" && e.index !== undefined) {
       startAt.set(e.index, p);
       msgClass.set(e.index, channelClass(e.role, e.channel));
+      if (e.channel === null && (e.role === undefined || e.role === "assistant")) headerless.add(e.index);
       msgCall.set(e.index, e.role === "assistant" && !!e.recipient);
     } else if (e.type === "message_end" && e.index !== undefined) endAt.set(e.index, p);
-    else if (e.type === "delta" && e.index !== undefined && p < n) deltaAt[p] = e.index;
-    else if (e.type === "recovery" || e.type === "error") {
+    else if (e.type === "delta" && e.index !== undefined) {
+      if (p < n) deltaAt[p] = e.index;
+      // text with no header given again as the answer: it was the answer
+      if (
+        e.kind === "content" &&
+        msgClass.get(e.index) === "analysis" &&
+        events.some((m) => m.type === "message_start" && m.index === e.index && m.channel === null)
+      )
+        msgClass.set(e.index, "final");
+    } else if (e.type === "recovery" || e.type === "error") {
       const at = typeof e.at === "number" ? e.at : p;
       if (at >= 0 && at < n) marks[at]!.push(i);
       else endMarks.push(i);

@@ -178,6 +178,20 @@ describe("tokens and messages", () => {
     });
   });
 
+  it("colours text with no header as reasoning, and as the answer once the parser gives it as the answer (rule 13)", () => {
+    const cls = (text: string) => [
+      ...new Set(
+        segmentTokens(answer(text))
+          .tokens.filter((t) => t.message === 0)
+          .map((t) => t.cls),
+      ),
+    ];
+    expect(cls("We need to answer.<|end|><|start|>assistant<|channel|>final<|message|>Yes.<|return|>")).toContain("analysis");
+    expect(cls("We need to answer.<|end|><|start|>assistant<|channel|>final<|message|>Yes.<|return|>")).not.toContain("final");
+    expect(cls("I'm sorry, but I can't help with that.<|return|>")).toContain("final");
+    expect(cls("I'm sorry, but I can't help with that.<|return|>")).not.toContain("analysis");
+  });
+
   it("marks every recovery at its token, and the strict error at its token", () => {
     const r = answer(SPLICED);
     const seg = segmentTokens(r);
