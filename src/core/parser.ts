@@ -1966,12 +1966,13 @@ export class HarmonyParser {
     if (r === null) return h;
     // the common case, decided without the judgement's work: functions.NAME, nothing declared, calls allowed
     if (this.tools === null && this.calls0 === "any" && r.startsWith(FUNCTIONS_PREFIX) && r.indexOf("<|") < 0) return h;
-    if (this.calls0 === "none" && h.role === this.preset.implicitRole) {
-      this.recover("call_not_allowed", at, `a call to ${h.recipient} where calls are not allowed; read as text`, text);
-      return { ...h, recipient: null };
-    }
+    // judged first: a word that names no tool (`<|channel|>final code`) is no call, allowed or not
     const v = judgeRecipient(h, this.tools, this.preset);
     if (v.repaired !== null) this.recover("header_repaired", at, `recipient ${v.repaired}`, text);
+    if (this.calls0 === "none" && v.header.recipient !== null && h.role === this.preset.implicitRole) {
+      this.recover("call_not_allowed", at, `a call to ${v.header.recipient} where calls are not allowed; read as text`, text);
+      return { ...v.header, recipient: null };
+    }
     if (v.unknown) this.recover("unknown_tool", at, `${v.header.recipient} is not a tool the stream declared`);
     return v.header;
   }

@@ -179,6 +179,16 @@ describe("header shapes", () => {
     expect(r.messages).toEqual([{ ...CALL, content_type: type }]);
   });
 
+  it.each(["json", "code"])(
+    "where calls are not allowed, `<|channel|>final %s` is still the answer: a content-type word is no call (rule 11)",
+    (word) => {
+      // found by loadtest --openai against simulate-engine: a request without tools lost its whole answer
+      const r = parseCase(vocab, ids(`<|channel|>final ${word}<|message|>The answer.<|return|>`), { role: "assistant", calls: "none" });
+      expect(r.messages).toEqual([{ role: "assistant", content: "The answer.", channel: "final", content_type: word }]);
+      expect(r.recoveries.map((x) => x.kind)).toEqual(["header_repaired"]);
+    },
+  );
+
   it("does not take prose before the channel for a recipient, and keeps the prose, as reasoning (rule 13)", () => {
     const r = parse("Sure!<|channel|>final<|message|>Here it is.<|return|>");
     expect(r.messages).toEqual([
