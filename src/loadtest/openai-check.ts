@@ -503,10 +503,12 @@ export function checkAnswer(req: PlannedRequest, a: Answer, reported: Reported |
   const reasoningCount = controlTokens(a.reasoning);
   const argsCount = a.calls.reduce((n, c) => n + controlTokens(c.arguments), 0);
   out.controlTokens = contentCount + reasoningCount + argsCount;
+  // the reasoning may also hold the answer's own text: text with no header streams as reasoning before it is
+  // given again as the answer (docs/resilience.md, rule 13)
   const meant = intent
     ? {
         content: controlTokens(intent.content),
-        reasoning: controlTokens(intent.reasoning),
+        reasoning: controlTokens(intent.reasoning) + controlTokens(intent.content),
         args: intent.calls.reduce((n, c) => n + controlTokens(c.arguments), 0),
       }
     : { content: 0, reasoning: 0, args: 0 };

@@ -268,6 +268,13 @@ describe("checking answers", () => {
     expect(kinds(request(), leaked, null)).toEqual(["control_token_text"]);
     const quoted = answer({ calls: [], finish: "stop", content: "The template writes `<|start|>assistant` as plain text." });
     expect(kinds(request(), quoted, intent({ calls: [], finish: "stop", content: quoted.content, answer: quoted.content }))).toEqual([]);
+    // text with no header (rule 13) streams as reasoning, then comes again as the answer: the model's own text, twice
+    const headerless = answer({ calls: [], finish: "length", content: quoted.content, reasoning: quoted.content });
+    const meant = intent({ calls: [], finish: "length", reasoning: "", content: quoted.content, answer: quoted.content });
+    expect(kinds(request(), headerless, meant)).toEqual([]);
+    expect(
+      kinds(request(), answer({ calls: [], finish: "stop", reasoning: "<|channel|>x" }), intent({ calls: [], finish: "stop" })),
+    ).toContain("control_token_text");
   });
 
   it("catches missing reasoning and finish reasons that contradict the calls", () => {
