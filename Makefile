@@ -2,7 +2,7 @@
 NODE_MODULES := node_modules/.package-lock.json
 BUILD := dist/.built
 
-.PHONY: install build test test-node-lines run bench bench-store typecheck format format-check clean
+.PHONY: install build test test-node-lines run bench bench-store typecheck lint format format-check clean
 
 $(NODE_MODULES): package.json package-lock.json
 	npm ci --no-audit --no-fund
@@ -34,6 +34,10 @@ typecheck: $(NODE_MODULES)
 	npx tsc -p src/inspect/tsconfig.json
 	npx tsc -p test/tsconfig.json
 
+# the linter: ESLint with typescript-eslint's recommended rules (eslint.config.js) over src/, test/, bench/, scripts/, workers/
+lint: $(NODE_MODULES)
+	npx eslint .
+
 format: $(NODE_MODULES)
 	npx prettier --write .
 
@@ -41,8 +45,8 @@ format: $(NODE_MODULES)
 format-check: $(NODE_MODULES)
 	npx prettier --check .
 
-# the suite, then the build and the tests that differ between Node lines on each other supported line (scripts/node-lines.sh)
-test: $(BUILD) $(CHROMIUM) $(REDIS_SERVER) format-check typecheck
+# formatting, lint and types, the suite, then the build and the tests that differ between Node lines on each other supported line (scripts/node-lines.sh)
+test: $(BUILD) $(CHROMIUM) $(REDIS_SERVER) format-check lint typecheck
 	npx vitest run --reporter=default --reporter=json --outputFile.json=dist/test-report.json; \
 	  status=$$?; node scripts/test-summary.mjs dist/test-report.json || status=1; \
 	  if [ $$status -eq 0 ]; then scripts/node-lines.sh || status=1; fi; exit $$status

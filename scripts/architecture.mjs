@@ -24,7 +24,7 @@ export const LAYERS = [
   ],
   ["openai", "OpenAI shapes: chat request to Harmony conversation, Harmony events to Chat and Responses streams"],
   ["store", "the reasoning store (tool call id to chain of thought) and the per-stream reasoning buffer"],
-  ["upstream", "inference engines behind one interface (vLLM)"],
+  ["upstream", "inference engines behind one interface (vLLM, SGLang, TensorRT-LLM, llama.cpp)"],
   ["pool", "parser sessions on worker threads (piscina) and the main thread's inline slot"],
   ["service", "connections: frames decoded, validated, routed to the pool, answered in order; metrics; generation"],
   ["transport", "the edges: WebSocket and HTTP, gRPC, the OpenAI front"],

@@ -39,7 +39,34 @@ export function loadJsonl(name: string): ConformanceCase[] {
     .map((l) => JSON.parse(l) as ConformanceCase);
 }
 
-export function loadReferenceCases(): { file: string; data: any }[] {
+/** One of the reference's own vectors (conformance/reference-cases/*.json, described in that folder's README). */
+export interface ReferenceCase {
+  name: string;
+  source: string;
+  kind: string;
+  parser: { role: string | null; strict: boolean; call_process_eos_at_end: boolean; on_error: string };
+  input_pieces?: string[];
+  input_decoded?: string;
+  tokens: number[];
+  trace?: unknown;
+  expected: {
+    messages: unknown[];
+    errors: { at_token_index: number; token: number; message: string; message_with_context_chain?: string }[];
+    process_eos?: { ok: boolean; message?: string } | null;
+    final_state: string;
+    current_content_after?: string;
+    last_content_delta_after?: string | null;
+  };
+}
+
+/**
+ * JSON a test reads back from a server under test and takes apart with `expect`: the
+ * assertions are what check its shape, so its type is JSON.parse's own.
+ */
+// eslint-disable-next-line @typescript-eslint/no-explicit-any -- parsed JSON whose shape the assertions check
+export type Json = any;
+
+export function loadReferenceCases(): { file: string; data: ReferenceCase }[] {
   const dir = `${FIXTURES}conformance/reference-cases/`;
   return readdirSync(dir)
     .filter((f) => f.endsWith(".json"))

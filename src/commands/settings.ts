@@ -1,8 +1,9 @@
 /**
  * Every `serve` setting in one table: its flag, environment variable, help
- * text, default and bounds. The CLI's options and help (src/cli.ts), the
- * resolver (src/commands/serve.ts) and the README's settings list all come
- * from here; a setting is added by adding a row.
+ * text, default and bounds. The CLI's options and help (src/cli.ts) and the
+ * resolver (src/commands/serve.ts) come from here, and docs/protocol.md's
+ * settings table lists the same rows (test/e2e/settings.test.ts, test/docs.test.ts);
+ * a setting is added by adding a row.
  */
 import { MAX_STORE_BYTES } from "../store/memory.js";
 import { connectionOptions, isStoreUrl } from "../store/redis.js";

@@ -34,7 +34,7 @@ export type InputErrorCode = keyof typeof INPUT_ERROR_CODES;
 /** Codes the service sends as `error` events (stream-level or connection-level). */
 export const SERVICE_ERROR_CODES = {
   bad_frame: "A frame (or one op in it) could not be decoded, or a field has the wrong type.",
-  unknown_op: "An op with none of open, tokens, close (a newer client?).",
+  unknown_op: "An op with none of open, tokens, close, render (a newer client?).",
   bad_token_id: "A token id in the JSON form is not an integer in 0..2^32-1.",
   too_many_ids: "A frame carries more token ids than the limit.",
   too_many_streams: "An open beyond the per-connection stream limit.",

@@ -196,7 +196,7 @@ export interface TolerantOptions {
 const IDENT = /^[A-Za-z0-9_][\w.\-/:+@]*$/;
 
 /** The start of a completion whose prompt ended inside ` to`: `=functions.f`. */
-const CUT_RECIPIENT = /^=[A-Za-z_][\w.\-]*(?=[\s<{[]|$)/;
+const CUT_RECIPIENT = /^=[A-Za-z_][\w.-]*(?=[\s<{[]|$)/;
 
 /** A recipient's name as far as a call's arguments glued to it (`to=functions.f{"a":1}`): a name, then `{` or `[`. */
 const NAME_THEN_ARGUMENTS = /^[A-Za-z_][\w.\-/:@]*(?=[{[])/;

@@ -1,7 +1,6 @@
 /**
  * The Harmony format as data. The state machine in `parser.ts` interprets
- * this object; it holds every id, word and marker the format defines, so no
- * other file spells them out.
+ * this object; it holds every id, word and marker the format defines.
  */
 export interface HarmonyPreset {
   readonly name: string;

@@ -25,7 +25,7 @@ const BUILTINS = ["browser", "python", "container"];
 const CONTENT_TYPE_WORDS = new Set(["json", "code", "text", "markdown"]);
 
 /** A name that reads as a function's: an identifier. */
-const FUNCTION_NAME = /^[A-Za-z_][A-Za-z0-9_\-]*$/;
+const FUNCTION_NAME = /^[A-Za-z_][A-Za-z0-9_-]*$/;
 
 /** The tools a stream declares (their function names, whole). */
 export class DeclaredTools {

@@ -8,7 +8,7 @@
  * few hundred milliseconds at every start, and it merges a long piece in
  * O(n·m) time (n bytes, m merges: one 120,000-character word takes ~18 s).
  * This encoder starts from the table file's lookup at once and is as fast on
- * ordinary text (bench/bpe-bench.ts measures both; README, "Stack").
+ * ordinary text (bench/bpe-bench.ts measures both; README, "Layout").
  */
 import type { ByteRanks } from "./bpe.js";
 import { bytePairEncode } from "./bpe.js";

@@ -82,7 +82,7 @@ describe("reference vectors (strict mode)", () => {
       }
       const exp = data.expected;
       expect(messages).toEqual(exp.messages);
-      expect(errors).toEqual(exp.errors.map((e: any) => ({ at_token_index: e.at_token_index, token: e.token, message: e.message })));
+      expect(errors).toEqual(exp.errors.map((e) => ({ at_token_index: e.at_token_index, token: e.token, message: e.message })));
       expect(eos).toEqual(exp.process_eos ?? null);
       // the state the reference is left in (after process_eos when it was called)
       const finalState = eos === null ? stateBeforeEos : (eos as { ok: boolean }).ok ? "ExpectStart" : "Header";

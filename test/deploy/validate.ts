@@ -89,7 +89,7 @@ export function typeErrors(objects: { label: string; object: K8sObject }[]): str
   const imports = new Map<string, Set<string>>();
   const lines: string[] = [];
   const labels: string[] = [];
-  objects.forEach(({ label, object }, i) => {
+  objects.forEach(({ label, object }) => {
     const kind = KINDS[`${object.apiVersion}/${object.kind}`];
     if (!kind?.typeModule || !kind.typeName) return;
     if (!imports.has(kind.typeModule)) imports.set(kind.typeModule, new Set());

@@ -225,7 +225,7 @@ describe("on a terminal", () => {
       expect(out).toMatch(row);
     // no JSON on a terminal; the stop is said in a short line
     expect(out).not.toContain('{"level"');
-    expect(out).toMatch(/^\d\d:\d\d:\d\d INFO  signal received {2}signal=SIGINT$/m);
-    expect(out).toMatch(/INFO  stopped {2}outcome=/);
+    expect(out).toMatch(/^\d\d:\d\d:\d\d INFO {2}signal received {2}signal=SIGINT$/m);
+    expect(out).toMatch(/INFO {2}stopped {2}outcome=/);
   });
 });

@@ -28,14 +28,14 @@ import type { OpenAIReport, TargetReport } from "../../src/loadtest/openai-run.j
 import { runOpenAILoadtest } from "../../src/loadtest/openai-run.js";
 import { startSimulator, type Simulator } from "../../src/simulate/server.js";
 import type { Server } from "../../src/server.js";
-import { harmony } from "../helpers.js";
+import { harmony, type Json } from "../helpers.js";
 import { startTestServer } from "./test-server.js";
 
 const CLI = fileURLToPath(new URL("../../dist/src/cli.js", import.meta.url));
 const { enc, vocab } = harmony();
 const ARGUMENT_SHAPES: FaultKind[] = ["args_over_escaped", "args_fenced", "args_trailing_junk"];
 
-type Obj = Record<string, any>;
+type Obj = Record<string, Json>;
 
 function run(args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
   return new Promise((resolve, reject) => {

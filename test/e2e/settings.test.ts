@@ -38,7 +38,7 @@ describe("the settings table", () => {
     expect(sentence, "docs/protocol.md names the basic settings").not.toBeNull();
     expect([...sentence![1]!.matchAll(/`(--[a-z-]+)`/g)].map((m) => m[1])).toEqual(basic);
     // and an example per command, with the name people can run
-    expect(help).toMatch(/Examples:\n(  .*\n)*  \$ npx harmony-sidecar serve/);
+    expect(help).toMatch(/Examples:\n( {2}.*\n)* {2}\$ npx harmony-sidecar serve/);
   });
 
   it("every default passes its own row's checks", () => {

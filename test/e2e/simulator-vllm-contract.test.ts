@@ -14,9 +14,9 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { renderConversationForCompletion } from "../../src/core/render.js";
 import { ENGINE_FAULT_KINDS, REAL_FAULT_KINDS } from "../../src/loadtest/generate.js";
 import { startSimulator, type Simulator } from "../../src/simulate/server.js";
-import { harmony } from "../helpers.js";
+import { harmony, type Json } from "../helpers.js";
 
-type Obj = Record<string, any>;
+type Obj = Record<string, Json>;
 
 const { enc, vocab } = harmony();
 let sim: Simulator;

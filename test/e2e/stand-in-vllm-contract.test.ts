@@ -5,9 +5,10 @@
  * to 127.0.0.1.
  */
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import type { Json } from "../helpers.js";
 import { startVllm, type VllmStandIn } from "./stand-ins/vllm.js";
 
-type Obj = Record<string, any>;
+type Obj = Record<string, Json>;
 
 let vllm: VllmStandIn;
 

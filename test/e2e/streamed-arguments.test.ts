@@ -8,6 +8,8 @@
  * non-streamed answer's arguments, and is JSON.
  */
 import OpenAI from "openai";
+import type { ChatCompletionChunk } from "openai/resources/chat/completions";
+import type { ResponseStreamEvent } from "openai/resources/responses/responses";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { HarmonyClient } from "../../src/client/index.js";
 import type { Server } from "../../src/server.js";
@@ -140,17 +142,13 @@ describe("a call's repaired arguments, streamed (issue #36)", () => {
           }
           chat.close();
           resp.close();
-          const payloads = async (st: typeof chat) =>
-            (await st.collect()).map((e) => (e as unknown as { payload: Record<string, any> }).payload);
+          const payloads = async <T>(st: typeof chat) => (await st.collect()).map((e) => (e as unknown as { payload: T }).payload);
           let assembled = "";
-          for (const chunk of await payloads(chat))
+          for (const chunk of await payloads<ChatCompletionChunk>(chat))
             for (const ch of chunk.choices ?? []) for (const t of ch.delta.tool_calls ?? []) assembled += t.function?.arguments ?? "";
           expect(assembled, shape).toBe(REPAIRED);
-          const events = await payloads(resp);
-          const deltas = events
-            .filter((e) => e.type === "response.function_call_arguments.delta")
-            .map((e) => e.delta as string)
-            .join("");
+          const events = await payloads<ResponseStreamEvent>(resp);
+          const deltas = events.flatMap((e) => (e.type === "response.function_call_arguments.delta" ? [e.delta] : [])).join("");
           expect(deltas, shape).toBe(REPAIRED);
           expect(
             events.find((e) => e.type === "response.function_call_arguments.done"),

@@ -1,6 +1,6 @@
 /** POST /v1/parse and GET /inspect over real HTTP, with a real Service (src/transport/inspect.ts). */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { answerParse } from "../../src/inspect/parse.js";
+import { answerParse, type ParseAnswer } from "../../src/inspect/parse.js";
 import { parseOnWorker } from "../../src/transport/inspect.js";
 import { harmony } from "../helpers.js";
 import { startInspectServer, type InspectServer } from "./server.js";
@@ -20,13 +20,16 @@ afterAll(async () => {
   await locked?.close();
 });
 
+/** What POST /v1/parse answers: the parse (with every part asked for), or the HTTP API's error (docs/errors.md). */
+type Answer = Required<ParseAnswer> & { error: { code: string; message: string } };
+
 async function post(s: InspectServer, body: unknown, headers: Record<string, string> = {}) {
   const res = await fetch(`${s.url}/v1/parse`, {
     method: "POST",
     headers: { "content-type": "application/json", ...headers },
     body: typeof body === "string" ? body : JSON.stringify(body),
   });
-  return { status: res.status, type: res.headers.get("content-type"), body: (await res.json()) as any };
+  return { status: res.status, type: res.headers.get("content-type"), body: (await res.json()) as Answer };
 }
 
 describe("POST /v1/parse", () => {
@@ -90,7 +93,7 @@ describe("POST /v1/parse", () => {
     ]);
     expect((await post(open, { text: "a", ids: [1] })).body.error.code).toBe("bad_request");
     const get = await fetch(`${open.url}/v1/parse`);
-    expect([get.status, ((await get.json()) as any).error.code]).toEqual([405, "method_not_allowed"]);
+    expect([get.status, ((await get.json()) as Answer).error.code]).toEqual([405, "method_not_allowed"]);
   });
 
   it("keeps the main thread free while it parses the largest input", async () => {

@@ -12,7 +12,12 @@ import { describe, expect, test } from "vitest";
 import OpenAI from "openai";
 import { ChatCompletionStream } from "openai/lib/ChatCompletionStream";
 import { ResponseStream } from "openai/lib/responses/ResponseStream";
-import type { ChatCompletion, ChatCompletionChunk } from "openai/resources/chat/completions";
+import type {
+  ChatCompletion,
+  ChatCompletionAssistantMessageParam,
+  ChatCompletionChunk,
+  ChatCompletionCreateParams,
+} from "openai/resources/chat/completions";
 import type { Response as OAIResponse, ResponseStreamEvent } from "openai/resources/responses/responses";
 import { FIXTURES, fcParams, harmony, loadJsonl, parsesAsJson, rng } from "../helpers.js";
 import { HarmonyParser, MAX_ARGUMENT_BYTES } from "../../src/core/parser.js";
@@ -1044,13 +1049,13 @@ describe("rule 12: a streamed call's deltas add up to tool_call_end's arguments,
     test("runTools, streamed: the function is called with the repaired arguments, and they go back to the model", async () => {
       const answer = chatChunks(parse("<|channel|>final<|message|>It is 3 °C in Kraków.<|return|>", "token"));
       const bodies = [sseChat(chatChunks(parse(text, "random", "eos", 3))), sseChat(answer)];
-      const sent: Record<string, any>[] = [];
+      const sent: ChatCompletionCreateParams[] = [];
       const client = new OpenAI({
         apiKey: "sk-test",
         baseURL: "http://harmony.invalid/v1",
         maxRetries: 0,
         fetch: async (_url, init) => {
-          sent.push(JSON.parse(String(init?.body)) as Record<string, any>);
+          sent.push(JSON.parse(String(init?.body)) as ChatCompletionCreateParams);
           const body = bodies[sent.length - 1]!;
           return new Response(bytesStream(body, 11), { status: 200, headers: { "content-type": "text/event-stream" } });
         },
@@ -1079,8 +1084,8 @@ describe("rule 12: a streamed call's deltas add up to tool_call_end's arguments,
       expect(await runner.finalContent()).toBe("It is 3 °C in Kraków.");
       expect(got).toEqual([{ location: "Kraków" }]);
       expect(sent).toHaveLength(2);
-      const assistant = (sent[1]!.messages as Record<string, any>[]).find((m) => m.role === "assistant")!;
-      expect(assistant.tool_calls[0].function.arguments).toBe(over.repaired);
+      const assistant = sent[1]!.messages.find((m): m is ChatCompletionAssistantMessageParam => m.role === "assistant");
+      expect(assistant?.tool_calls?.[0]).toMatchObject({ type: "function", function: { arguments: over.repaired } });
     });
 
     test("the AI SDK's Chat model makes the call, with the repaired arguments, for every shape", () => {

@@ -888,7 +888,7 @@ export async function startVllm(initial: Partial<VllmConfig> = {}): Promise<Vllm
     let chunksSent = 0;
     for (const piece of order) {
       const i = piece.choice;
-      const { run, prompt } = runs[i]!;
+      const { prompt } = runs[i]!;
       const promptIds = pl.prompts[prompt]!;
       if (s.breakAfterChunks !== undefined && chunksSent >= s.breakAfterChunks) {
         res.socket?.destroy();

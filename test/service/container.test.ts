@@ -1,8 +1,7 @@
 /**
  * Container-aware defaults (src/service/service.ts): the cgroup CPU and
  * memory limits, read from cgroup v2 or v1 files laid out in a temporary
- * directory as the kernel lays them out. (Here beside the store's tests:
- * issue #19's scale-out work.)
+ * directory as the kernel lays them out.
  */
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
