@@ -15,7 +15,7 @@ const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
  * it lists, nothing else. `server.ts` and `cli.ts` are modules of one file.
  */
 export const LAYERS = [
-  ["core", "the pure Harmony codec: parser, header grammar, UTF-8, vocabulary, events, renderer, code tables"],
+  ["core", "the pure Harmony codec: parser, header grammar, UTF-8, vocabulary, events, renderer, code tables, the settings' defaults"],
   ["protocol", "the wire: protobuf schema and field table, frame readers (binary, JSON), the frame writer, gRPC method definitions"],
   ["vocab", "the o200k_harmony vocabulary: its table file (built from tiktoken's ranks), and text to ids in plain JS"],
   [

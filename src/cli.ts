@@ -11,7 +11,7 @@ import type { ParseCommandOptions } from "./commands/parse.js";
 import type { ServeFlags } from "./commands/settings.js";
 import type { LoadtestFlags } from "./commands/loadtest.js";
 import type { SimulateFlags } from "./commands/simulate.js";
-import { USAGE_EXIT } from "./commands/usage.js";
+import { EXAMPLE_IDS, USAGE_EXIT } from "./commands/usage.js";
 import { packageVersion } from "./commands/version.js";
 import { ALL_FAULT_KINDS, ENGINE_FAULT_KINDS, FAULT_KINDS } from "./loadtest/generate.js";
 
@@ -78,7 +78,7 @@ const parse = program
   });
 examples(usageAfterError(parse), [
   `echo '<|channel|>final<|message|>Hi!<|return|>' | ${RUN} parse --input text`,
-  `echo '200005 17196 200008 12194 0 200002' | ${RUN} parse                 # token ids, as an engine streams them`,
+  `echo '${EXAMPLE_IDS}' | ${RUN} parse                 # token ids, as an engine streams them`,
   `${RUN} parse --input text --strict < completion.txt                        # the reference parser's behaviour`,
   `${RUN} parse --batch --output messages < cases.jsonl                       # {"id","tokens"} per line, one answer each`,
 ]);

@@ -5,7 +5,9 @@
  * src/service/ knows a transport.
  */
 import { getHeapStatistics } from "node:v8";
+import { SERVER_DEFAULTS, UPSTREAM_DEFAULTS } from "./core/defaults.js";
 import { cgroupCpuLimit, cgroupMemoryLimit, Service, type ServiceOptions } from "./service/service.js";
+import { CodedError } from "./core/errors.js";
 import { redactUrl } from "./store/redis.js";
 import { startGrpc, type GrpcEdge } from "./transport/grpc.js";
 import type { AccessPolicy } from "./transport/access.js";
@@ -35,11 +37,11 @@ export interface ServerOptions extends ServiceOptions {
   grpcPort: number;
   /** Sidecar mode: the inference server to drive by token ids. */
   upstream?: UpstreamConfig | undefined;
-  /** Which engine it is (default vllm; auto probes it). */
+  /** Which engine it is (default UPSTREAM_DEFAULTS.kind; auto probes it). */
   upstreamKind?: EngineKind;
   /** Which browsers and host names may reach the HTTP edge (default: none but the bound address, no page). */
   access?: AccessPolicy;
-  /** On stop: how long readiness says no while everything is still served, before the drain (default 0). */
+  /** On stop: how long readiness says no while everything is still served, before the drain (default SERVER_DEFAULTS.shutdownDelayMs). */
   shutdownDelayMs?: number;
 }
 
@@ -87,20 +89,21 @@ export function installLastResort(
 /** How long start waits for the shared reasoning store before serving without it (it keeps reconnecting). */
 const STORE_CONNECT_WAIT_MS = 2000;
 
-export const SERVER_DEFAULTS = { host: "127.0.0.1", port: 8765, grpcPort: 8766 } as const;
-
 /** The info line that says where the server listens (the serve command shows it as a banner on a terminal). */
 export const SERVING_MESSAGE = "harmony-sidecar serving";
 
 /** An edge that could not listen (a port in use, a host that is not this machine's): what start rejects with, the service already stopped. */
-export class ListenError extends Error {
+export class ListenError extends CodedError {
   constructor(
     readonly edge: "http" | "grpc",
     readonly host: string,
     readonly port: number,
     readonly reason: unknown,
   ) {
-    super(`the ${edge} edge cannot listen on ${host}:${port}: ${reason instanceof Error ? reason.message : String(reason)}`);
+    super(
+      "listen_failed",
+      `the ${edge} edge cannot listen on ${host}:${port}: ${reason instanceof Error ? reason.message : String(reason)}`,
+    );
   }
 }
 
@@ -122,7 +125,7 @@ export class Server {
     svc.start();
     const configured = this.options.upstream;
     const up: UpstreamConfig | undefined = configured && { ...configured, vocab: configured.vocab ?? engineVocabulary(svc.encoding) };
-    const kind = this.options.upstreamKind ?? "vllm";
+    const kind = this.options.upstreamKind ?? UPSTREAM_DEFAULTS.kind;
     const engine = up ? createEngine(kind, up) : null;
     const front = up && engine ? new OpenAIFront(svc, engine, up) : null;
     // the engine's watch counts in readiness from the first request; it starts once the ports are bound
@@ -193,7 +196,7 @@ export class Server {
   /**
    * A V8 heap allowed to grow past the container's memory limit ends in the
    * kernel's OOM kill rather than in V8's own heap limit (and the memory
-   * budget, 75% of the heap limit, never refuses a stream in time).
+   * budget, a share of the heap limit, never refuses a stream in time).
    */
   private warnContainer(): void {
     const memory = cgroupMemoryLimit();
@@ -217,7 +220,7 @@ export class Server {
       const svc = this.service;
       svc.withdrawReadiness();
       this.watch?.stop();
-      const delay = this.options.shutdownDelayMs ?? 0;
+      const delay = this.options.shutdownDelayMs ?? SERVER_DEFAULTS.shutdownDelayMs;
       if (delay > 0) {
         svc.logger.info({ shutdown_delay_ms: delay }, "not ready; serving until the drain");
         await new Promise((resolve) => setTimeout(resolve, delay));

@@ -40,7 +40,8 @@ const DOCS = new Map(
 );
 const README = DOCS.get("README.md")!;
 /** Each doc's text with its lines joined, for claims a line break may split. */
-const flat = (text: string) => text.replace(/\s*\n\s*/g, " ");
+/** One line of text: line breaks, with a block comment's ` * ` and a line comment's `//` after them, become one space. */
+const flat = (text: string) => text.replace(/\s*\n\s*(?:\*(?!\/)|\/\/)?\s*/g, " ");
 
 function walk(dir: string, keep: (file: string) => boolean): string[] {
   const out: string[] = [];
@@ -395,6 +396,7 @@ describe("the docs quote the codes and messages there are", () => {
     ...Object.keys(codes.REQUEST_ERROR_CODES),
     ...Object.keys(codes.RENDER_ERROR_CODES),
     ...Object.keys(codes.HTTP_ERROR_CODES),
+    ...Object.keys(codes.PROCESS_ERROR_CODES),
     ...codes.RECOVERY_KINDS,
   ]);
 

@@ -6,6 +6,7 @@
  * is ready (src/service/deadline-thread.ts's READY): a job's deadline starts then.
  */
 import { parentPort } from "node:worker_threads";
+import { errorBody } from "../src/core/errors.js";
 import { Vocabulary } from "../src/core/vocab.js";
 import { answerParse, type ParseDone, type ParseJob } from "../src/inspect/parse.js";
 import { READY } from "../src/service/deadline-thread.js";
@@ -20,7 +21,7 @@ parentPort?.on("message", (job: ParseJob) => {
   try {
     r = answerParse(vocab, enc.encode, job.body, job.maxIds);
   } catch (e) {
-    r = { status: 500, json: JSON.stringify({ error: { code: "internal", message: `parse failed: ${(e as Error).message}` } }) };
+    r = { status: 500, json: JSON.stringify(errorBody("internal", `parse failed: ${(e as Error).message}`)) };
   }
   const body = utf8.encode(r.json);
   const done: ParseDone = { id: job.id, status: r.status, body };

@@ -12,6 +12,7 @@
  */
 import * as grpc from "@grpc/grpc-js";
 import WebSocket from "ws";
+import { CodedError, type ErrorCode } from "../core/errors.js";
 import type { HarmonyEvent } from "../core/events.js";
 import { decodeServerFrame, fromWire, type StreamRef } from "../protocol/events.js";
 import { schema, type Schema } from "../protocol/schema.js";
@@ -38,6 +39,17 @@ export interface RenderedPrompt {
   ids: number[];
   text: string;
   restored: { tool_call_id: string; message_index: number; chars: number }[];
+}
+
+/**
+ * Why the client failed: `unreachable` (refused, with the HTTP status in the
+ * message, or the connection gone before the answer), or the service's own
+ * code for a request it refused (a render's `bad_request`).
+ */
+export class ClientError extends CodedError {
+  constructor(code: ErrorCode, message: string) {
+    super(code, message);
+  }
 }
 
 export interface ConnectOptions {
@@ -208,8 +220,9 @@ export abstract class HarmonyClient {
     const first = await it.next();
     this.handles.delete(id);
     const ev = first.value as HarmonyEvent | undefined;
-    if (!ev) throw new Error("the connection ended before the render answer");
-    if (ev.type === "error") throw new Error(`${ev.code}: ${ev.message}`);
+    if (!ev) throw new ClientError("unreachable", "the connection ended before the render answer");
+    // the service's code (src/core/errors.ts), first in the message too, as the service's own texts have it
+    if (ev.type === "error") throw new ClientError(ev.code as ErrorCode, `${ev.code}: ${ev.message}`);
     const r = ev as unknown as RenderedPrompt & { type: string };
     return { ids: r.ids, text: r.text, restored: r.restored ?? [] };
   }
@@ -329,7 +342,7 @@ export class WsClient extends HarmonyClient {
         const hint =
           res.statusCode === 404 && path !== "/v1/stream" ? ` (no WebSocket at ${path}: the sidecar's is ws://HOST:PORT/v1/stream)` : "";
         res.resume();
-        reject(new Error(`server refused the connection: HTTP ${res.statusCode}${hint}`));
+        reject(new ClientError("unreachable", `server refused the connection: HTTP ${res.statusCode}${hint}`));
       });
       ws.once("error", reject);
     });

@@ -5,6 +5,7 @@
  * message, fields). Anywhere else (a pipe, a file, a container's log) the
  * lines stay pino's JSON, unchanged.
  */
+import { SERVER_DEFAULTS } from "../core/defaults.js";
 import { SERVING_MESSAGE } from "../server.js";
 
 /** pino's numeric levels, by name. */
@@ -22,7 +23,7 @@ export function urlHost(host: string): string {
 
 /** The banner for the serving line's fields (port, grpcPort, host, workers, upstream, …). */
 export function banner(rec: Record<string, unknown>, version: string): string {
-  const host = String(rec.host ?? "127.0.0.1");
+  const host = String(rec.host ?? SERVER_DEFAULTS.host);
   const h = urlHost(host);
   const http = `http://${h}:${String(rec.port)}`;
   const rows: [string, string][] = [["WebSocket", `ws://${h}:${String(rec.port)}/v1/stream`]];

@@ -120,17 +120,18 @@ const SERVICE_ONLY: [keyof LoadtestFlags, string][] = [
 
 /** `loadtest --openai URL`'s options, checked (a usage error throws one line). */
 export function openaiOptions(f: LoadtestFlags): OpenAILoadOptions {
-  if (!f.openai) throw new Error("--compare needs --openai URL");
-  for (const [k, flag] of SERVICE_ONLY) if (f[k]) throw new Error(`${flag} drives the parser service; it does not go with --openai`);
+  if (!f.openai) throw new UsageError("--compare needs --openai URL");
+  for (const [k, flag] of SERVICE_ONLY) if (f[k]) throw new UsageError(`${flag} drives the parser service; it does not go with --openai`);
   const http = (name: string, u: string) => {
-    if (!/^https?:\/\/[^/]/.test(u)) throw new Error(`--${name} must be an http(s) URL, got ${JSON.stringify(u)}`);
+    if (!/^https?:\/\/[^/]/.test(u)) throw new UsageError(`--${name} must be an http(s) URL, got ${JSON.stringify(u)}`);
     return u;
   };
   const apis = commaList(f.apis);
   if (apis.length === 0 || apis.some((a) => a !== "chat" && a !== "responses"))
-    throw new Error(`--apis must list chat and/or responses, got ${JSON.stringify(f.apis)}`);
-  if (!["both", "on", "off"].includes(f.stream)) throw new Error(`--stream must be both, on or off, got ${JSON.stringify(f.stream)}`);
-  if (f.runId !== undefined && !/^[A-Za-z0-9_-]{1,64}$/.test(f.runId)) throw new Error("--run-id must be 1 to 64 letters, digits, _ or -");
+    throw new UsageError(`--apis must list chat and/or responses, got ${JSON.stringify(f.apis)}`);
+  if (!["both", "on", "off"].includes(f.stream)) throw new UsageError(`--stream must be both, on or off, got ${JSON.stringify(f.stream)}`);
+  if (f.runId !== undefined && !/^[A-Za-z0-9_-]{1,64}$/.test(f.runId))
+    throw new UsageError("--run-id must be 1 to 64 letters, digits, _ or -");
   const requests = Math.floor(num("requests", f.requests, 1, 10_000_000));
   const only = f.only !== undefined ? Math.floor(num("only", f.only, 0)) : undefined;
   return {

@@ -13,11 +13,12 @@
 import { describeValue, isObj, parseJson } from "../core/json.js";
 import type { Readable, Writable } from "node:stream";
 import { parseCase } from "../core/reference.js";
-import type { InputErrorCode } from "../core/errors.js";
+import { CodedError, type InputErrorCode } from "../core/errors.js";
 import { HarmonyParser, type ParserOptions } from "../core/parser.js";
 import { Vocabulary } from "../core/vocab.js";
 import { loadHarmonyEncoding, type HarmonyEncoding } from "../vocab/index.js";
 import { commaList } from "./lists.js";
+import { EXAMPLE_IDS } from "./usage.js";
 
 export interface ParseCommandOptions {
   input: "ids" | "text";
@@ -32,12 +33,12 @@ export interface ParseCommandOptions {
   tools?: string;
 }
 
-export class InputError extends Error {
+export class InputError extends CodedError {
   constructor(
-    readonly code: InputErrorCode,
+    override readonly code: InputErrorCode,
     message: string,
   ) {
-    super(message);
+    super(code, message);
   }
 }
 
@@ -152,7 +153,7 @@ export function terminalHint(opts: Pick<ParseCommandOptions, "input" | "batch">)
   const example =
     opts.input === "text"
       ? "echo '<|channel|>final<|message|>Hi!<|return|>' | npx harmony-sidecar parse --input text"
-      : "echo '200005 17196 200008 12194 0 200002' | npx harmony-sidecar parse";
+      : `echo '${EXAMPLE_IDS}' | npx harmony-sidecar parse`;
   return `parse: reading ${what} from the terminal: type or paste, then Ctrl+D to parse (or pipe them in: ${example})`;
 }
 
@@ -194,7 +195,7 @@ export async function runParse(
         role = c.role as string | null;
       }
       const r = parseCase(vocab, tokens, optionsFor(role), undefined, batchParser);
-      // the fields named, not spread: JSON.stringify of a spread copy cost ~3x as much here
+      // the fields named, not spread: JSON.stringify of a spread copy costs several times as much here
       return { json: JSON.stringify({ id, messages: r.messages, first_error: r.first_error, recoveries: r.recoveries }), bad: false };
     } catch (e) {
       if (!(e instanceof InputError)) throw e;

@@ -5,6 +5,7 @@
  */
 import { setFlagsFromString } from "node:v8";
 import { pino } from "pino";
+import { SERVICE_DEFAULTS } from "../core/defaults.js";
 import { installLastResort, ListenError, Server, type ServerOptions } from "../server.js";
 import { DEFAULT_COT_STORE, DEFAULT_LIMITS, type Limits } from "../service/service.js";
 import type { EngineKind } from "../upstream/index.js";
@@ -14,7 +15,7 @@ import { SettingsReader, type ServeFlags } from "./settings.js";
 import { listenProblem, USAGE_EXIT, UsageError } from "./usage.js";
 import { packageVersion } from "./version.js";
 
-export { DEFAULT_HEAP_GROWTH, DEFAULT_INLINE_BUDGET, type ServeFlags } from "./settings.js";
+export type { ServeFlags } from "./settings.js";
 
 /** The V8 flags `serve` sets itself, each from its setting (0: V8's own value). */
 export const V8_SETTINGS = [
@@ -130,7 +131,7 @@ export async function runServe(flags: ServeFlags, tty: boolean = process.stdout.
   }
   if (tty)
     options.logger = pino(
-      { level: options.logLevel ?? "info", base: { service: "harmony-sidecar" } },
+      { level: options.logLevel ?? SERVICE_DEFAULTS.logLevel, base: { service: "harmony-sidecar" } },
       consoleDestination(process.stdout, packageVersion()),
     );
   // process-wide, so set here rather than by Service (which tests and

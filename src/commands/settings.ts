@@ -3,41 +3,28 @@
  * text, default and bounds. The CLI's options and help (src/cli.ts) and the
  * resolver (src/commands/serve.ts) come from here, and docs/protocol.md's
  * settings table lists the same rows (test/e2e/settings.test.ts, test/docs.test.ts);
- * a setting is added by adding a row.
+ * a setting is added by adding a row. Each default is read from
+ * src/core/defaults.ts, where the service's own fallbacks read it too.
  */
+import {
+  ACCESS_DEFAULTS,
+  COT_STORE_DEFAULTS,
+  defaultWorkers,
+  HEAP_BUDGET_SHARE,
+  LIMIT_DEFAULTS,
+  RESPONSE_STORE_DEFAULTS,
+  SERVER_DEFAULTS,
+  SERVICE_DEFAULTS,
+  SHARED_STORE_DEFAULTS,
+  UPSTREAM_DEFAULTS,
+  V8_DEFAULTS,
+} from "../core/defaults.js";
 import { MAX_STORE_BYTES } from "../store/memory.js";
 import { connectionOptions, isStoreUrl } from "../store/redis.js";
-import { DEFAULT_COT_STORE, DEFAULT_LIMITS, DEFAULT_RESPONSE_STORE, DEFAULTS } from "../service/service.js";
-import { SERVER_DEFAULTS } from "../server.js";
-import { DEFAULT_UPSTREAM_DEADLINE_MS } from "../upstream/engine.js";
+import { STREAM_BYTES } from "../service/limits.js";
+import { usableCores } from "../service/service.js";
 import { ENGINE_KINDS } from "../upstream/index.js";
 import { UsageError } from "./usage.js";
-
-/**
- * How far V8 lets the old generation grow past what a full GC left alive
- * before it starts the next one, in percent (V8's --heap-growing-percent).
- * V8's own factor left the service's old generation less headroom than its
- * young generation holds, and V8 then starts marking at once: at half of
- * the peak step-frame load that was a mark-compact every 0.3-0.65 s, each
- * a pause of ~7-8 ms (up to 17) plus ~80 ms of marking on a thread that
- * shares the cores.
- * With 300 (a limit of 4x the live size) there were 0-1 per run
- * (bench/RESULTS.md). It costs memory: up to 4x the live old generation,
- * tens of MB for a service holding ~25 MB.
- */
-export const DEFAULT_HEAP_GROWTH = 300;
-
-/**
- * How much bytecode V8 may inline into one optimized function, in bytes
- * (V8's --max-inlined-bytecode-size-cumulative; its own default is 920).
- * Each op of a step frame goes through the frame loop, the op router, the
- * stream's session, its parser and the frame writer, each a small function,
- * and V8 stops inlining into a function once that budget is spent.
- * With 3000 the service's step-frame throughput rose 3-10% over alternated
- * runs (bench/RESULTS.md, 2026-12-02); 1840 gave under half of that, 5000
- * no more. It costs compile time and code space only for hot functions.
- */
-export const DEFAULT_INLINE_BUDGET = 3000;
 
 /** pino's levels, as `--log-level` takes them. */
 export const LOG_LEVELS = ["fatal", "error", "warn", "info", "debug", "trace", "silent"] as const;
@@ -105,7 +92,7 @@ export const SETTINGS = [
     flag: "--workers <n>",
     env: "HARMONY_WORKERS",
     help: "parser worker threads (0: parse on the main thread)",
-    default: DEFAULTS.workers,
+    default: defaultWorkers(usableCores()),
     type: "int",
     min: 0,
   },
@@ -114,7 +101,7 @@ export const SETTINGS = [
     flag: "--inline <n>",
     env: "HARMONY_INLINE",
     help: "streams the main thread parses itself, with no thread hop, before new ones go to workers",
-    default: DEFAULTS.inline ?? 0,
+    default: SERVICE_DEFAULTS.inline,
     type: "int",
     min: 0,
   },
@@ -123,7 +110,7 @@ export const SETTINGS = [
     flag: "--token <secret>",
     env: "HARMONY_TOKEN",
     help: "bearer token clients must present",
-    default: "",
+    default: SERVICE_DEFAULTS.token,
     type: "string",
     group: "basic",
   },
@@ -133,7 +120,7 @@ export const SETTINGS = [
     flag: "--log-level <level>",
     env: "HARMONY_LOG_LEVEL",
     help: "pino log level",
-    default: DEFAULTS.logLevel ?? "info",
+    default: SERVICE_DEFAULTS.logLevel,
     type: "string",
     choices: LOG_LEVELS,
   },
@@ -142,7 +129,7 @@ export const SETTINGS = [
     flag: "--max-frame-bytes <n>",
     env: "HARMONY_MAX_FRAME_BYTES",
     help: "largest client frame",
-    default: DEFAULT_LIMITS.maxFrameBytes,
+    default: LIMIT_DEFAULTS.maxFrameBytes,
     type: "int",
     min: 1024,
   },
@@ -151,7 +138,7 @@ export const SETTINGS = [
     flag: "--max-streams <n>",
     env: "HARMONY_MAX_STREAMS",
     help: "open streams per connection",
-    default: DEFAULT_LIMITS.maxStreamsPerConnection,
+    default: LIMIT_DEFAULTS.maxStreamsPerConnection,
     type: "int",
     min: 1,
   },
@@ -160,7 +147,7 @@ export const SETTINGS = [
     flag: "--max-ids-per-frame <n>",
     env: "HARMONY_MAX_IDS_PER_FRAME",
     help: "token ids per frame",
-    default: DEFAULT_LIMITS.maxIdsPerFrame,
+    default: LIMIT_DEFAULTS.maxIdsPerFrame,
     type: "int",
     min: 1,
   },
@@ -169,7 +156,7 @@ export const SETTINGS = [
     flag: "--max-ops-per-frame <n>",
     env: "HARMONY_MAX_OPS_PER_FRAME",
     help: "ops per frame",
-    default: DEFAULT_LIMITS.maxOpsPerFrame,
+    default: LIMIT_DEFAULTS.maxOpsPerFrame,
     type: "int",
     min: 1,
   },
@@ -178,7 +165,7 @@ export const SETTINGS = [
     flag: "--max-stream-name <n>",
     env: "HARMONY_MAX_STREAM_NAME",
     help: "characters of a stream name",
-    default: DEFAULT_LIMITS.maxStreamName,
+    default: LIMIT_DEFAULTS.maxStreamName,
     type: "int",
     min: 1,
     max: 65536,
@@ -187,8 +174,8 @@ export const SETTINGS = [
     key: "maxConnectionBytes",
     flag: "--max-connection-bytes <n>",
     env: "HARMONY_MAX_CONNECTION_BYTES",
-    help: "what one connection's open streams may hold (16 KiB a stream plus its name): new streams past it are refused",
-    default: DEFAULT_LIMITS.maxConnectionBytes,
+    help: `what one connection's open streams may hold (${STREAM_BYTES / 1024} KiB a stream plus its name): new streams past it are refused`,
+    default: LIMIT_DEFAULTS.maxConnectionBytes,
     type: "int",
     min: 65536,
   },
@@ -196,8 +183,8 @@ export const SETTINGS = [
     key: "memoryBudgetMb",
     flag: "--memory-budget-mb <n>",
     env: "HARMONY_MEMORY_BUDGET_MB",
-    help: "V8 heap MiB past which no new stream opens (0: 75% of the heap limit)",
-    default: 0,
+    help: `V8 heap MiB past which no new stream opens (0: ${HEAP_BUDGET_SHARE * 100}% of the heap limit)`,
+    default: LIMIT_DEFAULTS.memoryBudgetBytes / (1024 * 1024),
     type: "int",
     min: 0,
   },
@@ -206,7 +193,7 @@ export const SETTINGS = [
     flag: "--allow-origin <origins>",
     env: "HARMONY_ALLOW_ORIGIN",
     help: "web origins whose pages may use the service (comma-separated, e.g. https://app.example); requests from any other page are refused",
-    default: "",
+    default: ACCESS_DEFAULTS.allowOrigins.join(","),
     type: "string",
   },
   {
@@ -214,7 +201,7 @@ export const SETTINGS = [
     flag: "--allow-host <names>",
     env: "HARMONY_ALLOW_HOST",
     help: "host names clients may address the service by, besides the bound address (comma-separated; against DNS rebinding)",
-    default: "",
+    default: ACCESS_DEFAULTS.allowHosts.join(","),
     type: "string",
   },
   {
@@ -222,7 +209,7 @@ export const SETTINGS = [
     flag: "--public-metrics <bool>",
     env: "HARMONY_PUBLIC_METRICS",
     help: "serve /metrics without the bearer token when --token is set",
-    default: "false",
+    default: String(ACCESS_DEFAULTS.publicMetrics),
     type: "string",
     choices: ["true", "false"],
   },
@@ -231,7 +218,7 @@ export const SETTINGS = [
     flag: "--idle-timeout-ms <n>",
     env: "HARMONY_IDLE_TIMEOUT_MS",
     help: "close connections silent this long",
-    default: DEFAULT_LIMITS.idleTimeoutMs,
+    default: LIMIT_DEFAULTS.idleTimeoutMs,
     type: "int",
     min: 1000,
   },
@@ -240,7 +227,7 @@ export const SETTINGS = [
     flag: "--slow-client-timeout-ms <n>",
     env: "HARMONY_SLOW_CLIENT_TIMEOUT_MS",
     help: "drop a client whose answers stay unread this long (its buffer over the bound: a streamed OpenAI answer's socket is closed and the engine's request ended, a WebSocket closed 4409, a gRPC call ended RESOURCE_EXHAUSTED)",
-    default: DEFAULT_LIMITS.slowClientTimeoutMs,
+    default: LIMIT_DEFAULTS.slowClientTimeoutMs,
     type: "int",
     min: 100,
   },
@@ -249,7 +236,7 @@ export const SETTINGS = [
     flag: "--ping-interval-ms <n>",
     env: "HARMONY_PING_INTERVAL_MS",
     help: "WebSocket ping / gRPC keepalive interval",
-    default: DEFAULT_LIMITS.pingIntervalMs,
+    default: LIMIT_DEFAULTS.pingIntervalMs,
     type: "int",
     min: 100,
   },
@@ -258,7 +245,7 @@ export const SETTINGS = [
     flag: "--drain-timeout-ms <n>",
     env: "HARMONY_DRAIN_TIMEOUT_MS",
     help: "graceful stop deadline",
-    default: DEFAULTS.drainTimeoutMs,
+    default: SERVICE_DEFAULTS.drainTimeoutMs,
     type: "int",
     min: 0,
   },
@@ -268,7 +255,7 @@ export const SETTINGS = [
     flag: "--upstream <url>",
     env: "HARMONY_UPSTREAM",
     help: "sidecar mode: the inference server (vLLM, SGLang, trtllm-serve, llama-server) to drive by token ids",
-    default: "",
+    default: UPSTREAM_DEFAULTS.url,
     type: "url",
   },
   {
@@ -276,7 +263,7 @@ export const SETTINGS = [
     flag: "--upstream-timeout-ms <n>",
     env: "HARMONY_UPSTREAM_TIMEOUT_MS",
     help: "sidecar mode: end a request when the upstream sends no event this long (SSE comments do not count)",
-    default: 120_000,
+    default: UPSTREAM_DEFAULTS.idleTimeoutMs,
     type: "int",
     min: 100,
   },
@@ -285,7 +272,7 @@ export const SETTINGS = [
     flag: "--upstream-deadline-ms <n>",
     env: "HARMONY_UPSTREAM_DEADLINE_MS",
     help: "sidecar mode: end one request to the upstream after this long, whatever it sends",
-    default: DEFAULT_UPSTREAM_DEADLINE_MS,
+    default: UPSTREAM_DEFAULTS.deadlineMs,
     type: "int",
     min: 1000,
   },
@@ -294,15 +281,15 @@ export const SETTINGS = [
     flag: "--upstream-api-key <key>",
     env: "HARMONY_UPSTREAM_API_KEY",
     help: "sidecar mode: the engine's --api-key, sent as a bearer token on every request to it (proxied ones too) and by --upstream-kind auto's probe",
-    default: "",
+    default: UPSTREAM_DEFAULTS.apiKey,
     type: "string",
   },
   {
     key: "upstreamReadiness",
     flag: "--upstream-readiness <bool>",
     env: "HARMONY_UPSTREAM_READINESS",
-    help: "sidecar mode: /readyz also needs the engine's health check to answer 200, checked every 5 s (true in a pod beside the engine, false for a tier in front of a shared engine: docs/deploy.md)",
-    default: "false",
+    help: `sidecar mode: /readyz also needs the engine's health check to answer 200, checked every ${UPSTREAM_DEFAULTS.healthIntervalMs / 1000} s (true in a pod beside the engine, false for a tier in front of a shared engine: docs/deploy.md)`,
+    default: String(UPSTREAM_DEFAULTS.readiness),
     type: "string",
     choices: ["true", "false"],
   },
@@ -312,7 +299,7 @@ export const SETTINGS = [
     flag: "--upstream-kind <kind>",
     env: "HARMONY_UPSTREAM_KIND",
     help: "sidecar mode: the engine behind --upstream (auto: probe it)",
-    default: "vllm",
+    default: UPSTREAM_DEFAULTS.kind,
     type: "string",
     choices: ENGINE_KINDS,
   },
@@ -321,7 +308,7 @@ export const SETTINGS = [
     flag: "--reasoning-field <name>",
     env: "HARMONY_REASONING_FIELD",
     help: "sidecar mode: reasoning or reasoning_content in chat deltas",
-    default: "reasoning",
+    default: UPSTREAM_DEFAULTS.reasoningField,
     type: "string",
     choices: ["reasoning", "reasoning_content"],
   },
@@ -329,8 +316,8 @@ export const SETTINGS = [
     key: "cotStoreBytes",
     flag: "--cot-store-bytes <n>",
     env: "HARMONY_COT_STORE_BYTES",
-    help: "reasoning remembered per tool call id, for restoring it into prompts (0: off, and streams keep no reasoning; at most 1 GiB)",
-    default: DEFAULT_COT_STORE.maxBytes,
+    help: `reasoning remembered per tool call id, for restoring it into prompts (0: off, and streams keep no reasoning; at most ${MAX_STORE_BYTES / 2 ** 30} GiB)`,
+    default: COT_STORE_DEFAULTS.maxBytes,
     type: "int",
     min: 0,
     max: MAX_STORE_BYTES,
@@ -340,7 +327,7 @@ export const SETTINGS = [
     flag: "--cot-store-ttl-ms <n>",
     env: "HARMONY_COT_STORE_TTL_MS",
     help: "how long remembered reasoning is kept",
-    default: DEFAULT_COT_STORE.ttlMs,
+    default: COT_STORE_DEFAULTS.ttlMs,
     type: "int",
     min: 1000,
   },
@@ -349,7 +336,7 @@ export const SETTINGS = [
     flag: "--cot-store <memory|url>",
     env: "HARMONY_COT_STORE",
     help: "where reasoning is remembered: memory (this process), or a Redis ≥ 7 / Valkey URL (redis://, rediss:// or unix:///path.sock) shared by every replica, with this process's store as a local cache in front",
-    default: "memory",
+    default: SHARED_STORE_DEFAULTS.store,
     type: "store",
   },
   {
@@ -357,7 +344,7 @@ export const SETTINGS = [
     flag: "--cot-store-timeout-ms <n>",
     env: "HARMONY_COT_STORE_TIMEOUT_MS",
     help: "with a shared store: how long a render waits for it (one fetch of every missing tool call); past it the render goes on without restoring",
-    default: 5,
+    default: SHARED_STORE_DEFAULTS.timeoutMs,
     type: "int",
     min: 1,
     max: 10_000,
@@ -366,8 +353,8 @@ export const SETTINGS = [
     key: "responseStoreBytes",
     flag: "--response-store-bytes <n>",
     env: "HARMONY_RESPONSE_STORE_BYTES",
-    help: "sidecar mode: Responses kept for previous_response_id and GET/DELETE /v1/responses/{id} (store: true, the default), in this process and in the --cot-store URL when one is set (0: off, store is ignored; at most 1 GiB)",
-    default: DEFAULT_RESPONSE_STORE.maxBytes,
+    help: `sidecar mode: Responses kept for previous_response_id and GET/DELETE /v1/responses/{id} (store: true, the default), in this process and in the --cot-store URL when one is set (0: off, store is ignored; at most ${MAX_STORE_BYTES / 2 ** 30} GiB)`,
+    default: RESPONSE_STORE_DEFAULTS.maxBytes,
     type: "int",
     min: 0,
     max: MAX_STORE_BYTES,
@@ -377,7 +364,7 @@ export const SETTINGS = [
     flag: "--response-store-ttl-ms <n>",
     env: "HARMONY_RESPONSE_STORE_TTL_MS",
     help: "how long a stored response is kept",
-    default: DEFAULT_RESPONSE_STORE.ttlMs,
+    default: RESPONSE_STORE_DEFAULTS.ttlMs,
     type: "int",
     min: 1000,
   },
@@ -386,7 +373,7 @@ export const SETTINGS = [
     flag: "--shutdown-delay-ms <n>",
     env: "HARMONY_SHUTDOWN_DELAY_MS",
     help: "on SIGTERM, how long to keep serving while /readyz and gRPC health already say not ready, before the drain (e.g. 5000 behind a Kubernetes Service)",
-    default: 0,
+    default: SERVER_DEFAULTS.shutdownDelayMs,
     type: "int",
     min: 0,
     max: 600_000,
@@ -396,7 +383,7 @@ export const SETTINGS = [
     flag: "--heap-growth <percent>",
     env: "HARMONY_HEAP_GROWTH",
     help: "how far V8's old generation may grow past the live size before its next full GC (V8's --heap-growing-percent; 0: V8's own heuristics; a node --heap-growing-percent flag wins)",
-    default: DEFAULT_HEAP_GROWTH,
+    default: V8_DEFAULTS.heapGrowth,
     type: "int",
     min: 0,
     max: 1000,
@@ -406,7 +393,7 @@ export const SETTINGS = [
     flag: "--inline-budget <bytes>",
     env: "HARMONY_INLINE_BUDGET",
     help: "bytecode V8 may inline into one optimized function (V8's --max-inlined-bytecode-size-cumulative; 0: V8's own, 920; a node --max-inlined-bytecode-size-cumulative flag wins)",
-    default: DEFAULT_INLINE_BUDGET,
+    default: V8_DEFAULTS.inlineBudget,
     type: "int",
     min: 0,
     max: 100_000,

@@ -4,7 +4,7 @@ import { ALL_FAULT_KINDS, ENGINE_FAULT_KINDS, type FaultKind } from "../loadtest
 import { SIMULATOR_DEFAULTS, startSimulator, type SimulatorOptions } from "../simulate/server.js";
 import { loadHarmonyEncoding } from "../vocab/index.js";
 import { commaList } from "./lists.js";
-import { listenProblem, USAGE_EXIT } from "./usage.js";
+import { listenProblem, USAGE_EXIT, UsageError } from "./usage.js";
 
 export interface SimulateFlags {
   host: string;
@@ -25,14 +25,14 @@ export interface SimulateFlags {
 function int(name: string, raw: string, min: number, max: number): number {
   const n = /^-?\d+$/.test(raw.trim()) ? Number(raw) : NaN;
   if (!Number.isInteger(n) || n < min || n > max)
-    throw new Error(`--${name} must be an integer in [${min}, ${max}], got ${JSON.stringify(raw)}`);
+    throw new UsageError(`--${name} must be an integer in [${min}, ${max}], got ${JSON.stringify(raw)}`);
   return n;
 }
 
 function num(name: string, raw: string, min: number, max: number): number {
   const n = raw.trim() === "" ? NaN : Number(raw);
   if (!Number.isFinite(n) || n < min || n > max)
-    throw new Error(`--${name} must be a number in [${min}, ${max}], got ${JSON.stringify(raw)}`);
+    throw new UsageError(`--${name} must be a number in [${min}, ${max}], got ${JSON.stringify(raw)}`);
   return n;
 }
 
@@ -44,7 +44,7 @@ export function faultList(raw: string): FaultKind[] {
   const kinds = commaList(raw);
   for (const k of kinds)
     if (!(ALL_FAULT_KINDS as readonly string[]).includes(k))
-      throw new Error(`unknown fault kind ${JSON.stringify(k)}; known: ${ALL_FAULT_KINDS.join(", ")}`);
+      throw new UsageError(`unknown fault kind ${JSON.stringify(k)}; known: ${ALL_FAULT_KINDS.join(", ")}`);
   return kinds as FaultKind[];
 }
 

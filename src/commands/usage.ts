@@ -6,12 +6,21 @@
  */
 import { accessSync, constants, statSync } from "node:fs";
 import path from "node:path";
+import { CodedError } from "../core/errors.js";
+import { HARMONY } from "../core/preset.js";
 
 /** The exit status of a usage error or a start-up failure. */
 export const USAGE_EXIT = 2;
 
-/** A mistake in how the command was called: said in one line, exit 2. */
-export class UsageError extends Error {}
+/** A mistake in how the command was called: said in one line, exit 2 (code `usage`). */
+export class UsageError extends CodedError {
+  constructor(message: string) {
+    super("usage", message);
+  }
+}
+
+/** `<|channel|>final<|message|>Hi!<|return|>` as the token ids an engine streams (`final` 17196, `Hi` 12194, `!` 0), for the examples. */
+export const EXAMPLE_IDS = [HARMONY.tokens.channel, 17196, HARMONY.tokens.message, 12194, 0, HARMONY.tokens.return].join(" ");
 
 /** Node's error code (`EADDRINUSE`, …), read from the error or, for grpc-js (which puts it in its text), from the message. */
 function errorCode(e: unknown): string {

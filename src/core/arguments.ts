@@ -34,8 +34,8 @@ export interface CheckedArguments {
 /**
  * Whether text is JSON whose value is an object or an array (what tools
  * take). Checked by isJson's scan, not by JSON.parse: each failed repair
- * attempt threw a SyntaxError (its stack captured), ~5 µs of the parser's
- * thread per broken call against ~0.2-0.6 µs now.
+ * attempt would throw a SyntaxError (its stack captured), many times the
+ * scan's cost on the parser's thread per broken call.
  */
 function parsesToContainer(text: string): boolean {
   // JSON: its value's first character, past JSON's whitespace, is { or [

@@ -1,9 +1,11 @@
 /**
  * Every stable code the project emits, one table per kind: parse errors,
  * input errors, service errors, render and request errors, HTTP API errors,
- * close codes and recovery kinds. Each is typed as a union of its keys, and
- * docs/errors.md has the same tables; `test/core/errors-doc.test.ts` checks
- * both ways that they list the same codes.
+ * the process's own errors, close codes and recovery kinds. Each is typed as
+ * a union of its keys, and docs/errors.md has the same tables;
+ * `test/core/errors-doc.test.ts` checks both ways that they list the same
+ * codes, and `test/sources.test.ts` that every error the code throws
+ * or answers carries one of them.
  */
 export const PARSE_ERROR_CODES = {
   unexpected_token: "A token other than <|start|> arrived between messages (strict mode).",
@@ -142,12 +144,60 @@ export const HTTP_ERROR_CODES = {
     "The upstream's ids and text disagree in a way the text cannot repair (llama-server: ids held back inside a character that never completed) (502).",
   parse_failed:
     "The sidecar's own parser sessions refused or lost a generation's ops (503 at the memory budget or while draining, else 500); nothing of it is the upstream's.",
+  not_found: "No such path (404); GET / lists what is served.",
+  upgrade_required: "GET /v1/stream without the WebSocket upgrade (426).",
 } as const;
 
 export type HttpErrorCode = keyof typeof HTTP_ERROR_CODES;
 
 /** The upstream's failures, as the OpenAI front reports them. */
 export type UpstreamErrorCode = Extract<HttpErrorCode, `upstream_${string}` | "context_length_exceeded" | "parse_failed">;
+
+/**
+ * Codes of the errors the project's own code raises outside any answer to a
+ * peer: a command's refusals, a client that cannot reach its server, a file
+ * the build writes that is missing, and bugs. Thrown (each in a coded error
+ * class, or `bug: …` in the message), printed by the CLI, or logged.
+ */
+export const PROCESS_ERROR_CODES = {
+  usage: "A flag, setting or option refused: one line that names it (the CLI exits with status 2).",
+  listen_failed: "An edge could not listen: a port in use, an address that is not this machine's (the CLI exits with status 2).",
+  unreachable:
+    "A client (the bundled client, the load tester) could not reach its server, was refused, or lost the connection before the answer.",
+  not_built: "A file the build writes is missing (a worker thread's entry point, the proto/ directory): run make build.",
+  bug: "An invariant of the code does not hold: a bug, never the input's fault.",
+} as const;
+
+export type ProcessErrorCode = keyof typeof PROCESS_ERROR_CODES;
+
+/** Any code of the tables above (close codes and recovery kinds aside). */
+export type ErrorCode =
+  ParseErrorCode | InputErrorCode | ServiceErrorCode | RenderErrorCode | RequestErrorCode | HttpErrorCode | ProcessErrorCode;
+
+/**
+ * An error that carries its code: the base of every error class the code
+ * throws, so that whoever catches one can say which code it is; the message
+ * is the text a person reads.
+ */
+export class CodedError extends Error {
+  constructor(
+    readonly code: ErrorCode,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+/**
+ * The body of an error answer on the service's own HTTP paths
+ * (`/v1/render`, `/v1/parse`, `/metrics`, `/inspect`, …):
+ * `{"error": {"code", "message", …}}`, with `extra` fields after them (a
+ * render's `path`). The OpenAI paths answer in OpenAI's shape instead
+ * (src/transport/respond.ts).
+ */
+export function errorBody(code: ErrorCode, message: string, extra?: Readonly<Record<string, unknown>>): { error: Record<string, unknown> } {
+  return { error: { code, message, ...extra } };
+}
 
 /** WebSocket close codes the service ends a connection with (1002, 1007, 1008 and 1009 are sent by `ws` itself). */
 export const CLOSE_CODES = {

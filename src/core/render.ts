@@ -13,7 +13,8 @@
  *   its id ({@link piecesToTokens}); the pieces are cut where the reference's
  *   renderer cuts its text, so the ids are exactly the reference's.
  *
- * Replaying history (HARMONY.md §5), `autoDropAnalysis` (default on):
+ * Replaying history (the replay rules of docs/protocol.md, "Rendering
+ * prompts, and restoring dropped reasoning"), `autoDropAnalysis` (default on):
  * - rule `"completed-turns"` (default): a message on the `analysis` channel is
  *   dropped when a later assistant `final` message is itself followed by more
  *   conversation (a later turn; for a completion prompt, the turn being
@@ -40,7 +41,7 @@
  *
  * Pure: no I/O, no clock (the current date is an option), no module state.
  */
-import type { RenderErrorCode } from "./errors.js";
+import { CodedError, type RenderErrorCode } from "./errors.js";
 import { describeValue, isObj } from "./json.js";
 import { HARMONY, type HarmonyPreset } from "./preset.js";
 import { jsonSchemaToTypeScript } from "./schema-ts.js";
@@ -148,15 +149,15 @@ export interface RenderMessageOptions {
 // Errors
 // ---------------------------------------------------------------------------
 
-export class RenderError extends Error {
+export class RenderError extends CodedError {
   override readonly name = "RenderError";
   constructor(
-    readonly code: RenderErrorCode,
+    override readonly code: RenderErrorCode,
     message: string,
     /** Index of the offending message in the list given, when there is one. */
     readonly messageIndex: number | null = null,
   ) {
-    super(message);
+    super(code, message);
   }
 }
 
@@ -521,7 +522,7 @@ export interface ReplayOptions extends RenderConversationOptions {
 }
 
 /**
- * Which messages a rendering keeps (HARMONY.md §5). Returns the indices of
+ * Which messages a rendering keeps (the replay rules). Returns the indices of
  * the messages kept, in order.
  */
 export function replayIndices(messages: readonly HarmonyMessage[], options: ReplayOptions = {}): number[] {

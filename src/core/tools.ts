@@ -15,6 +15,10 @@
 import type { ParsedHeader } from "./header.js";
 import type { HarmonyPreset } from "./preset.js";
 
+/** The most tools a stream may declare (`Open.tools`, `/v1/parse`'s `tools`), and the longest name: past either, `bad_option`. */
+export const MAX_TOOLS = 256;
+export const MAX_TOOL_NAME = 256;
+
 /** The namespace of function tools. */
 export const FUNCTIONS = "functions";
 

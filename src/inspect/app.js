@@ -15,6 +15,7 @@ import {
   encodeFragment,
   eventsAtStep,
   groupMarks,
+  PageError,
   parseIdList,
   positions,
   readSseLog,
@@ -43,7 +44,7 @@ const EXAMPLE =
  */
 function byId(id, type) {
   const el = document.getElementById(id);
-  if (!(el instanceof type)) throw new Error(`#${id} is missing`);
+  if (!(el instanceof type)) throw new PageError("bug", `#${id} is missing`);
   return el;
 }
 
@@ -119,7 +120,7 @@ function readInput() {
     const head = `SSE log: ${r.chunks} chunk${r.chunks === 1 ? "" : "s"} (${r.format})`;
     if (r.ids) return { ids: r.ids, notes: [`${head}: ${r.ids.length} token ids`, ...r.notes] };
     if (r.text !== null) return { text: r.text, notes: [head, ...r.notes] };
-    throw new Error([head, ...r.notes].join("; "));
+    throw new PageError("bad_json", [head, ...r.notes].join("; "));
   }
   // one trailing newline (as editors and echo leave) is not part of the stream, as in `parse --input text`
   return { text: raw.replace(/\r?\n$/, ""), notes: [] };
@@ -141,7 +142,7 @@ async function parse(body) {
   }
   if (!res.ok) {
     const e = answer && answer.error;
-    throw new Error(e && e.code ? `${res.status} ${e.code}: ${e.message}` : `HTTP ${res.status}`);
+    throw new PageError("unreachable", e && e.code ? `${res.status} ${e.code}: ${e.message}` : `HTTP ${res.status}`);
   }
   return answer;
 }
@@ -156,7 +157,7 @@ const PANES = ["#pane-resilient", "#pane-strict", "#events-resilient", "#events-
 /** @param {string} selector */
 function paneBody(selector) {
   const body = document.querySelector(`${selector} .pane-body`);
-  if (!(body instanceof HTMLElement)) throw new Error(`${selector} is missing`);
+  if (!(body instanceof HTMLElement)) throw new PageError("bug", `${selector} is missing`);
   return body;
 }
 

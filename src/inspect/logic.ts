@@ -11,9 +11,27 @@
  *   cards.
  */
 
-/** First special id and the end of the vocabulary (o200k_harmony, src/core/preset.ts). */
+/**
+ * First special id and the end of the vocabulary: src/core/preset.ts's
+ * `firstSpecial` and `vocabLimit`, written here because this module imports
+ * nothing (test/sources.test.ts checks they are the preset's).
+ */
 export const FIRST_SPECIAL = 199998;
 export const VOCAB_LIMIT = 201089;
+
+/**
+ * Why the page could not go on, with its code (one of src/core/errors.ts's
+ * tables, written here because this module imports nothing): an input it
+ * cannot read, an answer it was refused, or a page without its parts.
+ */
+export class PageError extends Error {
+  constructor(
+    readonly code: "bad_json" | "bad_token_id" | "unreachable" | "bug",
+    message: string,
+  ) {
+    super(message);
+  }
+}
 
 /** The events of docs/protocol.md, as the page reads them (JSON, so loosely typed). */
 export interface InspectEvent {
@@ -80,14 +98,14 @@ export function parseIdList(text: string): number[] {
     try {
       parts = JSON.parse(t) as unknown[];
     } catch (e) {
-      throw new Error(`the ids are not a JSON array: ${(e as Error).message}`);
+      throw new PageError("bad_json", `the ids are not a JSON array: ${(e as Error).message}`);
     }
-    if (!Array.isArray(parts)) throw new Error("the ids are not a JSON array");
+    if (!Array.isArray(parts)) throw new PageError("bad_json", "the ids are not a JSON array");
   } else parts = t.split(/[\s,]+/);
   return parts.map((p, i) => {
     const n = typeof p === "number" ? p : /^\d+$/.test(String(p)) ? Number(p) : NaN;
     if (!Number.isInteger(n) || n < 0 || n > 0xffffffff)
-      throw new Error(`not a token id at position ${i}: ${JSON.stringify(p)}`.slice(0, 120));
+      throw new PageError("bad_token_id", `not a token id at position ${i}: ${JSON.stringify(p)}`.slice(0, 120));
     return n;
   });
 }

@@ -15,9 +15,10 @@
  * stream for these events (./chunks.ts), each with the event it came from.
  */
 import type { HarmonyEvent } from "../core/events.js";
-import type { HttpErrorCode, InputErrorCode, RequestErrorCode, ServiceErrorCode } from "../core/errors.js";
+import { errorBody, type HttpErrorCode, type InputErrorCode, type RequestErrorCode, type ServiceErrorCode } from "../core/errors.js";
 import { describeValue, isObj, parseJson } from "../core/json.js";
 import { HarmonyParser, type ParseMode } from "../core/parser.js";
+import { MAX_TOOL_NAME, MAX_TOOLS } from "../core/tools.js";
 import { FLAG_SPECIAL, FLAG_WHOLE, type Vocabulary } from "../core/vocab.js";
 import { frontChunks, type FrontChunks } from "./chunks.js";
 
@@ -58,10 +59,6 @@ export interface ParseAnswer {
   emitted?: number[];
   chunks?: FrontChunks;
 }
-
-/** The most tools a request may declare, and the longest name (as Open.tools). */
-export const MAX_TOOLS = 256;
-export const MAX_TOOL_NAME = 256;
 
 const fail = (code: ParseErrorCode, message: string): ParseFailure => ({ ok: false, status: 400, code, message });
 
@@ -191,15 +188,15 @@ export function answerParse(
   try {
     text = new TextDecoder("utf-8", { fatal: true }).decode(body);
   } catch (e) {
-    return { status: 400, json: JSON.stringify({ error: { code: "bad_json", message: `the body is not JSON: ${(e as Error).message}` } }) };
+    return { status: 400, json: JSON.stringify(errorBody("bad_json", `the body is not JSON: ${(e as Error).message}`)) };
   }
   const parsed = parseJson(text);
   if (!parsed.ok) {
     const message = parsed.code === "bad_json" ? `the body is not JSON: ${parsed.message}` : parsed.message;
-    return { status: 400, json: JSON.stringify({ error: { code: parsed.code, message } }) };
+    return { status: 400, json: JSON.stringify(errorBody(parsed.code, message)) };
   }
   const checked = checkParseRequest(parsed.value, maxIds);
   const r = checked.ok ? runParseRequest(vocab, encode, checked.req, maxIds) : checked;
-  if (!r.ok) return { status: r.status, json: JSON.stringify({ error: { code: r.code, message: r.message } }) };
+  if (!r.ok) return { status: r.status, json: JSON.stringify(errorBody(r.code, r.message)) };
   return { status: 200, json: JSON.stringify(r.answer) };
 }

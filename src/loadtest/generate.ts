@@ -6,6 +6,7 @@
  * Everything is a function of (seed, index): a failing stream is replayed by
  * generating the same index again.
  */
+import { HARMONY } from "../core/preset.js";
 import { decodeLossy } from "../core/utf8.js";
 import type { ReferenceMessage } from "../core/events.js";
 import type { Vocabulary } from "../core/vocab.js";
@@ -41,8 +42,8 @@ export const FAULT_KINDS = [
 ] as const;
 
 /**
- * Shapes of real gpt-oss output the resilience contract names (HARMONY.md
- * §4, rules 8–16), for the engine simulator (`simulate-engine`), where each
+ * Shapes of real gpt-oss output the resilience rules name
+ * (docs/resilience.md, rules 8–16), for the engine simulator (`simulate-engine`), where each
  * generation's calls go to the tools its request declares. Not part of
  * `loadtest`'s own catalogue (FAULT_KINDS): their intended messages are
  * defined by what the model meant (the call's JSON, the final answer), which
@@ -506,7 +507,7 @@ function inject(
           ? enc.encode(pick(r, ["<|end|>", "<|return|>", "<|call|>"]))
           : kind === "junk_text_between_messages"
             ? enc.encodeOrdinary(pick(r, JUNK))
-            : [pick(r, [201089, 250000, 2 ** 31, 4294967295])];
+            : [pick(r, [HARMONY.vocabLimit, 250000, 2 ** 31, 4294967295])];
       tokens.splice(at, 0, ...insert);
       return { tokens, intended };
     }
@@ -536,7 +537,7 @@ function inject(
       const at = pick(r, bounds);
       const before = decodeTokens(vocab, tokens.slice(cs, at));
       const after = decodeTokens(vocab, tokens.slice(at, ce));
-      tokens.splice(at, 0, pick(r, [201089, 250000, 1_000_000]));
+      tokens.splice(at, 0, pick(r, [HARMONY.vocabLimit, 250000, 1_000_000]));
       const copy = intended.slice();
       copy[i] = { ...copy[i]!, content: `${before}\uFFFD${after}` };
       return { tokens, intended: reorder(copy) };
@@ -590,7 +591,15 @@ const INVENTED_RESULTS = ['{"temperature": 21, "unit": "celsius"}', '{"status":"
 const INVENTED_ANSWERS = ["It is 21 °C and sunny there right now.", "Done: the query returned 3 rows.", "All set."];
 const REPEATED_LINES = ["Let me check the units again.\n", "Wait.\n", "Hmm, let me think about this.\n"];
 /** Reserved special ids (o200k_harmony names them `<|reserved_N|>`): control tokens that mean nothing. */
-const RESERVED_IDS = [200001, 200004, 200009, 200010, 200011, 200013, 200017, 201087];
+const RESERVED_IDS = reservedIds();
+
+/** Every special id of the preset that has no name of its own. */
+function reservedIds(): number[] {
+  const named = new Set(Object.values(HARMONY.specials));
+  const ids: number[] = [];
+  for (let id = HARMONY.firstSpecial; id < HARMONY.vocabLimit; id++) if (!named.has(id)) ids.push(id);
+  return ids;
+}
 
 /** The real-world shapes (REAL_FAULT_KINDS); null when the completion has no place for one. */
 function injectReal(

@@ -367,7 +367,7 @@ export interface OpenAIFailure {
   detail: string;
 }
 
-/** The text of Harmony's control tokens (HARMONY.md §1), which no answer, reasoning or argument should hold. */
+/** The text of Harmony's control tokens (src/core/preset.ts), which no answer, reasoning or argument should hold. */
 const CONTROL = /<\|(?:start|end|message|channel|constrain|return|call|endoftext|startoftext|endofprompt|reserved_\d{1,6})\|>/g;
 
 export function controlTokens(text: string): number {

@@ -11,6 +11,7 @@
  */
 import cliProgress from "cli-progress";
 import { Agent, request, type Dispatcher } from "undici";
+import { CodedError } from "../core/errors.js";
 import {
   AnswerReader,
   checkAnswer,
@@ -198,8 +199,8 @@ async function getText(t: Target, path: string, timeoutMs: number): Promise<{ st
 /** The target's first served model (GET /v1/models). */
 async function firstModel(t: Target, timeoutMs: number): Promise<string> {
   const r = await getText(t, "/v1/models", timeoutMs);
-  if (r === null) throw new Error(`cannot reach ${t.base}`);
-  if (r.status !== 200) throw new Error(`${t.base}/v1/models answered ${r.status}; give --model`);
+  if (r === null) throw new CodedError("unreachable", `cannot reach ${t.base}`);
+  if (r.status !== 200) throw new CodedError("unreachable", `${t.base}/v1/models answered ${r.status}; give --model`);
   try {
     const j = JSON.parse(r.text) as { data?: { id?: unknown }[] };
     const id = j.data?.[0]?.id;
@@ -207,7 +208,7 @@ async function firstModel(t: Target, timeoutMs: number): Promise<string> {
   } catch {
     // fall through
   }
-  throw new Error(`${t.base}/v1/models lists no model; give --model`);
+  throw new CodedError("usage", `${t.base}/v1/models lists no model; give --model`);
 }
 
 /** `harmony_recoveries_total` by kind from a Prometheus text page. */

@@ -2,8 +2,8 @@
  * Latency percentiles for the load tester's reports, from an HDR histogram
  * (3 significant digits) with the exact extremes beside it. An HDR
  * histogram answers a percentile with the top of the bucket the value fell
- * in, which can lie above the largest value recorded (a p99.99 of 690.2 ms
- * against a max of 689.9 ms): every percentile is clamped to [min, max].
+ * in, which can lie above the largest value recorded (a p99.99 above the
+ * max): every percentile is clamped to [min, max].
  * A percentile is only given where the run has the samples for it: p99.9
  * needs 1,000 (one sample in a thousand above it), p99.99 10,000.
  */

@@ -7,6 +7,7 @@
 import cliProgress from "cli-progress";
 import { HarmonyClient } from "../client/index.js";
 import type { HarmonyEvent } from "../core/events.js";
+import { CodedError } from "../core/errors.js";
 import type { Vocabulary } from "../core/vocab.js";
 import { check, FAILURE_KINDS, observe, type FailureKind } from "./check.js";
 import { FAULT_KINDS, generateStream, type Encoder, type FaultKind, type GeneratedStream } from "./generate.js";
@@ -337,7 +338,7 @@ async function pass(
       lastTick = now;
       lastTokens = tokens;
     }
-    if (client.closed) throw new Error("the server closed the connection");
+    if (client.closed) throw new CodedError("unreachable", "the server closed the connection");
   }
   // wait for the last answers
   const waitUntil = performance.now() + 30_000;
@@ -385,7 +386,7 @@ async function pass(
  */
 export async function runLoadtest(opts: LoadtestOptions, enc: Encoder, vocab: Vocabulary, label?: string): Promise<Report> {
   const target = opts.url ?? (opts.grpc ? `grpc://${opts.grpc}` : null);
-  if (target === null) throw new Error("no target: give a WebSocket URL or a gRPC address");
+  if (target === null) throw new CodedError("usage", "no target: give a WebSocket URL or a gRPC address");
   const client = await HarmonyClient.connect(target, { ...(opts.token ? { token: opts.token } : {}), handles: opts.handles === true });
   try {
     const inProcess = label !== undefined;

@@ -11,7 +11,7 @@
  * - `commentary` deltas (preambles)            -> `delta.content` (option `commentary`)
  * - function calls (`functions.*` recipients)  -> `delta.tool_calls`, arguments through
  *   ./streamed-arguments.ts: their deltas add up to `tool_call_end`'s arguments,
- *   repaired where a known broken shape applies (HARMONY.md §4, rule 12)
+ *   repaired where a known broken shape applies (docs/resilience.md, rule 12)
  * - built-in tool calls (`python`, `browser.*`, `container.*`, ...: not
  *   client-executable) -> their arguments as reasoning text (option `builtinTools`)
  * - a message the parser read as text because calls were not allowed (a
@@ -35,6 +35,7 @@ import type {
   ChatCompletionMessageFunctionToolCall,
 } from "openai/resources/chat/completions";
 import type { CompletionUsage } from "openai/resources/completions";
+import { UPSTREAM_DEFAULTS } from "../core/defaults.js";
 import type { DeltaKind, DoneEvent, ErrorEvent, FinishReason, HarmonyEvent, ToolCallEndEvent, ToolCallStartEvent } from "../core/events.js";
 import { DroppedCalls, type DroppedCall } from "./dropped-calls.js";
 import { StreamedArguments } from "./streamed-arguments.js";
@@ -172,7 +173,7 @@ export class ChatCompletionChunkAdapter {
 
   constructor(options: ChatAdapterOptions) {
     this.options = { ...options };
-    this.reasoningField = options.reasoningField ?? "reasoning";
+    this.reasoningField = options.reasoningField ?? UPSTREAM_DEFAULTS.reasoningField;
     this.choiceIndex = options.choiceIndex ?? 0;
     this.namespace = options.functionNamespace ?? "functions";
   }
@@ -399,10 +400,11 @@ export class ChatCompletionAccumulator {
 
   /** The `chat.completion`; throws if the stream has not finished (no `done` yet). */
   result(): HarmonyChatCompletion {
-    if (this.finish === null) throw new Error("ChatCompletionAccumulator.result(): the stream has not finished (push its done event)");
+    // a bug of the caller's: it asked before pushing the stream's done event
+    if (this.finish === null) throw new Error("bug: ChatCompletionAccumulator.result(): the stream has not finished (push its done event)");
     const o = this.adapter.options;
     const message: HarmonyChatCompletionMessage = { role: "assistant", content: this.content, refusal: null };
-    message[o.reasoningField ?? "reasoning"] = this.reasoning;
+    message[o.reasoningField ?? UPSTREAM_DEFAULTS.reasoningField] = this.reasoning;
     if (this.toolCalls.length > 0) {
       message.tool_calls = this.toolCalls.map((c) => ({ id: c.id, type: "function", function: { ...c.function } }));
     }

@@ -253,7 +253,7 @@ function outputOf(output: unknown, path: string): Text {
 /**
  * Responses `input` (with `instructions`, `tools`, `reasoning`, `text`) →
  * the chat request the renderer takes, following Harmony's turn
- * structure (HARMONY.md §5):
+ * structure (docs/protocol.md, "Rendering prompts, and restoring dropped reasoning"):
  * - user, system and developer messages as they are;
  * - the assistant items between two of those (or tool outputs) are one
  *   turn in progress: `reasoning` items are its `analysis`; an assistant

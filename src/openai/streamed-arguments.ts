@@ -1,8 +1,8 @@
 /**
  * A function call's streamed arguments, so that what a client assembles
  * from the deltas equals the call's `tool_call_end` arguments: the text as
- * generated when it is JSON, else its rule-12 repair (HARMONY.md §4; the
- * shapes are src/core/arguments.ts's). The parser's deltas stay as
+ * generated when it is JSON, else its rule-12 repair (docs/resilience.md;
+ * the shapes are src/core/arguments.ts's). The parser's deltas stay as
  * generated; Chat's `delta.tool_calls[].function.arguments` and Responses'
  * `response.function_call_arguments.delta` are what clients concatenate
  * (the `openai` package's ChatCompletionStream and ResponseAccumulator,

@@ -8,6 +8,7 @@
 import { existsSync } from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
+import { CodedError } from "../core/errors.js";
 
 /** The project's worker threads, by their entry point's name in workers/. */
 export type WorkerName = "parser" | "render" | "check" | "inspect";
@@ -22,6 +23,6 @@ export function builtWorker(name: WorkerName): string {
     path.join(here, "../../dist/workers", file), // src/pool → dist/workers
   ];
   const found = candidates.find((f) => existsSync(f));
-  if (!found) throw new Error(`workers/${name}.ts is not built; run \`make build\``);
+  if (!found) throw new CodedError("not_built", `workers/${name}.ts is not built; run \`make build\``);
   return found;
 }

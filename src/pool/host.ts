@@ -65,8 +65,8 @@ const MAX_NOTES = 64;
 
 /**
  * Event types counted in a slot each while a batch runs, folded into its
- * Counts by finish(): a keyed store per event into a fresh object was a
- * megamorphic lookup (~2% of the service's thread in the (a) bench).
+ * Counts by finish(): a keyed store per event into a fresh object is a
+ * megamorphic lookup, a visible share of the service's thread.
  */
 const COUNTED = ["message_start", "message_end", "tool_call_start", "tool_call_end", "recovery", "error", "done"] as const;
 const COUNTED_SLOT: ReadonlyMap<string, number> = new Map(COUNTED.map((type, slot) => [type, slot]));

@@ -223,7 +223,7 @@ export class ParserPool extends EventEmitter<PoolEvents> {
 
   private thread(slot: number): Piscina {
     const p = this.slots[slot]!.piscina;
-    if (!p) throw new Error("the inline slot has no thread to crash");
+    if (!p) throw new Error("bug: the inline slot has no thread to crash");
     return p;
   }
 

@@ -18,7 +18,7 @@ export interface OpenSpec {
   memoScope: string;
   /** Output as parser events, or as OpenAI objects. */
   format: OutputFormat;
-  /** After the stop that ends a primed completion: drop (default) or parse on (rule 8). */
+  /** After the stop that ends a primed completion: drop (default) or parse on (docs/resilience.md, rule 8). */
   afterStop: "drop" | "parse";
   /** Declared tools (rule 11); null: none declared. */
   tools: string[] | null;

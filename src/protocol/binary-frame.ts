@@ -11,9 +11,9 @@
  * Like `ws`'s receiver: limits are checked as early as possible, and errors
  * are returned as data, never thrown.
  */
+import { LIMIT_DEFAULTS } from "../core/defaults.js";
 import { FIELDS, Wire } from "./fields.js";
 import {
-  MAX_OPS_PER_FRAME,
   OpErrors,
   OP_CLOSE,
   OP_OPEN,
@@ -190,7 +190,7 @@ export class BinaryFrameReader {
   }
 
   /** Read a binary ClientFrame. `maxIds` bounds the ids of the whole frame. */
-  read(buf: Uint8Array, s: Schema, maxIds: number, maxOps: number = MAX_OPS_PER_FRAME): ReadFrame {
+  read(buf: Uint8Array, s: Schema, maxIds: number, maxOps: number = LIMIT_DEFAULTS.maxOpsPerFrame): ReadFrame {
     this.sink.n = 0;
     this.ops.clear();
     const r = readBinary(
@@ -251,7 +251,7 @@ function internName(buf: Uint8Array, s: number, e: number, names: Map<number, st
 }
 
 /** Read one binary ClientFrame with fresh buffers. `maxIds` bounds the ids of the whole frame. */
-export function readBinaryFrame(buf: Uint8Array, s: Schema, maxIds: number, maxOps: number = MAX_OPS_PER_FRAME): ReadFrame {
+export function readBinaryFrame(buf: Uint8Array, s: Schema, maxIds: number, maxOps: number = LIMIT_DEFAULTS.maxOpsPerFrame): ReadFrame {
   return readBinary(
     buf,
     s,
@@ -279,8 +279,8 @@ function readBinary(
   names: Map<number, string> | null,
 ): ReadFrame {
   // the numbers the loops compare with, in locals: a module's constants, and
-  // more so imported ones, are loaded (and checked) at each use, 2% of
-  // reading a 256-stream step frame. An op's kind is its field number.
+  // more so imported ones, are loaded (and checked) at each use, a
+  // measurable share of reading a step frame. An op's kind is its field number.
   const lenWire = Wire.LEN;
   const varintWire = Wire.VARINT;
   const opsNo = FIELDS.ClientFrame.ops.no;

@@ -130,7 +130,7 @@ const SCALAR_WIRE: Readonly<Record<string, number>> = { uint32: Wire.VARINT, boo
 export function wireType(f: FieldSpec): number {
   const scalar = SCALAR_WIRE[f.type];
   if (scalar === undefined) {
-    if (!/^[A-Z]|\./.test(f.type)) throw new Error(`no wire type for the field type ${f.type}`);
+    if (!/^[A-Z]|\./.test(f.type)) throw new Error(`bug: no wire type for the field type ${f.type}`);
     return Wire.LEN; // a message
   }
   return f.repeated ? Wire.LEN : scalar;
@@ -147,6 +147,6 @@ export function tag(no: number, wire: number): number {
  */
 export function tagByte(f: FieldSpec, wire: number = wireType(f)): number {
   const t = tag(f.no, wire);
-  if (t > 0x7f) throw new Error(`field ${f.no}'s tag does not fit one byte`);
+  if (t > 0x7f) throw new Error(`bug: field ${f.no}'s tag does not fit one byte`);
   return t;
 }

@@ -97,8 +97,8 @@ const SHORT = 48;
  * The strings the writer takes come in many of V8's representations (flat,
  * cons, sliced, internalized; one- or two-byte): a loop reading
  * `s.length` and `s.charCodeAt` per character turns megamorphic (a stub
- * cache lookup per character: ~12 ns a character in the service, against
- * ~2 ns monomorphic; bench/RESULTS.md, 2026-12-01). So lengths are native,
+ * cache lookup per character, several times the cost of a monomorphic
+ * read). So lengths are native,
  * and characters are read through String.prototype.charCodeAt itself,
  * which TurboFan inlines whatever the string's map.
  */
@@ -167,9 +167,9 @@ export class FrameWriter {
   /**
    * @param slabbed take() hands out views of the buffer it wrote into,
    * instead of exact-size copies, and the next batch is written after them
-   * (a new slab when one is full). No allocation or copy per batch, which
-   * for a 5 KB answer was ~5 µs of malloc and copy; for results used on this
-   * thread only (a view handed to postMessage would clone its whole slab).
+   * (a new slab when one is full): no allocation and copy per batch, a
+   * measured cost on every answer. For results used on this thread only (a
+   * view handed to postMessage would clone its whole slab).
    * A slab stays alive while any of its views does: at most SLAB bytes per
    * answer still queued on a socket.
    */
@@ -236,7 +236,7 @@ export class FrameWriter {
    * The same delta, its text given as tokens `ids[start, end)` whose bytes
    * (`bytes[offsets[id], offsets[id + 1])`, whole UTF-8) are copied as they
    * are: no string is built. It repeats deltaOf's header code on purpose: a
-   * helper shared by both made this, the hottest writer, 1.4x slower.
+   * helper shared by both made this, the hottest writer, measurably slower.
    */
   deltaTokens(
     nameField: string,
@@ -272,7 +272,7 @@ export class FrameWriter {
       if (index < 0x80) buf[at++] = index;
       else at = putVarint(buf, at, index);
     }
-    // a few bytes: a loop (buf.set was a property lookup and a builtin call per delta, ~3% of the service's thread)
+    // a few bytes: a loop (buf.set is a property lookup and a builtin call per delta, a visible share of the service's thread)
     for (let k = 0, n = kindBytes.length; k < n; k++) buf[at++] = kindBytes[k]!;
     if (textLen > 0) {
       buf[at++] = DELTA_TEXT; // Delta.text

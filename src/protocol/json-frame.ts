@@ -5,7 +5,8 @@
  * as data, never thrown.
  */
 import { describeValue, parseJson, isObj, type JsonObject } from "../core/json.js";
-import { MAX_OPS_PER_FRAME, OP_CLOSE, OP_OPEN, OP_RENDER, OpErrors, OpList, refused, type OpError, type ReadFrame } from "./ops.js";
+import { LIMIT_DEFAULTS } from "../core/defaults.js";
+import { OP_CLOSE, OP_OPEN, OP_RENDER, OpErrors, OpList, refused, type OpError, type ReadFrame } from "./ops.js";
 import { IdSink } from "./wire.js";
 
 /** A field by its proto name or its lowerCamelCase JSON name. */
@@ -50,7 +51,7 @@ function uint32Field(o: JsonObject, name: string): number | Error {
 }
 
 /** Read the JSON form (a text frame) of a ClientFrame. */
-export function readJsonFrame(text: string, maxIds: number, maxOps: number = MAX_OPS_PER_FRAME): ReadFrame {
+export function readJsonFrame(text: string, maxIds: number, maxOps: number = LIMIT_DEFAULTS.maxOpsPerFrame): ReadFrame {
   const fatal = (message: string): ReadFrame => refused("bad_frame", message);
   const parsed = parseJson(text);
   if (!parsed.ok)

@@ -66,10 +66,11 @@ export interface OpError {
 
 /**
  * The ops of one frame, in order, as parallel arrays: a 256-stream step
- * frame is 256 Tokens ops, and an object per op was half of what the main
- * thread allocated. Tokens ops are a kind, a name or handle and an id range;
- * Open, Close and Render keep their decoded object in `rare`. A reader
- * reuses its list from frame to frame: entries at and past `n` are stale.
+ * frame is 256 Tokens ops, and an object per op would be a large share of
+ * what the main thread allocates. Tokens ops are a kind, a name or handle
+ * and an id range; Open, Close and Render keep their decoded object in
+ * `rare`. A reader reuses its list from frame to frame: entries at and
+ * past `n` are stale.
  */
 export class OpList {
   n = 0;
@@ -158,9 +159,6 @@ export interface ReadFrame {
   fatal?: OpError;
 }
 
-/** Ops one frame may carry (`--max-ops-per-frame`'s default): a step of 16,384 streams, each an open, tokens and a close, with room to spare. */
-export const MAX_OPS_PER_FRAME = 65536;
-
 /** Errors of one code answered one by one in a frame; past this they are counted in one more error. */
 export const MAX_ERRORS_PER_CODE = 16;
 
@@ -177,8 +175,8 @@ const NO_OP_ERRORS: readonly OpError[] = Object.freeze([]);
  * MAX_ERRORS_PER_CODE of each code are kept as they are, the rest are
  * counted and reported in one error of that code at the end. Its list and
  * maps are made at the first error: one per frame read, and most frames
- * have none (two maps a frame were a third of what reading a step frame
- * allocated).
+ * have none (two maps a frame would be a large share of what reading a
+ * step frame allocates).
  */
 export class OpErrors {
   private list: OpError[] | null = null;

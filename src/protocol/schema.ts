@@ -7,6 +7,7 @@ import { existsSync } from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import protobuf from "protobufjs";
+import { CodedError } from "../core/errors.js";
 
 /** proto/ from both src/ (tests) and dist/src/ (built). */
 export function protoDir(): string {
@@ -16,7 +17,7 @@ export function protoDir(): string {
     if (existsSync(path.join(candidate, "harmony", "v1", "harmony.proto"))) return candidate;
     dir = path.dirname(dir);
   }
-  throw new Error("proto/ directory not found next to the package");
+  throw new CodedError("not_built", "proto/ directory not found next to the package");
 }
 
 export interface Schema {

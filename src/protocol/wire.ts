@@ -3,11 +3,16 @@
  * and writer (frame-writer.ts): varints both ways, a minimal reader over one
  * buffer, UTF-8 string fields, and packed repeated uint32 ids.
  */
+import { CodedError } from "../core/errors.js";
 import { Wire } from "./fields.js";
 import { OUT_OF_RANGE_ID } from "./ops.js";
 
-/** A frame that does not follow the wire format (a refused frame's message). */
-export class WireError extends Error {}
+/** A frame that does not follow the wire format: the frame is refused (`bad_frame`), with this message. */
+export class WireError extends CodedError {
+  constructor(message: string) {
+    super("bad_frame", message);
+  }
+}
 
 // ignoreBOM: a leading U+FEFF is part of the string, as protobuf and JSON keep it
 const utf8 = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true });

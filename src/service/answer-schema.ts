@@ -11,7 +11,7 @@
  * translated from ECMAScript syntax by its `translateRegExp`; a pattern that
  * needs backtracking (a lookahead, a backreference) does not compile, and
  * the schema is refused for it. V8's linear engine (`--enable-experimental-
- * regexp-engine`, the `l` flag) was measured and left: on Node 20 to 24 it
+ * regexp-engine`, the `l` flag) is not used: on Node 20 to 24 it
  * refuses the `u` flag Ajv gives every pattern and any counted repetition
  * over 16 (`{1,64}`), and without `u` it reads `\p{L}` as the letter p
  * (bench/RESULTS.md, "Answer checks").

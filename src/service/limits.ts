@@ -1,4 +1,6 @@
-/** The per-connection limits, with their defaults (`serve` flags set them: src/commands/settings.ts). */
+import { LIMIT_DEFAULTS } from "../core/defaults.js";
+
+/** The per-connection limits (`serve` flags set them: src/commands/settings.ts; defaults in src/core/defaults.ts). */
 export interface Limits {
   /** Largest client frame, bytes (WebSocket message or gRPC message). */
   maxFrameBytes: number;
@@ -23,7 +25,7 @@ export interface Limits {
    * are refused with `over_budget`.
    */
   maxConnectionBytes: number;
-  /** V8 heap bytes past which no new stream is opened anywhere (`over_budget`); 0: 75% of the heap limit. */
+  /** V8 heap bytes past which no new stream is opened anywhere (`over_budget`); 0: HEAP_BUDGET_SHARE of the heap limit. */
   memoryBudgetBytes: number;
   /**
    * A client whose answers stay unread this long (its buffer over the bound,
@@ -42,17 +44,5 @@ export interface Limits {
  */
 export const STREAM_BYTES = 16 * 1024;
 
-export const DEFAULT_LIMITS: Limits = {
-  maxFrameBytes: 4 * 1024 * 1024,
-  maxStreamsPerConnection: 16384,
-  maxIdsPerFrame: 262144,
-  idleTimeoutMs: 300_000,
-  pingIntervalMs: 30_000,
-  maxInflightFrames: 64,
-  maxBufferedBytes: 8 * 1024 * 1024,
-  maxOpsPerFrame: 65536,
-  maxStreamName: 1024,
-  maxConnectionBytes: 256 * 1024 * 1024,
-  memoryBudgetBytes: 0,
-  slowClientTimeoutMs: 30_000,
-};
+/** The defaults as `Limits` (src/core/defaults.ts). */
+export const DEFAULT_LIMITS: Limits = LIMIT_DEFAULTS;

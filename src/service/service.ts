@@ -9,6 +9,7 @@ import os from "node:os";
 import { getHeapStatistics } from "node:v8";
 
 import { createHash, timingSafeEqual } from "node:crypto";
+import { COT_STORE_DEFAULTS, defaultWorkers, HEAP_BUDGET_SHARE, RESPONSE_STORE_DEFAULTS, SERVICE_DEFAULTS } from "../core/defaults.js";
 import { parseJson } from "../core/json.js";
 import { LOCAL_TENANT, memoScope } from "../store/store.js";
 import { pino, type Logger } from "pino";
@@ -34,7 +35,11 @@ export { DEFAULT_LIMITS, type Limits } from "./limits.js";
 export interface ServiceOptions {
   /** Parser worker threads (0: parse on the main thread only). */
   workers: number;
-  /** Streams the main thread parses itself before new ones go to workers (the pool's inline slot). */
+  /**
+   * Streams the main thread parses itself before new ones go to workers (the
+   * pool's inline slot). Left out: none, every stream goes to a worker when
+   * there are workers; `serve` gives SERVICE_DEFAULTS.inline.
+   */
   inline?: number;
   /** Bearer token required from clients, when set. */
   token?: string | undefined;
@@ -67,7 +72,9 @@ export interface ResponseStoreSettings {
   ttlMs: number;
 }
 
-export const DEFAULT_RESPONSE_STORE: ResponseStoreSettings = { maxBytes: 64 * 1024 * 1024, ttlMs: 60 * 60_000 };
+/** The defaults in the service's option shapes (src/core/defaults.ts). */
+export const DEFAULT_RESPONSE_STORE: ResponseStoreSettings = RESPONSE_STORE_DEFAULTS;
+export const DEFAULT_COT_STORE: CotStoreSettings = COT_STORE_DEFAULTS;
 
 /** How long a Responses request waits for the shared store (one read, write or delete) before going on without it. */
 export const RESPONSE_STORE_TIMEOUT_MS = 1000;
@@ -75,12 +82,7 @@ export const RESPONSE_STORE_TIMEOUT_MS = 1000;
 /** Recovery log lines per second, at most (each lists one batch's recoveries; docs/protocol.md). */
 export const RECOVERY_LOG_LINES = 10;
 
-export const DEFAULT_COT_STORE: CotStoreSettings = { maxBytes: 64 * 1024 * 1024, maxEntries: 100_000, ttlMs: 30 * 60_000 };
-
-/** Worker threads for a machine with `cores` cores (see DEFAULTS). */
-export function defaultWorkers(cores: number): number {
-  return cores <= 2 ? 0 : Math.min(cores - 1, 8);
-}
+export { defaultWorkers };
 
 /** A file's text, or null when it cannot be read. */
 function readText(file: string): string | null {
@@ -173,17 +175,12 @@ export function usableCores(cpuLimit: number | null = cgroupCpuLimit(), parallel
   return Math.max(1, Math.min(parallelism, Math.ceil(cpuLimit)));
 }
 
+/** `serve`'s defaults for the service's options (src/core/defaults.ts), the worker threads counted on this machine's usable cores. */
 export const DEFAULTS: Omit<ServiceOptions, "limits"> = {
-  // With 3+ cores: one core for the main thread (frames, sockets, the first
-  // --inline streams), the rest parse on workers. With 2 or fewer, a thread
-  // hop costs more CPU than it saves: paced at half of the peak, a
-  // 256-stream frame took 0.43-0.48 ms of service CPU all on the main thread
-  // against 0.53-0.82 ms with one worker, with a p99 about 4x lower
-  // (bench/service-bench.ts; bench/RESULTS.md has the runs).
   workers: defaultWorkers(usableCores()),
-  inline: 16,
-  drainTimeoutMs: 10_000,
-  logLevel: "info",
+  inline: SERVICE_DEFAULTS.inline,
+  drainTimeoutMs: SERVICE_DEFAULTS.drainTimeoutMs,
+  logLevel: SERVICE_DEFAULTS.logLevel,
 };
 
 /** The service; connections see it as their {@link ConnectionHost}. */
@@ -226,7 +223,7 @@ export class Service implements ConnectionHost {
     this.limits = options.limits;
     this.token = options.token || undefined;
     this.cot = new CotStore(options.cotStore ?? DEFAULT_COT_STORE);
-    this.logger = options.logger ?? pino({ level: options.logLevel ?? "info", base: { service: "harmony-sidecar" } });
+    this.logger = options.logger ?? pino({ level: options.logLevel ?? SERVICE_DEFAULTS.logLevel, base: { service: "harmony-sidecar" } });
   }
 
   /** Build the vocabulary and start the workers. */
@@ -341,7 +338,7 @@ export class Service implements ConnectionHost {
 
   /**
    * Whether the V8 heap is past the memory budget (limits.memoryBudgetBytes,
-   * else 75% of the heap limit): new streams are then refused with
+   * else HEAP_BUDGET_SHARE of the heap limit): new streams are then refused with
    * `over_budget` until garbage collection brings it back, so that input
    * within the documented limits never runs the process out of memory.
    * Read at most every 50 ms (a heap-statistics call per open would cost).
@@ -351,7 +348,7 @@ export class Service implements ConnectionHost {
     if (now - this.budgetAt > 50) {
       this.budgetAt = now;
       const h = getHeapStatistics();
-      const budget = this.limits.memoryBudgetBytes > 0 ? this.limits.memoryBudgetBytes : 0.75 * h.heap_size_limit;
+      const budget = this.limits.memoryBudgetBytes > 0 ? this.limits.memoryBudgetBytes : HEAP_BUDGET_SHARE * h.heap_size_limit;
       this.overBudgetNow = h.used_heap_size > budget;
     }
     return this.overBudgetNow;
@@ -366,8 +363,7 @@ export class Service implements ConnectionHost {
    * RECOVERY_LOG_LINES a second; what is left out is counted in the next
    * line (`unlogged`). The metrics count every recovery. Unbounded, a
    * stream of malformed output is a stream of log lines: pino writes each
-   * synchronously (~40 µs on the service's thread in the bench, 1% of its
-   * time at one recovery per ~10k tokens), and a hostile engine could fill
+   * synchronously, on the service's thread, and a hostile engine could fill
    * the disk.
    */
   private logRecoveries(conn: number, notes: RecoveryNote[]): void {
@@ -447,7 +443,7 @@ export class Service implements ConnectionHost {
     return r;
   }
 
-  /** The request with the reasoning `tenant`'s streams remembered put back (HARMONY.md §5). */
+  /** The request with the reasoning `tenant`'s streams remembered put back (docs/protocol.md, "Rendering prompts, and restoring dropped reasoning"). */
   private async restore(request: unknown, tenant: string): Promise<ReturnType<typeof restoreReasoning>> {
     const scope = memoScope(tenant);
     let recall = (id: string): string | undefined => this.cot.recall(scope + id);

@@ -59,7 +59,7 @@ export function sample(
     const ended = firstStop >= 0;
     return { sampled: { ids: gen.tokens, then: ended ? "eos" : "length" }, gen: { ...gen, index } };
   }
-  throw new Error("unreachable: the last draw has no fault");
+  throw new Error("bug: the last draw has no fault");
 }
 
 /** What the simulator reports for one choice it generated. */

@@ -13,7 +13,7 @@ import type { Vocabulary } from "../core/vocab.js";
 import { MAX_SHAPE_CHOICES, MAX_SHAPE_DEPTH, MAX_SHAPE_PROPS, type ArgShape, type Literal, type ToolSpec } from "../loadtest/arguments.js";
 
 /** Tools read from one prompt at most. */
-export const MAX_TOOLS = 128;
+export const MAX_PROMPT_TOOLS = 128;
 /** Characters of a tools block read at most (a longer block is read up to here). */
 export const MAX_TOOLS_TEXT = 1 << 20;
 
@@ -72,7 +72,7 @@ export function declaredTools(prompt: string): ToolSpec[] | undefined {
   const tools: ToolSpec[] = [];
   const decl = /^type ([^\s=][^=\n]*?) = \(/gm;
   let m: RegExpExecArray | null;
-  while ((m = decl.exec(block)) !== null && tools.length < MAX_TOOLS) {
+  while ((m = decl.exec(block)) !== null && tools.length < MAX_PROMPT_TOOLS) {
     const name = m[1]!;
     const at = decl.lastIndex;
     if (block.startsWith(") => any;", at)) {

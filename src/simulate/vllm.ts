@@ -17,15 +17,14 @@
  */
 
 import { TextDecoder } from "node:util";
+import { HARMONY } from "../core/preset.js";
 
 type Obj = Record<string, unknown>;
 
 /** gpt-oss's tokenizer EOS, `<|return|>`: stops with `stop_reason: null`. */
-export const TOKENIZER_EOS = 200002;
-/** gpt-oss generation_config.json `eos_token_id`: the ids other than the tokenizer's join every request's stop ids. */
-export const GENERATION_CONFIG_EOS = [200002, 199999, 200012];
-/** The first special id of o200k_harmony: ids from here are dropped from text when `skip_special_tokens`. */
-export const FIRST_SPECIAL = 199998;
+export const TOKENIZER_EOS = HARMONY.tokens.return;
+/** gpt-oss generation_config.json `eos_token_id` (`<|return|>`, `<|endoftext|>`, `<|call|>`): the ids other than the tokenizer's join every request's stop ids. */
+export const GENERATION_CONFIG_EOS = [HARMONY.tokens.return, HARMONY.specials["<|endoftext|>"]!, HARMONY.tokens.call];
 
 /** The largest `repetition_detection` pattern size and count the simulator checks (more is read as this). */
 export const MAX_REPETITION = 64;
@@ -295,7 +294,8 @@ export function textOf(
   const keep = dropLast ? ids.slice(0, -1) : ids;
   let out = "";
   for (const id of keep) {
-    if (skipSpecial && id >= FIRST_SPECIAL) continue;
+    // special ids are dropped from text when `skip_special_tokens`
+    if (skipSpecial && id >= HARMONY.firstSpecial) continue;
     out += decoder.decode(bytesOf(id), { stream: true });
   }
   if (last) out += decoder.decode();

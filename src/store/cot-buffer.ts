@@ -154,7 +154,7 @@ export class CotBuffer {
 }
 
 /**
- * The memo policy (HARMONY.md §5): what a stream's reasoning buffer does at
+ * The memo policy (the restoration of docs/protocol.md, "Rendering prompts, and restoring dropped reasoning"): what a stream's reasoning buffer does at
  * each of its events. Reasoning deltas are kept; messages of one turn are
  * separated by a blank line; a tool call remembers the reasoning so far
  * under its id (straight into `sink` on the main thread, else into `memos`,

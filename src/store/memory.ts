@@ -24,6 +24,7 @@
  * order, into a new ring.
  */
 import type { ReasoningStore } from "./store.js";
+import { CodedError } from "../core/errors.js";
 
 export interface CotStoreOptions {
   maxBytes: number;
@@ -89,7 +90,7 @@ export class CotStore implements ReasoningStore {
 
   constructor(readonly options: CotStoreOptions) {
     if (!(options.maxBytes <= MAX_STORE_BYTES)) {
-      throw new RangeError(`the reasoning store takes at most ${MAX_STORE_BYTES} bytes (1 GiB), not ${options.maxBytes}`);
+      throw new CodedError("usage", `the reasoning store takes at most ${MAX_STORE_BYTES} bytes (1 GiB), not ${options.maxBytes}`);
     }
     this.now = options.now ?? Date.now;
     this.ringBytes = Math.max(1, Math.floor(options.arenaBytes ?? 2 * options.maxBytes + MIN_EXTENT));

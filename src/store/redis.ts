@@ -25,6 +25,7 @@
  */
 import { createRequire } from "node:module";
 import type { Redis, RedisOptions } from "ioredis";
+import { CodedError } from "../core/errors.js";
 
 /** ioredis, loaded when a shared store is first made: a process without one never pays its start-up. */
 const loadIoredis = (): typeof import("ioredis") => createRequire(import.meta.url)("ioredis") as typeof import("ioredis");
@@ -113,7 +114,7 @@ export function connectionOptions(url: string): RedisOptions {
     const q = rest.indexOf("?");
     const path = decodeURIComponent(q === -1 ? rest : rest.slice(0, q));
     if (!path.startsWith("/"))
-      throw new Error(`a unix:// store URL names an absolute socket path (unix:///run/redis.sock), got ${redactUrl(url)}`);
+      throw new CodedError("usage", `a unix:// store URL names an absolute socket path (unix:///run/redis.sock), got ${redactUrl(url)}`);
     const params = new URLSearchParams(q === -1 ? "" : rest.slice(q + 1));
     const o: RedisOptions = { path };
     const db = params.get("db");
@@ -125,7 +126,7 @@ export function connectionOptions(url: string): RedisOptions {
     return o;
   }
   if (!/^rediss?:\/\//.test(url))
-    throw new Error(`the reasoning store is memory or a redis://, rediss:// or unix:// URL, got ${redactUrl(url)}`);
+    throw new CodedError("usage", `the reasoning store is memory or a redis://, rediss:// or unix:// URL, got ${redactUrl(url)}`);
   const u = new URL(url);
   const o: RedisOptions = { host: u.hostname.replace(/^\[|\]$/g, "") || "127.0.0.1", port: u.port === "" ? 6379 : Number(u.port) };
   if (u.username !== "") o.username = decodeURIComponent(u.username);

@@ -1,9 +1,10 @@
 /**
  * The reasoning store: the chain of thought behind each tool call the
  * service emitted, by call id, so that a stateless client's next turn can
- * have it put back into the prompt (HARMONY.md §5). One interface; the
- * in-process store (./memory.ts) implements it today, and a shared backend
- * can stand behind the same calls.
+ * have it put back into the prompt (docs/protocol.md, "Rendering prompts, and restoring dropped reasoning").
+ * One interface: the in-process store (./memory.ts) implements it, and the
+ * service's TieredStore (./tiered.ts) puts it in front of a shared Redis or
+ * Valkey store (./redis.ts) when one is configured.
  */
 /** The tenant of every client when the service has no bearer token. */
 export const LOCAL_TENANT = "local";

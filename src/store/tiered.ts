@@ -6,7 +6,7 @@
  * and keeps what it found locally.
  *
  * Without a shared store this is the in-process store and nothing more:
- * `recall` is synchronous, as it always was.
+ * `recall` is synchronous.
  */
 import type { CotStore } from "./memory.js";
 import type { SharedStore } from "./redis.js";

@@ -14,18 +14,20 @@
  * Engines and SDKs send no `Origin`, no `Sec-Fetch-*`, and JSON.
  */
 import type http from "node:http";
+import { ACCESS_DEFAULTS } from "../core/defaults.js";
 import type { HttpErrorCode } from "../core/errors.js";
 
 export interface AccessPolicy {
   /** Origins (`scheme://host[:port]`) whose pages may use the service. */
-  allowOrigins: string[];
+  allowOrigins: readonly string[];
   /** Host names clients may address the service by, besides the bound address. */
-  allowHosts: string[];
+  allowHosts: readonly string[];
   /** `/metrics` without the bearer token when one is set. */
   publicMetrics: boolean;
 }
 
-export const OPEN_ACCESS: AccessPolicy = { allowOrigins: [], allowHosts: [], publicMetrics: false };
+/** The default policy (src/core/defaults.ts): the bound address only, no web page but the service's own. */
+export const OPEN_ACCESS: AccessPolicy = ACCESS_DEFAULTS;
 
 export interface Refusal {
   status: number;

@@ -6,9 +6,13 @@
  * with the same reader as the WebSocket edge, and workers' ServerFrame bytes
  * go out untouched. With a token configured, calls must carry
  * `authorization: Bearer <token>` metadata (else UNAUTHENTICATED).
+ *
+ * A call that fails ends with a gRPC status and `code: message` as its
+ * details ({@link grpcError}); a stream's own errors are `error` events, as
+ * on the WebSocket edge.
  */
 import * as grpc from "@grpc/grpc-js";
-import { CLOSE_CODES } from "../core/errors.js";
+import { CLOSE_CODES, type ErrorCode } from "../core/errors.js";
 import { HARMONY_SERVICE, HEALTH_SERVICE, raw } from "../protocol/grpc-methods.js";
 import { ConnectionGroup, type Transport } from "../service/connection.js";
 import type { Service } from "../service/service.js";
@@ -17,6 +21,16 @@ export interface GrpcEdge {
   port: number;
   stopAccepting(): void;
   close(): Promise<void>;
+}
+
+/** A failed call's status: the gRPC status, and `code` (src/core/errors.ts; at `path` of the request, when given) and the message as its details. */
+export function grpcError(
+  status: grpc.status,
+  code: ErrorCode | keyof typeof CLOSE_CODES,
+  message: string,
+  path = "",
+): Partial<grpc.StatusObject> {
+  return { code: status, details: `${code}${path ? ` at ${path}` : ""}: ${message}` };
 }
 
 const SERVING = 1;
@@ -60,7 +74,7 @@ export async function startGrpc(svc: Service, host: string, port: number): Promi
   server.addService(HEALTH_SERVICE, {
     Check: (call: grpc.ServerUnaryCall<Buffer, Buffer>, cb: grpc.sendUnaryData<Buffer>) => {
       const status = healthOf(call.request);
-      if (status === SERVICE_UNKNOWN) cb({ code: grpc.status.NOT_FOUND, details: "unknown service" });
+      if (status === SERVICE_UNKNOWN) cb(grpcError(grpc.status.NOT_FOUND, "not_found", "unknown service"));
       else cb(null, healthBytes(status));
     },
     Watch: (call: grpc.ServerWritableStream<Buffer, Buffer>) => {
@@ -80,14 +94,14 @@ export async function startGrpc(svc: Service, host: string, port: number): Promi
   server.addService(HARMONY_SERVICE, {
     Render: async (call: grpc.ServerUnaryCall<Buffer, Buffer>, cb: grpc.sendUnaryData<Buffer>) => {
       if (!svc.authorized(call.metadata.get("authorization")[0]?.toString())) {
-        cb({ code: grpc.status.UNAUTHENTICATED, details: "a valid bearer token is required" });
+        cb(grpcError(grpc.status.UNAUTHENTICATED, "unauthorized", "a valid bearer token is required"));
         return;
       }
       let req: { request_id: string; request_json: string };
       try {
         req = svc.schema.Render.toObject(svc.schema.Render.decode(call.request), { defaults: true }) as typeof req;
       } catch {
-        cb({ code: grpc.status.INVALID_ARGUMENT, details: "bad_frame: not a harmony.v1.Render message" });
+        cb(grpcError(grpc.status.INVALID_ARGUMENT, "bad_frame", "not a harmony.v1.Render message"));
         return;
       }
       let r: Awaited<ReturnType<Service["renderJson"]>>;
@@ -96,14 +110,12 @@ export async function startGrpc(svc: Service, host: string, port: number): Promi
       } catch (e) {
         // a bug, not the request's fault: a status, never a rejection nobody handles
         svc.logger.error({ err: e instanceof Error ? e.message : String(e) }, "render failed");
-        cb({ code: grpc.status.INTERNAL, details: "internal: the render failed" });
+        cb(grpcError(grpc.status.INTERNAL, "internal", "the render failed"));
         return;
       }
       if (!r.ok) {
-        cb({
-          code: r.error.code === "render_timeout" ? grpc.status.UNAVAILABLE : grpc.status.INVALID_ARGUMENT,
-          details: `${r.error.code}${r.error.path ? ` at ${r.error.path}` : ""}: ${r.error.message}`,
-        });
+        const status = r.error.code === "render_timeout" ? grpc.status.UNAVAILABLE : grpc.status.INVALID_ARGUMENT;
+        cb(grpcError(status, r.error.code, r.error.message, r.error.path));
         return;
       }
       const { Rendered } = svc.schema;
@@ -111,7 +123,7 @@ export async function startGrpc(svc: Service, host: string, port: number): Promi
     },
     Stream: (call: grpc.ServerDuplexStream<Buffer, Buffer>) => {
       if (!svc.authorized(call.metadata.get("authorization")[0]?.toString())) {
-        call.emit("error", { code: grpc.status.UNAUTHENTICATED, details: "a valid bearer token is required" });
+        call.emit("error", grpcError(grpc.status.UNAUTHENTICATED, "unauthorized", "a valid bearer token is required"));
         return;
       }
       let ended = false;
@@ -127,9 +139,10 @@ export async function startGrpc(svc: Service, host: string, port: number): Promi
           if (ended) return;
           ended = true;
           // a drained call has already told every stream why it ended: finish cleanly
-          if (code === CLOSE_CODES.idle_timeout) call.emit("error", { code: grpc.status.UNAVAILABLE, details: "idle timeout" });
+          if (code === CLOSE_CODES.idle_timeout)
+            call.emit("error", grpcError(grpc.status.UNAVAILABLE, "idle_timeout", "nothing arrived in time"));
           else if (code === CLOSE_CODES.slow_reader)
-            call.emit("error", { code: grpc.status.RESOURCE_EXHAUSTED, details: "slow reader: answers left unread" });
+            call.emit("error", grpcError(grpc.status.RESOURCE_EXHAUSTED, "slow_reader", "answers left unread"));
           else call.end();
         },
       };

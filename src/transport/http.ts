@@ -16,14 +16,14 @@ import type { Duplex } from "node:stream";
 import { WebSocketServer, type WebSocket } from "ws";
 import type { Transport } from "../service/connection.js";
 import type { Service } from "../service/service.js";
-import { CLOSE_CODES, type HttpErrorCode } from "../core/errors.js";
+import { CLOSE_CODES, type ErrorCode } from "../core/errors.js";
 import { frontRoute, type FrontRoute, type OpenAIFront } from "./openai-front.js";
 import { Access, OPEN_ACCESS, type AccessPolicy } from "./access.js";
 import { closeInspect, handleInspect, handleParse, inspectRoute, PARSE_PATH } from "./inspect.js";
 import { engineSeries } from "./engine-metrics.js";
 import { proxy } from "./proxy.js";
 import { readTarget } from "./target.js";
-import { readJson, sendJson as json } from "./respond.js";
+import { readJson, refuseUpgrade, sendError, sendJson as json, sendOpenAIError } from "./respond.js";
 
 export const STREAM_PATH = "/v1/stream";
 /** The paths the sidecar answers itself (in sidecar mode every other one goes to the upstream). */
@@ -40,8 +40,8 @@ export const MAX_CORK_MS = 0.5;
 
 /**
  * Answers sent in one tick (the frames of one socket read, say) leave in
- * one write: a write per answer was about a quarter of the main thread at
- * the peak of the service bench; corked, ~8 answers share a write. But ws
+ * one write: a write per answer is a large share of the main thread at the
+ * peak load, and corked, several answers share a write. But ws
  * hands over every frame of a read in one go, so after a burst (a client
  * that stalled, then sent what it owed) the first answers would wait for
  * the last frame's parsing: once the cork has held answers for
@@ -149,10 +149,20 @@ export async function startHttp(
   const wss = new WebSocketServer({ noServer: true, maxPayload: limits.maxFrameBytes, perMessageDeflate: false });
   let accepting = true;
 
+  /** Whether a path speaks OpenAI's API (the front's paths, and in sidecar mode the engine's, passed on): its errors take OpenAI's shape. */
+  const openaiPath = (path: string): boolean =>
+    frontRoute(path) !== null || (front !== null && !OWN_PATHS.has(path) && path !== "/" && path !== RENDER_PATH && !inspectRoute(path));
+
+  /** A refusal in the shape of the path's API: OpenAI's on the OpenAI paths, the service's own elsewhere. */
+  function refuse(res: http.ServerResponse, path: string, status: number, code: ErrorCode, message: string): void {
+    if (openaiPath(path)) sendOpenAIError(res, status, code, message);
+    else sendError(res, status, code, message);
+  }
+
   const server = http.createServer((req, res) => {
     // one reading of the target decides what is served, whether a token is needed, and what is forwarded
     const target = readTarget(req.url);
-    if (!target.ok) return refuse(res, 400, "bad_request_target", target.message);
+    if (!target.ok) return sendError(res, 400, "bad_request_target", target.message);
     const url = target.url;
     // probes stay open whatever sends them
     if (url.pathname === "/healthz") return json(res, 200, { status: "ok" });
@@ -161,7 +171,7 @@ export async function startHttp(
       return json(res, r.ready ? 200 : 503, r.body);
     }
     const refusal = access.check(req);
-    if (refusal) return refuse(res, refusal.status, refusal.code, refusal.message);
+    if (refusal) return refuse(res, url.pathname, refusal.status, refusal.code, refusal.message);
     if (url.pathname === "/") return home(req, res, front !== null);
     if (url.pathname === RENDER_PATH) return render(req, res);
     if (inspectRoute(url.pathname)) return url.pathname === PARSE_PATH ? handleParse(svc, req, res) : handleInspect(req, res);
@@ -169,11 +179,11 @@ export async function startHttp(
     if (route) return openai(route, url, req, res);
     // in a vLLM pod, the paths the sidecar does not serve reach vLLM unchanged
     if (front && !OWN_PATHS.has(url.pathname)) return passOn(req, res, url.pathname, target.path);
-    if (req.method !== "GET" && req.method !== "HEAD") return json(res, 405, { error: "method not allowed" });
+    if (req.method !== "GET" && req.method !== "HEAD") return sendError(res, 405, "method_not_allowed", `${url.pathname} takes GET`);
     switch (url.pathname) {
       case "/metrics":
         if (!policy.publicMetrics && !svc.authorized(req.headers.authorization)) {
-          return refuse(res, 401, "unauthorized", "a valid bearer token is required (or start with --public-metrics true)");
+          return sendError(res, 401, "unauthorized", "a valid bearer token is required (or start with --public-metrics true)");
         }
         // in sidecar mode the engine's series (vllm:*) come first when they are valid Prometheus text, then the sidecar's own
         // (the engine's first: a skip is counted in the same scrape that leaves it out)
@@ -183,18 +193,18 @@ export async function startHttp(
             res.writeHead(200, { "content-type": svc.metrics.registry.contentType });
             res.end(theirs + ours);
           })
-          .catch((e: Error) => json(res, 500, { error: e.message }));
+          .catch((e: Error) => sendError(res, 500, "internal", `the metrics could not be collected: ${e.message}`));
         return;
       case STREAM_PATH:
-        return json(res, 426, { error: "this endpoint speaks WebSocket" });
+        return sendError(res, 426, "upgrade_required", `${STREAM_PATH} speaks WebSocket (ws://HOST:PORT${STREAM_PATH})`);
       default:
-        return json(res, 404, { error: "not found" });
+        return sendError(res, 404, "not_found", `nothing is served at ${url.pathname}; GET / lists what is`);
     }
   });
 
   /** GET /: what is served here (a page for a browser, JSON for anything else), in place of a bare 404. */
   function home(req: http.IncomingMessage, res: http.ServerResponse, sidecar: boolean): void {
-    if (req.method !== "GET" && req.method !== "HEAD") return json(res, 405, { error: "method not allowed" });
+    if (req.method !== "GET" && req.method !== "HEAD") return sendError(res, 405, "method_not_allowed", "/ takes GET");
     const links = homeLinks(sidecar);
     if (!/text\/html/.test(req.headers.accept ?? "")) return json(res, 200, { service: "harmony-sidecar", endpoints: links });
     const body = Buffer.from(homePage(links));
@@ -214,7 +224,7 @@ export async function startHttp(
    */
   function passOn(req: http.IncomingMessage, res: http.ServerResponse, path: string, forward: string): void {
     if (!OPEN_UPSTREAM_PATHS.has(path) && !svc.authorized(req.headers.authorization)) {
-      return refuse(res, 401, "unauthorized", "a valid bearer token is required");
+      return sendOpenAIError(res, 401, "unauthorized", "a valid bearer token is required");
     }
     proxy(req, res, front!.url, front!.timeoutMs, forward, front!.cfg.apiKey).catch((e: unknown) => internal(res, e, path));
   }
@@ -222,33 +232,31 @@ export async function startHttp(
   /** The OpenAI-compatible front (sidecar mode, with --upstream). */
   function openai(route: FrontRoute, url: URL, req: http.IncomingMessage, res: http.ServerResponse): void {
     const path = url.pathname;
-    const fail = (status: number, code: HttpErrorCode, message: string) =>
-      json(res, status, { error: { message, type: "invalid_request_error", param: null, code } });
-    if (!front) return fail(404, "no_upstream", "sidecar mode is off: start the server with --upstream URL");
-    if (!svc.authorized(req.headers.authorization)) return fail(401, "unauthorized", "a valid bearer token is required");
-    if (!route.methods.includes(req.method ?? "")) return fail(405, "method_not_allowed", `${path} takes ${route.methods.join(" or ")}`);
+    if (!front) return sendOpenAIError(res, 404, "no_upstream", "sidecar mode is off: start the server with --upstream URL");
+    if (!svc.authorized(req.headers.authorization)) return sendOpenAIError(res, 401, "unauthorized", "a valid bearer token is required");
+    if (!route.methods.includes(req.method ?? ""))
+      return sendOpenAIError(res, 405, "method_not_allowed", `${path} takes ${route.methods.join(" or ")}`);
     front.handle(route, url, req, res).catch((e: unknown) => internal(res, e, path));
   }
 
-  /** A request that failed in a way that is not the client's (a bug): logged, answered 500 (or ended, once started). */
+  /** A request that failed in a way that is not the client's (a bug): logged, answered 500 in its path's shape (or ended, once started). */
   function internal(res: http.ServerResponse, e: unknown, path: string): void {
     svc.logger.error({ err: e instanceof Error ? e.message : String(e), path }, "request failed");
-    if (!res.headersSent) json(res, 500, { error: { message: "internal error", type: "server_error", param: null, code: "internal" } });
+    if (!res.headersSent) refuse(res, path, 500, "internal", "internal error");
     else res.end();
   }
 
   /** POST /v1/render: a chat request in, {ids, text, restored} out. */
   function render(req: http.IncomingMessage, res: http.ServerResponse): void {
-    if (req.method !== "POST") return json(res, 405, { error: { code: "method_not_allowed", message: "POST a chat request" } });
-    if (!svc.authorized(req.headers.authorization))
-      return json(res, 401, { error: { code: "unauthorized", message: "a valid bearer token is required" } });
+    if (req.method !== "POST") return sendError(res, 405, "method_not_allowed", "POST a chat request");
+    if (!svc.authorized(req.headers.authorization)) return sendError(res, 401, "unauthorized", "a valid bearer token is required");
     const tenant = svc.tenantOf(req.headers.authorization);
     readJson(req, limits.maxFrameBytes)
       .then(async (read) => {
-        if (!read.ok) return json(res, read.status, { error: { code: read.code, message: read.message, path: "" } });
+        if (!read.ok) return sendError(res, read.status, read.code, read.message, { path: "" });
         const r = await svc.renderBody(read.value, tenant);
-        if (!r.ok && r.error.code === "render_timeout") return json(res, 503, { error: r.error });
-        if (!r.ok) return json(res, 400, { error: r.error });
+        if (!r.ok)
+          return sendError(res, r.error.code === "render_timeout" ? 503 : 400, r.error.code, r.error.message, { path: r.error.path });
         // made on the render thread: here it is only written out
         res.writeHead(200, { "content-type": "application/json", "content-length": r.body.byteLength });
         res.end(r.body);
@@ -256,29 +264,21 @@ export async function startHttp(
       .catch((e: unknown) => internal(res, e, RENDER_PATH));
   }
 
-  /** An error answer in the shape both the OpenAI front and /v1/render clients read (`error.code`, `error.message`). */
-  function refuse(res: http.ServerResponse, status: number, code: HttpErrorCode, message: string): void {
-    json(res, status, { error: { message, type: "invalid_request_error", param: null, code } });
-  }
-
   server.on("upgrade", (req, socket, head) => {
-    const refuse = (status: number, text: string) => {
-      socket.end(`HTTP/1.1 ${status} ${text}\r\nconnection: close\r\ncontent-length: 0\r\n\r\n`);
-    };
     const target = readTarget(req.url);
-    if (!target.ok) return refuse(400, "Bad Request");
-    if (target.url.pathname !== STREAM_PATH) {
+    if (!target.ok) return refuseUpgrade(socket, 400, "bad_request_target", target.message);
+    if (target.url.pathname !== STREAM_PATH)
       // say where the streams are (a client that left the path out of its ws:// URL reads this)
-      const text = `WebSocket streams are served at ${STREAM_PATH} (ws://HOST:PORT${STREAM_PATH}), not at ${target.url.pathname}\n`;
-      socket.end(
-        `HTTP/1.1 404 Not Found\r\nconnection: close\r\ncontent-type: text/plain; charset=utf-8\r\ncontent-length: ${Buffer.byteLength(text)}\r\n\r\n${text}`,
+      return refuseUpgrade(
+        socket,
+        404,
+        "not_found",
+        `WebSocket streams are served at ${STREAM_PATH} (ws://HOST:PORT${STREAM_PATH}), not at ${target.url.pathname}`,
       );
-      return;
-    }
-    if (!accepting) return refuse(503, "Service Unavailable");
+    if (!accepting) return refuseUpgrade(socket, 503, "shutting_down", "the server is draining");
     const refusal = access.check(req);
-    if (refusal) return refuse(refusal.status, refusal.status === 421 ? "Misdirected Request" : "Forbidden");
-    if (!svc.authorized(req.headers.authorization)) return refuse(401, "Unauthorized");
+    if (refusal) return refuseUpgrade(socket, refusal.status, refusal.code, refusal.message);
+    if (!svc.authorized(req.headers.authorization)) return refuseUpgrade(socket, 401, "unauthorized", "a valid bearer token is required");
     const tenant = svc.tenantOf(req.headers.authorization);
     wss.handleUpgrade(req, socket, head, (ws) => accept(ws, socket, tenant));
   });
@@ -357,7 +357,7 @@ export async function startHttp(
 
 /**
  * How `ws` unmasks client frames: natively, with the optional `bufferutil`
- * addon (about 25x faster on a 2.7 KB step frame, ~5 µs saved per frame) or
+ * addon (many times faster than the loop on a step frame) or
  * a runtime's own `http.websocketMask` (ws prefers it), or with a JS loop:
  * ws's own when the addon is missing or WS_NO_BUFFER_UTIL is set, or the
  * addon's fallback when its binary does not load.

@@ -18,7 +18,8 @@ import type { ParseDone, ParseJob } from "../inspect/parse.js";
 import { builtWorker } from "../pool/built-worker.js";
 import { DeadlineThread } from "../service/deadline-thread.js";
 import type { Service } from "../service/service.js";
-import { sendJson } from "./respond.js";
+import { errorBody } from "../core/errors.js";
+import { sendError } from "./respond.js";
 
 export { PARSE_PATH };
 export const INSPECT_PATH = "/inspect";
@@ -53,16 +54,12 @@ export async function parseOnWorker(body: Uint8Array, maxIds: number, deadlineMs
   const r = await parseThread.run({ body: copy, maxIds }, deadlineMs, late, [copy.buffer]);
   if (r.done !== null) return r.done;
   const code = r.timedOut ? "parse_timeout" : "internal";
-  return { id: 0, status: r.timedOut ? 503 : 500, body: Buffer.from(JSON.stringify({ error: { code, message: r.why } })) };
+  return { id: 0, status: r.timedOut ? 503 : 500, body: Buffer.from(JSON.stringify(errorBody(code, r.why))) };
 }
 
 /** Stop the worker thread (a server's close; the next request starts a new one). */
 export function closeInspect(): Promise<void> {
   return parseThread.close("the server is stopping");
-}
-
-function sendError(res: http.ServerResponse, status: number, code: string, message: string): void {
-  sendJson(res, status, { error: { code, message } });
 }
 
 /** POST /v1/parse: `{text | ids, mode, role, tools, after_stop, tokens}` → `{events}` (docs/inspect.md). */
@@ -103,7 +100,7 @@ export function handleParse(svc: Service, req: http.IncomingMessage, res: http.S
       },
       (e: Error) => {
         svc.logger.error({ err: e.message }, "parse request failed");
-        if (!res.headersSent) sendError(res, 500, "internal", "internal error");
+        sendError(res, 500, "internal", "internal error");
       },
     );
   });
@@ -154,7 +151,7 @@ export function handleInspect(req: http.IncomingMessage, res: http.ServerRespons
   } catch {
     return sendError(res, 500, "internal", "the inspector's files are missing: build with `npx tsc -p tsconfig.json`");
   }
-  if (!a) return sendJson(res, 404, { error: "not found" });
+  if (!a) return sendError(res, 404, "not_found", `the inspector has no file ${pathname}`);
   if (a.type.startsWith("text/html")) parseThread.start(); // the page will parse soon: build the worker's vocabulary meanwhile
   res.writeHead(200, {
     "content-type": a.type,

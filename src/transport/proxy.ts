@@ -9,6 +9,7 @@
 import type http from "node:http";
 import { pipeline } from "node:stream/promises";
 import { undici } from "../upstream/undici.js";
+import { sendOpenAIError } from "./respond.js";
 
 /** Headers that belong to one connection, never forwarded (RFC 9110 §7.6.1), and the Host, which is the upstream's. */
 const HOP_BY_HOP = new Set([
@@ -39,7 +40,8 @@ function forwardable(headers: http.IncomingHttpHeaders | Record<string, string |
 
 /**
  * Send a request on to the upstream at `base` and stream its answer back; a
- * failure is a 502 (or ends a started answer). `path` is the target as the
+ * failure is a 502 in OpenAI's error shape, as the engine's own errors are
+ * (or ends a started answer). `path` is the target as the
  * edge read it (./target.ts: the path its authorization was decided by),
  * never the raw `req.url`. With the engine's key (`--upstream-api-key`) it
  * replaces the client's Authorization, which is the sidecar's token when
@@ -75,9 +77,6 @@ export async function proxy(
       res.destroy();
       return;
     }
-    const message = `cannot reach the upstream: ${(e as Error).message}`.slice(0, 300);
-    const body = JSON.stringify({ error: { message, type: "upstream_error", param: null, code: "upstream_unreachable" } });
-    res.writeHead(502, { "content-type": "application/json", "content-length": Buffer.byteLength(body) });
-    res.end(body);
+    sendOpenAIError(res, 502, "upstream_unreachable", `cannot reach the upstream: ${(e as Error).message}`.slice(0, 300));
   }
 }

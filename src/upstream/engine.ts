@@ -2,9 +2,11 @@
  * What the OpenAI front needs of an inference engine, whichever it is: a
  * streaming completion driven by prompt token ids that answers with the
  * generated token ids, and its model list. One implementation per engine
- * (vLLM today: ./vllm.ts); the front sees only this interface.
+ * (./vllm.ts, ./sglang.ts, ./trtllm.ts, ./llamacpp.ts); the front sees only
+ * this interface.
  */
-import type { UpstreamErrorCode } from "../core/errors.js";
+import { CodedError, type UpstreamErrorCode } from "../core/errors.js";
+import { HARMONY } from "../core/preset.js";
 import type { VocabTable } from "../core/vocab.js";
 
 /** The engines the sidecar speaks to. */
@@ -19,11 +21,11 @@ export interface UpstreamConfig {
   reasoningField: "reasoning" | "reasoning_content";
   /** The engine's `--api-key`, sent as `Authorization: Bearer …` on every request to it (`--upstream-api-key`). */
   apiKey?: string;
-  /** One request to the engine ends after this long, whatever it sends (default {@link DEFAULT_UPSTREAM_DEADLINE_MS}). */
+  /** One request to the engine ends after this long, whatever it sends (default UPSTREAM_DEFAULTS.deadlineMs, src/core/defaults.ts). */
   deadlineMs?: number;
   /** /readyz also needs the engine's health check to answer 200 (`--upstream-readiness`); gRPC health does not. */
   readiness?: boolean;
-  /** How often the engine's health is checked while readiness follows it (default {@link DEFAULT_HEALTH_INTERVAL_MS}). */
+  /** How often the engine's health is checked while readiness follows it (default UPSTREAM_DEFAULTS.healthIntervalMs). */
   healthIntervalMs?: number;
   /**
    * The vocabulary the ids are checked against, and (llama-server) the text
@@ -43,12 +45,6 @@ export interface EngineVocabulary {
   encode(text: string): number[];
   encodeOrdinary(text: string): number[];
 }
-
-/** How long one request to the engine may last in all (30 min: a long answer at a slow engine's pace). */
-export const DEFAULT_UPSTREAM_DEADLINE_MS = 30 * 60_000;
-
-/** How often the engine's health is read while /readyz follows it. */
-export const DEFAULT_HEALTH_INTERVAL_MS = 5000;
 
 export interface UpstreamChoice {
   index: number;
@@ -78,17 +74,17 @@ export interface UpstreamChunk {
   usage: UpstreamUsage | null;
 }
 
-export class UpstreamError extends Error {
+export class UpstreamError extends CodedError {
   constructor(
     /** HTTP status to answer the client with. */
     readonly status: number,
-    /** OpenAI-style error code. */
-    readonly code: UpstreamErrorCode,
+    /** The code the OpenAI front answers with. */
+    override readonly code: UpstreamErrorCode,
     message: string,
     /** The upstream's own status, when it answered. */
     readonly upstreamStatus?: number,
   ) {
-    super(message);
+    super(code, message);
   }
 }
 
@@ -124,11 +120,15 @@ export interface Engine {
 /**
  * Harmony's sampling stop tokens, asked of every engine: <|return|>,
  * <|call|>, and <|endoftext|>. (vLLM adds gpt-oss's generation-config EOS ids,
- * 200002, 199999 and 200012, itself, except when started with
+ * the same three, itself, except when started with
  * `--generation-config vllm`: asking for all three makes the stop independent
  * of that flag; the others do not add them.)
  */
-export const HARMONY_STOP_IDS: readonly number[] = Object.freeze([200002, 200012, 199999]);
+export const HARMONY_STOP_IDS: readonly number[] = Object.freeze([
+  HARMONY.tokens.return,
+  HARMONY.tokens.call,
+  HARMONY.specials["<|endoftext|>"]!,
+]);
 
 /** Token log probabilities are asked of vLLM only: the other engines' 400, naming the kind. */
 export function logprobsRefused(kind: string): UpstreamError {

@@ -6,6 +6,7 @@
  * whole. Anything else is left out, with the reason: one bad line would fail
  * the whole scrape, the sidecar's own `harmony_*` series with it.
  */
+import { UPSTREAM_DEFAULTS } from "../core/defaults.js";
 import type { Engine, UpstreamConfig } from "./engine.js";
 import { ENGINE_RULES } from "./request.js";
 import { getText } from "./sse.js";
@@ -164,10 +165,10 @@ async function checkInTurns(text: string): Promise<{ reason: MetricsSkip; detail
   return check.problem;
 }
 
-/** The engine's metrics endpoint, by kind (`auto` before its probe: vLLM's). */
+/** The engine's metrics endpoint, by kind (`auto` before its probe: the default kind's, vLLM's). */
 export async function metricsPath(engine: Engine): Promise<string> {
   const kind = await engine.kind().catch(() => null);
-  return ENGINE_RULES[kind ?? "vllm"].metricsPath;
+  return ENGINE_RULES[kind ?? UPSTREAM_DEFAULTS.kind].metricsPath;
 }
 
 /** The engine's Prometheus text, ending in a newline, or why it is left out. */

@@ -10,7 +10,8 @@
 import type { Dispatcher } from "undici";
 import { undici } from "./undici.js";
 import { isObj, jsonTooDeepLong, MAX_JSON_DEPTH, parseJson } from "../core/json.js";
-import { DEFAULT_UPSTREAM_DEADLINE_MS, unauthorized, UpstreamError } from "./engine.js";
+import { UPSTREAM_DEFAULTS } from "../core/defaults.js";
+import { unauthorized, UpstreamError } from "./engine.js";
 
 export interface SseOptions {
   baseUrl: string;
@@ -27,7 +28,7 @@ export interface SseOptions {
   maxEventBytes?: number;
   /** Sent as `Authorization: Bearer …` (`--upstream-api-key`). */
   apiKey?: string;
-  /** The request ends after this long whatever arrives (default {@link DEFAULT_UPSTREAM_DEADLINE_MS}). */
+  /** The request ends after this long whatever arrives (default UPSTREAM_DEFAULTS.deadlineMs). */
   deadlineMs?: number;
 }
 
@@ -186,7 +187,7 @@ export async function* postSse(path: string, body: Record<string, unknown>, opts
     timedOut = true;
     ctrl.abort();
   }, opts.idleTimeoutMs);
-  const deadlineMs = opts.deadlineMs ?? DEFAULT_UPSTREAM_DEADLINE_MS;
+  const deadlineMs = opts.deadlineMs ?? UPSTREAM_DEFAULTS.deadlineMs;
   const deadline = setTimeout(() => {
     pastDeadline = true;
     ctrl.abort();

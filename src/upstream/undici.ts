@@ -1,8 +1,8 @@
 /**
  * undici (the engines' HTTP client), loaded on the first request to an
  * engine: a process that never talks to one (serve without --upstream, the
- * CLI's parse) never pays its start-up, the largest of any dependency's
- * (~300 ms of a loaded machine's serve start under profile).
+ * CLI's parse) never pays its start-up, the largest of any dependency's in
+ * a profile of serve's start.
  */
 import { createRequire } from "node:module";
 

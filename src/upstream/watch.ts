@@ -9,7 +9,8 @@
  * while readiness follows it.
  */
 import { isObj, parseJson } from "../core/json.js";
-import { DEFAULT_HEALTH_INTERVAL_MS, type ConcreteEngineKind, type Engine, type UpstreamConfig } from "./engine.js";
+import { UPSTREAM_DEFAULTS } from "../core/defaults.js";
+import type { ConcreteEngineKind, Engine, UpstreamConfig } from "./engine.js";
 import { ENGINE_RULES } from "./request.js";
 import { getJsonObject, getText } from "./sse.js";
 
@@ -127,7 +128,7 @@ export class EngineWatch {
     }
     if (this.stopped) return;
     if (this.cfg.readiness || !this.described) {
-      this.timer = setTimeout(() => void this.tick(), this.cfg.healthIntervalMs ?? DEFAULT_HEALTH_INTERVAL_MS);
+      this.timer = setTimeout(() => void this.tick(), this.cfg.healthIntervalMs ?? UPSTREAM_DEFAULTS.healthIntervalMs);
       this.timer.unref();
     }
   }
@@ -135,7 +136,8 @@ export class EngineWatch {
   private async check(): Promise<void> {
     const timeout = Math.min(this.cfg.idleTimeoutMs, 5000);
     const kind = await this.engine.kind().catch(() => null);
-    const rules = ENGINE_RULES[kind ?? "vllm"];
+    // an engine not probed yet is read by the default kind's rules
+    const rules = ENGINE_RULES[kind ?? UPSTREAM_DEFAULTS.kind];
     const s = this.state;
     const was = s.healthy;
     try {

@@ -69,7 +69,7 @@ export class ByteRanks implements RankSlots {
     this.bytesTokens = new Int32Array(256);
     for (let b = 0; b < 256; b++) {
       const id = this.get(Uint8Array.of(b), 0, 1);
-      if (id < 0) throw new Error(`byte ${b} is not a token`);
+      if (id < 0) throw new Error(`bug: byte ${b} is not a token`);
       this.bytesTokens[b] = id;
     }
   }

@@ -4,9 +4,9 @@
  * table lookup when it is a token itself (most are), else merged by the
  * heap BPE of bpe.ts, O(n log n) in its length.
  *
- * tiktoken's WASM is not needed to encode: building its tokenizer costs a
- * few hundred milliseconds at every start, and it merges a long piece in
- * O(n·m) time (n bytes, m merges: one 120,000-character word takes ~18 s).
+ * tiktoken's WASM is not needed to encode: building its tokenizer costs
+ * time at every start, and it merges a long piece in O(n·m) time (n bytes,
+ * m merges: quadratic on one long word).
  * This encoder starts from the table file's lookup at once and is as fast on
  * ordinary text (bench/bpe-bench.ts measures both; README, "Layout").
  */
@@ -40,14 +40,14 @@ export function createOrdinaryEncoder(ranks: ByteRanks): OrdinaryEncode {
     for (let at = 0; at < text.length;) {
       re.lastIndex = at;
       const m = re.exec(masked);
-      if (!m || m.index !== at) throw new Error(`o200k pattern: no piece at ${at}`);
+      if (!m || m.index !== at) throw new Error(`bug: o200k pattern: no piece at ${at}`);
       const stop = at + m[0].length;
       const to = byte + utf8Length(text, at, stop);
       bytePairEncode(bytes, ranks, out, byte, to);
       byte = to;
       at = stop;
     }
-    if (byte !== written) throw new Error(`o200k pattern: pieces cover ${byte} of ${written} bytes`);
+    if (byte !== written) throw new Error(`bug: o200k pattern: pieces cover ${byte} of ${written} bytes`);
     return out;
   };
 }

@@ -12,7 +12,7 @@
  * - `\p{L}`, `\p{Lu}`, … are General_Category sets of the regex crate's
  *   Unicode version (16.0, tables in unicode16.ts), while V8's follow Node's
  *   ICU (17.0 in Node 20.20). Spelling the sets out as ranges makes V8 run the
- *   pattern ~15× slower, so the pattern keeps `\p{…}` and runs on a copy of
+ *   pattern many times slower, so the pattern keeps `\p{…}` and runs on a copy of
  *   the text where each code point that V8 classes differently (Unicode 17's
  *   new letters and digits; U+0295, Ll in 16 and Lo in 17) is replaced by one
  *   of the same UTF-16 length that both class as tiktoken does (`forV8`).
@@ -44,7 +44,7 @@ export const O200K_PATTERN_SOURCE = [
 
 /**
  * A fresh global matcher (each caller owns its `lastIndex`). Run it on
- * `forV8(text)`. Global rather than sticky: V8 runs it ~2× faster, and as
+ * `forV8(text)`. Global rather than sticky: V8 runs it faster, and as
  * every position matches, a match found from a piece start begins there.
  */
 export function o200kRegExp(): RegExp {
@@ -59,7 +59,7 @@ export function splitPieces(text: string): string[] {
   for (let at = 0; at < text.length;) {
     re.lastIndex = at;
     const m = re.exec(masked);
-    if (!m || m.index !== at) throw new Error(`o200k pattern: no piece at ${at}`);
+    if (!m || m.index !== at) throw new Error(`bug: o200k pattern: no piece at ${at}`);
     out.push(text.slice(at, at + m[0].length));
     at += m[0].length;
   }
@@ -119,7 +119,7 @@ function inRanges(rs: [number, number][], c: number): boolean {
   return false;
 }
 
-/** Every code point V8 classes differently from Unicode 16, in the V8_DIFFERENCES format (~2 s). */
+/** Every code point V8 classes differently from Unicode 16, in the V8_DIFFERENCES format (a scan of every code point: slow, done once). */
 export function computeV8Differences(): string {
   const u16: [number, [number, number][]][] = [
     [SIG_L, parseRanges(LETTER)],
@@ -174,7 +174,7 @@ export function forV8(text: string): string {
     let sig = 0;
     for (const [a, b, s] of d.ranges) if (c >= a && c <= b) sig = s;
     const stand = STAND_IN[sig];
-    if (!stand) throw new Error(`no stand-in for signature ${sig}`);
+    if (!stand) throw new Error(`bug: no stand-in for signature ${sig}`);
     return ch.length === 1 ? stand[0] : stand[1];
   });
 }

@@ -1,7 +1,8 @@
 /**
  * Builds the o200k_harmony table from the `tiktoken` package: o200k_base
  * ranks plus the Harmony specials exactly as openai-harmony v0.0.8 registers
- * them, one WASM call per id (a second or more). This runs when the table
+ * them, one WASM call per id (slow, which is why processes read the table
+ * file instead). This runs when the table
  * file (./table-file.ts) is written at build time, or when a process finds
  * it missing or stale; tiktoken is loaded only then.
  */

@@ -6,6 +6,7 @@ import {
   HTTP_ERROR_CODES,
   INPUT_ERROR_CODES,
   PARSE_ERROR_CODES,
+  PROCESS_ERROR_CODES,
   RECOVERY_KINDS,
   RENDER_ERROR_CODES,
   REQUEST_ERROR_CODES,
@@ -31,6 +32,7 @@ describe("docs/errors.md and src/core/errors.ts list the same codes, both ways",
   it("request codes", () => same(codesIn("## Request codes"), Object.keys(REQUEST_ERROR_CODES)));
   it("render errors", () => same(codesIn("## Render error codes"), Object.keys(RENDER_ERROR_CODES)));
   it("HTTP API codes", () => same(codesIn("## HTTP API codes"), Object.keys(HTTP_ERROR_CODES)));
+  it("process errors", () => same(codesIn("## Process error codes"), Object.keys(PROCESS_ERROR_CODES)));
   it("close codes, with their names", () => {
     same(codesIn("## Close codes"), Object.values(CLOSE_CODES));
     for (const [name, code] of Object.entries(CLOSE_CODES)) expect(doc).toContain(`| \`${code}\` | \`${name}\` |`);

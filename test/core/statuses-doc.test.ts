@@ -34,7 +34,8 @@ const all = (text: string, re: RegExp) => [...text.matchAll(re)].map((m) => m[1]
 /** HTTP statuses the sources answer with: the calls and fields that carry one. */
 function httpStatuses(): Set<string> {
   const found = [
-    ...all(sources, /\b(?:json|sendJson|refuse|sendError|fail|writeHead)\(\s*(?:res,\s*)?([1-5]\d\d)\b/g),
+    ...all(sources, /\b(?:json|sendJson|refuse|sendError|sendOpenAIError|fail|writeHead)\(\s*(?:res,\s*)?([1-5]\d\d)\b/g),
+    ...all(sources, /\brefuseUpgrade\(\s*socket,\s*([1-5]\d\d)\b/g),
     ...all(sources, /\bstatus:\s*([1-5]\d\d)\b/g),
     ...all(sources, /new UpstreamError\(\s*([1-5]\d\d)\b/g),
     ...all(sources, /\?\s*([1-5]\d\d)\s*:/g),

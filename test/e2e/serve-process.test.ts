@@ -5,7 +5,8 @@ import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
 import { HarmonyClient } from "../../src/client/index.js";
-import { applyV8Flag, DEFAULT_HEAP_GROWTH, DEFAULT_INLINE_BUDGET, resolveOptions, resolveV8Settings } from "../../src/commands/serve.js";
+import { applyV8Flag, resolveOptions, resolveV8Settings } from "../../src/commands/serve.js";
+import { V8_DEFAULTS } from "../../src/core/defaults.js";
 import { defaultWorkers, usableCores } from "../../src/service/service.js";
 import { wsMasking } from "../../src/transport/http.js";
 import { harmony } from "../helpers.js";
@@ -41,7 +42,7 @@ describe("harmony-sidecar serve", () => {
       { flag: "--heap-growing-percent", value: heapGrowth },
       { flag: "--max-inlined-bytecode-size-cumulative", value: inlineBudget },
     ];
-    const defaults = v8(DEFAULT_HEAP_GROWTH, DEFAULT_INLINE_BUDGET);
+    const defaults = v8(V8_DEFAULTS.heapGrowth, V8_DEFAULTS.inlineBudget);
     expect(resolveV8Settings({}, {})).toEqual(defaults);
     expect(resolveV8Settings({}, { HARMONY_HEAP_GROWTH: "0", HARMONY_INLINE_BUDGET: "0" })).toEqual(v8(0, 0));
     expect(
@@ -122,8 +123,8 @@ describe("harmony-sidecar serve", () => {
     expect(serving.ws_masking).toBe(wsMasking());
     const v8 = logs.filter((l) => l.msg === "V8 flag");
     expect(v8).toEqual([
-      expect.objectContaining({ flag: "--heap-growing-percent", value: DEFAULT_HEAP_GROWTH, outcome: "set" }),
-      expect.objectContaining({ flag: "--max-inlined-bytecode-size-cumulative", value: DEFAULT_INLINE_BUDGET, outcome: "set" }),
+      expect.objectContaining({ flag: "--heap-growing-percent", value: V8_DEFAULTS.heapGrowth, outcome: "set" }),
+      expect.objectContaining({ flag: "--max-inlined-bytecode-size-cumulative", value: V8_DEFAULTS.inlineBudget, outcome: "set" }),
     ]);
     await client.close();
   });
