@@ -2,7 +2,7 @@
 NODE_MODULES := node_modules/.package-lock.json
 BUILD := dist/.built
 
-.PHONY: install build test test-node-lines run bench bench-store typecheck lint format format-check clean
+.PHONY: install build test test-node-lines run bench bench-service bench-hostile bench-store bench-answer-check bench-bpe bench-startup typecheck lint format format-check clean
 
 $(NODE_MODULES): package.json package-lock.json
 	npm ci --no-audit --no-fund
@@ -57,11 +57,27 @@ test-node-lines: $(BUILD) $(CHROMIUM) $(REDIS_SERVER)
 run: $(BUILD)
 	node dist/src/cli.js serve
 
+# one folder per benchmark, bench/<name>/main.ts, each run with its own flags: make bench-service ARGS="--runs 1"
 bench: $(BUILD)
-	node dist/bench/parser-bench.js
+	node dist/bench/parser/main.js $(ARGS)
+
+bench-service: $(BUILD)
+	node dist/bench/service/main.js $(ARGS)
+
+bench-hostile: $(BUILD)
+	node dist/bench/hostile/main.js $(ARGS)
 
 bench-store: $(BUILD) $(REDIS_SERVER)
-	node dist/bench/store-bench.js
+	node dist/bench/store/main.js $(ARGS)
+
+bench-answer-check: $(BUILD)
+	node dist/bench/answer-check/main.js $(ARGS)
+
+bench-bpe: $(BUILD)
+	node dist/bench/bpe/main.js $(ARGS)
+
+bench-startup: $(BUILD)
+	node dist/bench/startup/main.js $(ARGS)
 
 clean:
 	rm -rf dist

@@ -3,7 +3,7 @@
  * completions, 200,071 tokens), with a baseline loop over the same ids in
  * the same run. Prints a Markdown report (and JSON with --json).
  *
- *   node dist/bench/parser-bench.js [--runs 7] [--json]
+ *   node dist/bench/parser/main.js [--runs 7] [--json]
  *
  * Every figure is the median of `runs` timed runs after a warm-up; each run
  * repeats its workload until it has taken at least `--min-ms` milliseconds.
@@ -13,11 +13,11 @@ import os from "node:os";
 import { fileURLToPath } from "node:url";
 import { PassThrough, Readable } from "node:stream";
 import { Command } from "commander";
-import { runParse } from "../src/commands/parse.js";
-import { HarmonyParser, type ParserOptions } from "../src/core/parser.js";
-import { FLAG_WHOLE, Vocabulary } from "../src/core/vocab.js";
-import { loadHarmonyEncoding } from "../src/vocab/index.js";
-import { loadReferencePeer } from "./peers/reference-wasm.js";
+import { runParse } from "../../src/commands/parse.js";
+import { HarmonyParser, type ParserOptions } from "../../src/core/parser.js";
+import { FLAG_WHOLE, Vocabulary } from "../../src/core/vocab.js";
+import { loadHarmonyEncoding } from "../../src/vocab/index.js";
+import { loadReferencePeer } from "../peers/reference-wasm.js";
 
 const opts = new Command()
   .option("--runs <n>", "timed runs per figure (median reported)", (v) => Number(v), 7)
@@ -26,7 +26,7 @@ const opts = new Command()
   .parse()
   .opts<{ runs: number; minMs: number; json: boolean }>();
 
-const DATA = fileURLToPath(new URL("../../bench/data/mix-200k.txt", import.meta.url));
+const DATA = fileURLToPath(new URL("../../../bench/data/mix-200k.txt", import.meta.url));
 
 // ---------------------------------------------------------------- start-up
 const rssBefore = process.memoryUsage().rss;
@@ -147,7 +147,7 @@ try {
 
 /** `parse --batch` in process: JSON Lines in, JSON Lines out, cases per second. */
 async function batchCasesPerSecond(strictMode: boolean): Promise<number> {
-  const fixtures = fileURLToPath(new URL("../../test/fixtures/conformance/", import.meta.url));
+  const fixtures = fileURLToPath(new URL("../../../test/fixtures/conformance/", import.meta.url));
   const input = ["wellformed.jsonl", "malformed.jsonl"]
     .map((f) => readFileSync(fixtures + f, "utf8").trim())
     .join("\n")
