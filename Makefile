@@ -2,7 +2,7 @@
 NODE_MODULES := node_modules/.package-lock.json
 BUILD := dist/.built
 
-.PHONY: install build test test-node-lines run bench bench-service bench-hostile bench-store bench-answer-check bench-bpe bench-startup typecheck lint format format-check clean
+.PHONY: install build test test-node-lines run bench bench-store typecheck lint format format-check clean
 
 $(NODE_MODULES): package.json package-lock.json
 	npm ci --no-audit --no-fund
@@ -58,6 +58,7 @@ run: $(BUILD)
 	node dist/src/cli.js serve
 
 # one folder per benchmark, bench/<name>/main.ts, each run with its own flags: make bench-service ARGS="--runs 1"
+.PHONY: bench-service bench-hostile bench-answer-check bench-bpe bench-startup
 bench: $(BUILD)
 	node dist/bench/parser/main.js $(ARGS)
 

@@ -3,7 +3,7 @@
  * completions, 200,071 tokens), with a baseline loop over the same ids in
  * the same run. Prints a Markdown report (and JSON with --json).
  *
- *   node dist/bench/parser/main.js [--runs 7] [--json]
+ *   node dist/bench/parser-bench.js [--runs 7] [--json]
  *
  * Every figure is the median of `runs` timed runs after a warm-up; each run
  * repeats its workload until it has taken at least `--min-ms` milliseconds.
