@@ -44,11 +44,52 @@ export function errorBody(f: HttpFail): Obj {
 }
 
 /** VLLMValidationError.__str__ (vllm/exceptions.py). */
-function validationMessage(message: string, parameter?: string, value?: unknown): string {
+export function validationMessage(message: string, parameter?: string, value?: unknown): string {
   const extras: string[] = [];
   if (parameter !== undefined) extras.push(`parameter=${parameter}`);
   if (value !== undefined && value !== null) extras.push(`value=${String(value)}`);
   return extras.length ? `${message} (${extras.join(", ")})` : message;
+}
+
+/** vLLM's random_uuid: 32 hex digits, for answer ids. */
+export function randomId(): string {
+  let s = "";
+  for (let i = 0; i < 32; i++) s += Math.floor(Math.random() * 16).toString(16);
+  return s;
+}
+
+/** `GET /v1/models`: vLLM's ModelList of one ModelCard (engine/protocol.py), with its one permission. */
+export function modelList(id: string, root: string, maxModelLen: number, created: number): Obj {
+  return {
+    object: "list",
+    data: [
+      {
+        id,
+        object: "model",
+        created,
+        owned_by: "vllm",
+        root,
+        parent: null,
+        max_model_len: maxModelLen,
+        permission: [
+          {
+            id: `modelperm-${randomId()}`,
+            object: "model_permission",
+            created,
+            allow_create_engine: false,
+            allow_sampling: true,
+            allow_logprobs: true,
+            allow_search_indices: false,
+            allow_view: true,
+            allow_fine_tuning: false,
+            organization: "*",
+            group: null,
+            is_blocking: false,
+          },
+        ],
+      },
+    ],
+  };
 }
 
 export interface ServedModel {
