@@ -344,7 +344,12 @@ export function textOf(
 }
 
 /** Placeholder logprobs, one per id (-(1 + id mod 997) / 1000, the sampled id its only alternative), as the stand-in gives. */
-export function logprobsOf(ids: readonly number[], pl: Plan, name: (id: number) => string, offset: number): Obj | null {
+export function logprobsOf(
+  ids: readonly number[],
+  pl: Pick<Plan, "logprobs" | "asTokenIds">,
+  name: (id: number) => string,
+  offset: number,
+): Obj | null {
   if (pl.logprobs === null) return null;
   const tokens = ids.map((id) => (pl.asTokenIds ? `token_id:${id}` : name(id)));
   const text_offset: number[] = [];
