@@ -201,10 +201,7 @@ export function chat(e: Engine, res: http.ServerResponse, body: Obj, endpoint: "
       };
     }
   } else {
-    job.step = () => {
-      for (const st of states) st.emitter.step();
-      if (!states.every((s) => s.emitter.done)) return false;
-      metrics.countFinish(runs);
+    e.whole(job, states, runs, () => {
       const textsOf = states.map((st) => {
         const end = st.run.end;
         return textOf(st.run.ids, end.kind === "finish" && end.stopToken, skipSpecial, e.bytesOf, st.decoder, true);
@@ -230,8 +227,7 @@ export function chat(e: Engine, res: http.ServerResponse, body: Obj, endpoint: "
           headers,
         );
       else json(res, 200, response(responseStatus(), textsOf[0]!), headers);
-      return true;
-    };
+    });
   }
   e.loop.submit(job);
 }

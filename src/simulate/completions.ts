@@ -99,10 +99,7 @@ export function completions(e: Engine, res: http.ServerResponse, body: Obj): voi
       return true;
     };
   } else {
-    job.step = () => {
-      for (const st of states) st.emitter.step();
-      if (!states.every((s) => s.emitter.done)) return false;
-      metrics.countFinish(runs);
+    e.whole(job, states, runs, () => {
       const choices = states.map((st, i) => {
         const end = st.run.end;
         const dropStop = end.kind === "finish" && end.stopToken && !pl.includeStop;
@@ -132,8 +129,7 @@ export function completions(e: Engine, res: http.ServerResponse, body: Obj): voi
         },
         headers,
       );
-      return true;
-    };
+    });
   }
   e.loop.submit(job);
 }

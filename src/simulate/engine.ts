@@ -125,4 +125,15 @@ export class Engine {
     });
     return job;
   }
+
+  /** The job's steps for an answer sent whole: every choice advances; once all are done, their finishes are counted and `answer` sends it. */
+  whole(job: Job, states: ChoiceState[], runs: Run[], answer: () => void): void {
+    job.step = () => {
+      for (const st of states) st.emitter.step();
+      if (!states.every((s) => s.emitter.done)) return false;
+      this.metrics.countFinish(runs);
+      answer();
+      return true;
+    };
+  }
 }

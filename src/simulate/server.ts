@@ -36,7 +36,7 @@ import { json, readBody } from "./http.js";
 import { SIMULATOR_DEFAULTS, type Script, type SimulatorOptions } from "./options.js";
 import { decodeIds } from "./prompt.js";
 import type { Records } from "./records.js";
-import { errorBody, HttpFail, isIntList, modelList } from "./vllm.js";
+import { errorBody, HttpFail, isIntList, modelList, VLLM_ROUTES } from "./vllm.js";
 
 export { SIMULATOR_DEFAULTS, type Script, type SimulatorOptions } from "./options.js";
 
@@ -56,15 +56,8 @@ export async function startSimulator(options: Partial<SimulatorOptions>, enc: En
   const e = new Engine(o, enc, vocab);
   const started = Math.floor(Date.now() / 1000);
 
-  const ROUTES: Record<string, string[]> = {
-    "/health": ["GET"],
-    "/ping": ["GET", "POST"],
-    "/version": ["GET"],
-    "/metrics": ["GET"],
-    "/v1/models": ["GET"],
-    "/tokenize": ["POST"],
-    "/detokenize": ["POST"],
-    "/v1/completions": ["POST"],
+  const ROUTES: Record<string, readonly string[]> = {
+    ...VLLM_ROUTES,
     "/simulate/requests": ["GET"],
     ...(o.chat === "raw" ? { "/v1/chat/completions": ["POST"], "/v1/responses": ["POST"] } : {}),
   };

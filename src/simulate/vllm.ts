@@ -51,6 +51,18 @@ export function validationMessage(message: string, parameter?: string, value?: u
   return extras.length ? `${message} (${extras.join(", ")})` : message;
 }
 
+/** The paths of vLLM's OpenAI server the sidecar and its tests use, and the methods each takes (FastAPI: 404 elsewhere, 405 for another method). */
+export const VLLM_ROUTES: Readonly<Record<string, readonly string[]>> = Object.freeze({
+  "/health": ["GET"],
+  "/ping": ["GET", "POST"],
+  "/version": ["GET"],
+  "/metrics": ["GET"],
+  "/v1/models": ["GET"],
+  "/tokenize": ["POST"],
+  "/detokenize": ["POST"],
+  "/v1/completions": ["POST"],
+});
+
 /** vLLM's random_uuid: 32 hex digits, for answer ids. */
 export function randomId(): string {
   let s = "";

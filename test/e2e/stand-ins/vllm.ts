@@ -115,6 +115,7 @@ import {
   randomId,
   usageOf,
   validationMessage,
+  VLLM_ROUTES,
 } from "../../../src/simulate/vllm.js";
 
 type Obj = Record<string, unknown>;
@@ -624,20 +625,10 @@ export async function startVllm(initial: Partial<VllmConfig> = {}): Promise<Vllm
 
   async function route(req: http.IncomingMessage, res: http.ServerResponse, rec: Received, path: string): Promise<void> {
     const method = req.method ?? "GET";
-    const routes: Record<string, string[]> = {
-      "/health": ["GET"],
-      "/ping": ["GET", "POST"],
-      "/version": ["GET"],
-      "/metrics": ["GET"],
-      "/v1/models": ["GET"],
-      "/tokenize": ["POST"],
-      "/detokenize": ["POST"],
-      "/v1/completions": ["POST"],
-    };
     // authenticate.py: the guarded prefixes need the key; the rest stays open
     if (config.apiKey !== null && /^\/(v1|v2|inference|cohere)(\/|$)/.test(path) && req.headers.authorization !== `Bearer ${config.apiKey}`)
       return json(res, rec, 401, { error: "Unauthorized" });
-    const allowed = routes[path];
+    const allowed = VLLM_ROUTES[path];
     if (!allowed) return json(res, rec, 404, { detail: "Not Found" });
     if (!allowed.includes(method === "HEAD" ? "GET" : method)) return json(res, rec, 405, { detail: "Method Not Allowed" });
     const p = config.profile;
