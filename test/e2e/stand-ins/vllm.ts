@@ -117,23 +117,12 @@ import {
   validationMessage,
   VLLM_ROUTES,
 } from "../../../src/simulate/vllm.js";
+import { SPECIAL_TEXT } from "./recording.js";
 
 type Obj = Record<string, unknown>;
 
 export type VllmProfile = "current" | "v0.10.2" | "v0.10.0";
 
-/** gpt-oss's named specials (o200k_harmony). */
-const SPECIAL_NAMES: Readonly<Record<number, string>> = {
-  199998: "<|startoftext|>",
-  199999: "<|endoftext|>",
-  200002: "<|return|>",
-  200003: "<|constrain|>",
-  200005: "<|channel|>",
-  200006: "<|start|>",
-  200007: "<|end|>",
-  200008: "<|message|>",
-  200012: "<|call|>",
-};
 const FIRST_SPECIAL = 199998;
 
 /** The server as vLLM is started: model, context, generation config, flags. */
@@ -564,7 +553,7 @@ function usageWith(prompt: number, completion: number, details: number | null): 
 // ------------------------------------------------------------------ server
 
 export function defaultDecode(id: number): string {
-  return SPECIAL_NAMES[id] ?? (id >= FIRST_SPECIAL ? `<|reserved_${id}|>` : `[${id}]`);
+  return SPECIAL_TEXT[id] ?? (id >= FIRST_SPECIAL ? `<|reserved_${id}|>` : `[${id}]`);
 }
 
 /** One id per UTF-8 byte: a placeholder tokenizer. */
