@@ -4,6 +4,8 @@ import { readFileSync, readdirSync } from "node:fs";
 import fc from "fast-check";
 import { fileURLToPath } from "node:url";
 import { Vocabulary } from "../src/core/vocab.js";
+import { FAULT_KINDS } from "../src/loadtest/generate.js";
+import type { LoadtestOptions } from "../src/loadtest/run.js";
 import { loadHarmonyEncoding, type HarmonyEncoding } from "../src/vocab/index.js";
 
 let cached: { enc: HarmonyEncoding; vocab: Vocabulary } | undefined;
@@ -172,4 +174,24 @@ export function runProcess(command: string, args: string[], options: SpawnOption
     child.on("error", reject);
     child.on("close", (code) => resolve({ code, stdout, stderr }));
   });
+}
+
+/** Load-test options for a short run against an in-process server: every fault kind, random chunking, no progress bar; `over` says the rest. */
+export function loadtestOptions(over: Partial<LoadtestOptions> = {}): LoadtestOptions {
+  return {
+    streams: 100,
+    concurrency: 64,
+    streamsPerFrame: 32,
+    chunking: "random",
+    stepTokens: 4,
+    faultRate: 0.3,
+    faults: [...FAULT_KINDS],
+    seed: 7,
+    durationSec: 0,
+    mode: "resilient",
+    window: 8,
+    compareStrict: false,
+    progress: false,
+    ...over,
+  };
 }
