@@ -1,8 +1,11 @@
 /** Shared test fixtures: one vocabulary per test file (read once from the table file). */
+import { spawn, type SpawnOptions } from "node:child_process";
 import { readFileSync, readdirSync } from "node:fs";
 import fc from "fast-check";
 import { fileURLToPath } from "node:url";
 import { Vocabulary } from "../src/core/vocab.js";
+import { FAULT_KINDS } from "../src/loadtest/generate.js";
+import type { LoadtestOptions } from "../src/loadtest/run.js";
 import { loadHarmonyEncoding, type HarmonyEncoding } from "../src/vocab/index.js";
 
 let cached: { enc: HarmonyEncoding; vocab: Vocabulary } | undefined;
@@ -151,4 +154,44 @@ export function expectSameBytes(got: Uint8Array, want: Uint8Array, what = "bytes
   while (i < a.length && i < b.length && a[i] === b[i]) i++;
   const around = (x: Buffer) => x.subarray(Math.max(0, i - 16), i + 16).toString("hex");
   throw new Error(`${what} differ at byte ${i} of ${a.length} (want ${b.length}): got …${around(a)}…, want …${around(b)}…`);
+}
+
+/** A child process run to its end: its exit code and all it wrote. */
+export interface Ran {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+/** Runs `command` with `args` (stdin closed), collecting its output until it exits. */
+export function runProcess(command: string, args: string[], options: SpawnOptions = {}): Promise<Ran> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(command, args, { ...options, stdio: ["ignore", "pipe", "pipe"] });
+    let stdout = "";
+    let stderr = "";
+    child.stdout!.on("data", (c) => (stdout += c));
+    child.stderr!.on("data", (c) => (stderr += c));
+    child.on("error", reject);
+    child.on("close", (code) => resolve({ code, stdout, stderr }));
+  });
+}
+
+/** Load-test options for a short run against an in-process server: every fault kind, random chunking, no progress bar; `over` says the rest. */
+export function loadtestOptions(over: Partial<LoadtestOptions> = {}): LoadtestOptions {
+  return {
+    streams: 100,
+    concurrency: 64,
+    streamsPerFrame: 32,
+    chunking: "random",
+    stepTokens: 4,
+    faultRate: 0.3,
+    faults: [...FAULT_KINDS],
+    seed: 7,
+    durationSec: 0,
+    mode: "resilient",
+    window: 8,
+    compareStrict: false,
+    progress: false,
+    ...over,
+  };
 }

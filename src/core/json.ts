@@ -12,6 +12,18 @@ export function isObj(v: unknown): v is JsonObject {
 /** Deepest JSON nesting accepted from a client (frames, HTTP bodies, render requests). */
 export const MAX_JSON_DEPTH = 64;
 
+/** The index of the `"` that closes the string opened at `open` (one not escaped by an odd run of backslashes), or -1. */
+function closingQuote(text: string, open: number): number {
+  for (let from = open + 1; ;) {
+    const q = text.indexOf('"', from);
+    if (q === -1) return -1;
+    let b = q - 1;
+    while (b > open && text.charCodeAt(b) === 0x5c) b--;
+    if (((q - 1 - b) & 1) === 0) return q;
+    from = q + 1;
+  }
+}
+
 /**
  * Whether JSON text nests deeper than `max` arrays and objects, by one
  * linear scan that skips strings (no recursion, no parse): checked before
@@ -33,18 +45,8 @@ export function jsonTooDeep(text: string, max: number = MAX_JSON_DEPTH): boolean
   for (let i = 0; i < n; i++) {
     const c = text.charCodeAt(i);
     if (c === 0x22) {
-      let from = i + 1;
-      for (;;) {
-        const q = text.indexOf('"', from);
-        if (q === -1) return false; // unterminated: JSON.parse refuses it
-        let b = q - 1;
-        while (b > i && text.charCodeAt(b) === 0x5c) b--;
-        if (((q - 1 - b) & 1) === 0) {
-          i = q;
-          break;
-        }
-        from = q + 1;
-      }
+      i = closingQuote(text, i);
+      if (i === -1) return false; // unterminated: JSON.parse refuses it
     } else if (c === 0x5b || c === 0x7b) {
       if (++depth > max) return true;
     } else if (c === 0x5d || c === 0x7d) depth--;
@@ -73,18 +75,8 @@ export function jsonTooDeepLong(text: string, max: number = MAX_JSON_DEPTH): boo
     }
     const c = text.charCodeAt(i);
     if (c === 0x22) {
-      let from = i + 1;
-      for (;;) {
-        const q = text.indexOf('"', from);
-        if (q === -1) return false; // unterminated: JSON.parse refuses it
-        let b = q - 1;
-        while (b > i && text.charCodeAt(b) === 0x5c) b--;
-        if (((q - 1 - b) & 1) === 0) {
-          i = q;
-          break;
-        }
-        from = q + 1;
-      }
+      i = closingQuote(text, i);
+      if (i === -1) return false; // unterminated: JSON.parse refuses it
     } else if (c === 0x5b || c === 0x7b) {
       if (++depth > max) return true;
     } else if (c === 0x5d || c === 0x7d) depth--;

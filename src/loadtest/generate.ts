@@ -394,17 +394,22 @@ function decodeTokens(vocab: Vocabulary, ids: number[]): string {
 
 // ------------------------------------------------------------------ faults
 
+/** What an injector is given: the fault kind, the random source, the completion's parts, the tokenizer. */
+type InjectArgs = [kind: FaultKind, r: () => number, parts: Part[], enc: Encoder, vocab: Vocabulary];
+
+/** A completion with a fault in it: its ids, the messages meant, whether it is cut short, where it ends. */
+interface Injected {
+  tokens: number[];
+  intended: ReferenceMessage[];
+  partial?: boolean;
+  end?: number;
+}
+
 /**
  * Apply a fault. Returns null when the completion has no place for it (the
  * caller then draws another fault kind).
  */
-function inject(
-  kind: FaultKind,
-  r: () => number,
-  parts: Part[],
-  enc: Encoder,
-  vocab: Vocabulary,
-): { tokens: number[]; intended: ReferenceMessage[]; partial?: boolean; end?: number } | null {
+function inject(...[kind, r, parts, enc, vocab]: InjectArgs): Injected | null {
   const intended = parts.map((p) => p.msg);
   const tools = parts.map((p, i) => (p.msg.recipient ? i : -1)).filter((i) => i >= 0);
   const laterTools = tools.filter((i) => i > 0);
@@ -602,13 +607,7 @@ function reservedIds(): number[] {
 }
 
 /** The real-world shapes (REAL_FAULT_KINDS); null when the completion has no place for one. */
-function injectReal(
-  kind: FaultKind,
-  r: () => number,
-  parts: Part[],
-  enc: Encoder,
-  vocab: Vocabulary,
-): { tokens: number[]; intended: ReferenceMessage[]; partial?: boolean; end?: number } | null {
+function injectReal(...[kind, r, parts, enc, vocab]: InjectArgs): Injected | null {
   const intended = parts.map((p) => p.msg);
   const last = parts[parts.length - 1]!;
   const functionCalls = parts.map((p, i) => (p.msg.recipient?.startsWith("functions.") ? i : -1)).filter((i) => i >= 0);

@@ -522,30 +522,22 @@ dl{display:grid;grid-template-columns:max-content 1fr;gap:.15rem 1rem;margin:.3r
 .meta{display:grid;grid-template-columns:repeat(auto-fit,minmax(min(100%,24rem),1fr));gap:1rem}
 `;
 
-/** The report as one self-contained HTML page. */
-export function renderLoadtestHtml(report: HtmlReport, ctx: HtmlContext = {}): string {
-  const when = (ctx.generatedAt ?? new Date()).toISOString();
-  const given = ctx.settings ?? {};
-  const settings: [string, unknown][] = [
-    ["target", report.target],
-    ...flagSettings(
-      Object.keys(given).length > 0
-        ? given
-        : { seed: report.seed, faultRate: report.fault_rate, chunking: report.chunking, mode: report.resilient.mode },
-    ),
+/** The machine a report was measured on, as rows (with its host name when `withHost` and recorded). */
+function machineRows(m: Machine | undefined, withHost: boolean): [string, unknown][] {
+  if (!m) return [];
+  const rows: [string, unknown][] = [
+    ["cpu", m.cpu_model],
+    ["cores", m.cpus],
+    ["memory", `${m.memory_gb} GiB`],
+    ["os", `${m.platform} (${m.arch})`],
+    ["node", m.node],
   ];
-  const m = ctx.machine;
-  const machine: [string, unknown][] = m
-    ? [
-        ["cpu", m.cpu_model],
-        ["cores", m.cpus],
-        ["memory", `${m.memory_gb} GiB`],
-        ["os", `${m.platform} (${m.arch})`],
-        ["node", m.node],
-        ...(m.hostname ? ([["host", m.hostname]] as [string, unknown][]) : []),
-      ]
-    : [];
-  const title = `harmony-sidecar load test: ${report.ok ? "passed" : "FAILED"}`;
+  if (withHost && m.hostname) rows.push(["host", m.hostname]);
+  return rows;
+}
+
+/** A report page: its title, the line under it (HTML), its sections (HTML), then the run's settings and machine. */
+function page(title: string, sub: string, sections: string, settings: [string, unknown][], machine: [string, unknown][]): string {
   return `<!doctype html>
 <html lang="en">
 <head>
@@ -559,13 +551,10 @@ export function renderLoadtestHtml(report: HtmlReport, ctx: HtmlContext = {}): s
 <body>
 <header>
 <h1>${esc(title)}</h1>
-<p class="sub">${esc(report.target)} · seed ${esc(report.seed)} · fault rate ${esc(report.fault_rate)} · chunking ${esc(report.chunking)} · written ${esc(when)}</p>
+<p class="sub">${sub}</p>
 </header>
 <main>
-${passSection(report.resilient, report.resilient.mode === "strict" ? "Strict mode" : "Resilient mode")}
-${report.strict ? passSection(report.strict, "Strict mode (comparison)") : ""}
-${compareSection(report)}
-<section class="meta" aria-label="Run settings and machine">
+${sections}<section class="meta" aria-label="Run settings and machine">
 <div><h2>Run settings</h2>${dl(settings)}</div>
 <div><h2>Machine</h2>${machine.length ? dl(machine) : `<p class="missing">Not recorded.</p>`}</div>
 </section>
@@ -573,6 +562,31 @@ ${compareSection(report)}
 </body>
 </html>
 `;
+}
+
+/** The report as one self-contained HTML page. */
+export function renderLoadtestHtml(report: HtmlReport, ctx: HtmlContext = {}): string {
+  const when = (ctx.generatedAt ?? new Date()).toISOString();
+  const given = ctx.settings ?? {};
+  const settings: [string, unknown][] = [
+    ["target", report.target],
+    ...flagSettings(
+      Object.keys(given).length > 0
+        ? given
+        : { seed: report.seed, faultRate: report.fault_rate, chunking: report.chunking, mode: report.resilient.mode },
+    ),
+  ];
+  const title = `harmony-sidecar load test: ${report.ok ? "passed" : "FAILED"}`;
+  return page(
+    title,
+    `${esc(report.target)} · seed ${esc(report.seed)} · fault rate ${esc(report.fault_rate)} · chunking ${esc(report.chunking)} · written ${esc(when)}`,
+    `${passSection(report.resilient, report.resilient.mode === "strict" ? "Strict mode" : "Resilient mode")}
+${report.strict ? passSection(report.strict, "Strict mode (comparison)") : ""}
+${compareSection(report)}
+`,
+    settings,
+    machineRows(ctx.machine, true),
+  );
 }
 
 // ------------------------------------------------------------------ loadtest --openai
@@ -706,41 +720,14 @@ export function renderOpenAIHtml(report: OpenAIReport, ctx: HtmlContext = {}): s
     },
     { url: "--openai" },
   );
-  const m = ctx.machine;
-  const machine: [string, unknown][] = m
-    ? [
-        ["cpu", m.cpu_model],
-        ["cores", m.cpus],
-        ["memory", `${m.memory_gb} GiB`],
-        ["os", `${m.platform} (${m.arch})`],
-        ["node", m.node],
-      ]
-    : [];
   const title = `harmony-sidecar OpenAI load test: ${report.ok ? "passed" : "FAILED"}`;
-  return `<!doctype html>
-<html lang="en">
-<head>
-<meta charset="utf-8">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<meta name="color-scheme" content="light dark">
-<meta http-equiv="Content-Security-Policy" content="default-src 'none'; style-src 'unsafe-inline'; img-src data:">
-<title>${esc(title)}</title>
-<style>${CSS}</style>
-</head>
-<body>
-<header>
-<h1>${esc(title)}</h1>
-<p class="sub">${esc(report.targets.map((t) => t.target).join(" vs "))} · ${esc(report.requests)} requests at ${esc(report.concurrency)} concurrent · seed ${esc(report.seed)} · written ${esc(when)}</p>
-</header>
-<main>
-${compareTargets(report)}
+  return page(
+    title,
+    `${esc(report.targets.map((t) => t.target).join(" vs "))} · ${esc(report.requests)} requests at ${esc(report.concurrency)} concurrent · seed ${esc(report.seed)} · written ${esc(when)}`,
+    `${compareTargets(report)}
 ${report.targets.map((t, i) => targetSection(t, i)).join("\n")}
-<section class="meta" aria-label="Run settings and machine">
-<div><h2>Run settings</h2>${dl(settings)}</div>
-<div><h2>Machine</h2>${machine.length ? dl(machine) : `<p class="missing">Not recorded.</p>`}</div>
-</section>
-</main>
-</body>
-</html>
-`;
+`,
+    settings,
+    machineRows(ctx.machine, false),
+  );
 }

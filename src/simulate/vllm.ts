@@ -44,11 +44,64 @@ export function errorBody(f: HttpFail): Obj {
 }
 
 /** VLLMValidationError.__str__ (vllm/exceptions.py). */
-function validationMessage(message: string, parameter?: string, value?: unknown): string {
+export function validationMessage(message: string, parameter?: string, value?: unknown): string {
   const extras: string[] = [];
   if (parameter !== undefined) extras.push(`parameter=${parameter}`);
   if (value !== undefined && value !== null) extras.push(`value=${String(value)}`);
   return extras.length ? `${message} (${extras.join(", ")})` : message;
+}
+
+/** The paths of vLLM's OpenAI server the sidecar and its tests use, and the methods each takes (FastAPI: 404 elsewhere, 405 for another method). */
+export const VLLM_ROUTES: Readonly<Record<string, readonly string[]>> = Object.freeze({
+  "/health": ["GET"],
+  "/ping": ["GET", "POST"],
+  "/version": ["GET"],
+  "/metrics": ["GET"],
+  "/v1/models": ["GET"],
+  "/tokenize": ["POST"],
+  "/detokenize": ["POST"],
+  "/v1/completions": ["POST"],
+});
+
+/** vLLM's random_uuid: 32 hex digits, for answer ids. */
+export function randomId(): string {
+  let s = "";
+  for (let i = 0; i < 32; i++) s += Math.floor(Math.random() * 16).toString(16);
+  return s;
+}
+
+/** `GET /v1/models`: vLLM's ModelList of one ModelCard (engine/protocol.py), with its one permission. */
+export function modelList(id: string, root: string, maxModelLen: number, created: number): Obj {
+  return {
+    object: "list",
+    data: [
+      {
+        id,
+        object: "model",
+        created,
+        owned_by: "vllm",
+        root,
+        parent: null,
+        max_model_len: maxModelLen,
+        permission: [
+          {
+            id: `modelperm-${randomId()}`,
+            object: "model_permission",
+            created,
+            allow_create_engine: false,
+            allow_sampling: true,
+            allow_logprobs: true,
+            allow_search_indices: false,
+            allow_view: true,
+            allow_fine_tuning: false,
+            organization: "*",
+            group: null,
+            is_blocking: false,
+          },
+        ],
+      },
+    ],
+  };
 }
 
 export interface ServedModel {
@@ -303,7 +356,12 @@ export function textOf(
 }
 
 /** Placeholder logprobs, one per id (-(1 + id mod 997) / 1000, the sampled id its only alternative), as the stand-in gives. */
-export function logprobsOf(ids: readonly number[], pl: Plan, name: (id: number) => string, offset: number): Obj | null {
+export function logprobsOf(
+  ids: readonly number[],
+  pl: Pick<Plan, "logprobs" | "asTokenIds">,
+  name: (id: number) => string,
+  offset: number,
+): Obj | null {
   if (pl.logprobs === null) return null;
   const tokens = ids.map((id) => (pl.asTokenIds ? `token_id:${id}` : name(id)));
   const text_offset: number[] = [];

@@ -11,12 +11,12 @@
  * commands must exit 0. Blocks without the mark (a GPU, a cluster, a run of
  * minutes) are not run.
  */
-import { spawn } from "node:child_process";
 import { readdirSync, readFileSync } from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startTestServer, type TestServer } from "./test-server.js";
+import { runProcess, type Ran } from "../helpers.js";
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
 const MARK = "<!-- test: runs -->";
@@ -93,18 +93,10 @@ function pattern(line: string): RegExp {
   );
 }
 
-function sh(command: string): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  return new Promise((resolve, reject) => {
-    // npx, node and curl as a reader has them: node's own directory first on the PATH
-    const env = { ...process.env, PATH: `${path.dirname(process.execPath)}:${process.env.PATH ?? ""}` };
-    const child = spawn("sh", ["-c", command], { cwd: root, env, stdio: ["ignore", "pipe", "pipe"] });
-    let stdout = "";
-    let stderr = "";
-    child.stdout.on("data", (c) => (stdout += c));
-    child.stderr.on("data", (c) => (stderr += c));
-    child.on("error", reject);
-    child.on("close", (code) => resolve({ code, stdout, stderr }));
-  });
+function sh(command: string): Promise<Ran> {
+  // npx, node and curl as a reader has them: node's own directory first on the PATH
+  const env = { ...process.env, PATH: `${path.dirname(process.execPath)}:${process.env.PATH ?? ""}` };
+  return runProcess("sh", ["-c", command], { cwd: root, env });
 }
 
 describe("the docs' examples", () => {

@@ -101,6 +101,29 @@ interface Rig {
   close(): Promise<void>;
 }
 
+/** What every stand-in gives alike: its URL, its script, what it was sent last (`limitField`: the body's token limit), its paths, closing. */
+function recorded(
+  s: {
+    url: string;
+    script(x: { tokens: number[] }): void;
+    completions(): { body?: Record<string, unknown>; headers: Record<string, unknown> }[];
+    received: { path: string }[];
+    close(): Promise<void>;
+  },
+  limitField: string,
+): Pick<Rig, "url" | "script" | "sent" | "sentHeaders" | "limit" | "paths" | "close"> {
+  const last = () => s.completions().at(-1)!;
+  return {
+    url: s.url,
+    script: (tokens, extra = {}) => s.script({ tokens, ...extra }),
+    sent: () => last().body!,
+    sentHeaders: () => last().headers,
+    limit: () => last().body![limitField],
+    paths: () => s.received.map((r) => r.path),
+    close: () => s.close(),
+  };
+}
+
 async function vllmRig(o: RigOptions = {}): Promise<Rig> {
   const c: Partial<VllmConfig> = { maxModelLen: CTX, apiKey: o.apiKey ?? null };
   if (o.model) c.servedModelName = c.modelRoot = o.model;
@@ -110,18 +133,12 @@ async function vllmRig(o: RigOptions = {}): Promise<Rig> {
   const s: VllmStandIn = await startVllm(c);
   return {
     kind: "vllm",
-    url: s.url,
-    script: (tokens, extra = {}) => s.script({ tokens, ...extra }),
-    sent: () => s.completions().at(-1)!.body!,
-    sentHeaders: () => s.completions().at(-1)!.headers,
-    limit: () => s.completions().at(-1)!.body!.max_tokens,
+    ...recorded(s, "max_tokens"),
     expected: (t) => t,
     abort: (k) => ({ abortAfter: k }),
     old: { extra: { config: { profile: "v0.10.0" } }, message: /does not return token ids; vLLM ≥ 0\.10\.2 needed/ },
     keyed: true,
     series: "vllm:num_requests_running",
-    paths: () => s.received.map((r) => r.path),
-    close: () => s.close(),
   };
 }
 
@@ -136,18 +153,12 @@ async function sglangRig(o: RigOptions = {}): Promise<Rig> {
   const s: SglangStandIn = await startSglang(c);
   return {
     kind: "sglang",
-    url: s.url,
-    script: (tokens, extra = {}) => s.script({ tokens, ...extra }),
-    sent: () => s.completions().at(-1)!.body!,
-    sentHeaders: () => s.completions().at(-1)!.headers,
-    limit: () => s.completions().at(-1)!.body!.max_tokens,
+    ...recorded(s, "max_tokens"),
     expected: (t) => t,
     abort: (k) => ({ abortAfter: k }),
     old: { extra: { config: { profile: "old" } }, message: /does not return token ids; an SGLang with return_token_ids/ },
     keyed: true,
     series: "sglang:num_running_reqs",
-    paths: () => s.received.map((r) => r.path),
-    close: () => s.close(),
   };
 }
 
@@ -158,11 +169,7 @@ async function trtllmRig(o: RigOptions = {}): Promise<Rig> {
   const s: TrtllmStandIn = await startTrtllm(c);
   return {
     kind: "trtllm",
-    url: s.url,
-    script: (tokens, extra = {}) => s.script({ tokens, ...extra }),
-    sent: () => s.completions().at(-1)!.body!,
-    sentHeaders: () => s.completions().at(-1)!.headers,
-    limit: () => s.completions().at(-1)!.body!.max_tokens,
+    ...recorded(s, "max_tokens"),
     expected: (t) => (t.at(-1) === 200002 ? t.slice(0, -1) : t),
     abort: (k) => ({ cancelAfter: k }),
     old: {
@@ -171,8 +178,6 @@ async function trtllmRig(o: RigOptions = {}): Promise<Rig> {
     },
     keyed: false,
     series: "trtllm_num_requests_running",
-    paths: () => s.received.map((r) => r.path),
-    close: () => s.close(),
   };
 }
 
@@ -182,11 +187,7 @@ async function llamacppRig(o: RigOptions = {}, extra: Partial<LlamacppConfig> = 
   const s: LlamacppStandIn = await startLlamacpp(c);
   return {
     kind: "llamacpp",
-    url: s.url,
-    script: (tokens, extra = {}) => s.script({ tokens, ...extra }),
-    sent: () => s.completions().at(-1)!.body!,
-    sentHeaders: () => s.completions().at(-1)!.headers,
-    limit: () => s.completions().at(-1)!.body!.n_predict,
+    ...recorded(s, "n_predict"),
     expected: (t) => t,
     abort: (k) => ({ errorAfter: k }),
     old: {
@@ -195,8 +196,6 @@ async function llamacppRig(o: RigOptions = {}, extra: Partial<LlamacppConfig> = 
     },
     keyed: true,
     series: "llamacpp:prompt_tokens_total",
-    paths: () => s.received.map((r) => r.path),
-    close: () => s.close(),
   };
 }
 

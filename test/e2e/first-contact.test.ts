@@ -7,6 +7,7 @@
  * saying what it waits for, GET / and a WebSocket URL without its path.
  */
 import { spawn } from "node:child_process";
+import { runProcess, type Ran } from "../helpers.js";
 import { existsSync, readFileSync } from "node:fs";
 import net from "node:net";
 import { fileURLToPath } from "node:url";
@@ -19,26 +20,12 @@ const VERSION = (JSON.parse(readFileSync(new URL("../../package.json", import.me
 /** util-linux's `script` gives a command a pseudo-terminal (Debian's bsdutils, an essential package). */
 const SCRIPT = "/usr/bin/script";
 
-interface Run {
-  code: number | null;
-  stdout: string;
-  stderr: string;
-}
-
-function run(args: string[], env: Record<string, string> = {}): Promise<Run> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [CLI, ...args], { stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, ...env } });
-    let stdout = "";
-    let stderr = "";
-    child.stdout.on("data", (c) => (stdout += c));
-    child.stderr.on("data", (c) => (stderr += c));
-    child.on("error", reject);
-    child.on("close", (code) => resolve({ code, stdout, stderr }));
-  });
+function run(args: string[], env: Record<string, string> = {}): Promise<Ran> {
+  return runProcess(process.execPath, [CLI, ...args], { env: { ...process.env, ...env } });
 }
 
 /** A usage error: exit 2, nothing on stdout, `lines` lines on stderr, no stack trace; the first line is returned. */
-function usageError(r: Run, lines = 1): string {
+function usageError(r: Ran, lines = 1): string {
   expect(r.code, r.stderr).toBe(2);
   expect(r.stdout).toBe("");
   const out = r.stderr.trimEnd().split("\n");

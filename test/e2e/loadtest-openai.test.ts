@@ -15,7 +15,6 @@
  * src/openai/streamed-arguments.ts); a test of their own drives every API
  * with nothing but them.
  */
-import { spawn } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
@@ -28,7 +27,7 @@ import type { OpenAIReport, TargetReport } from "../../src/loadtest/openai-run.j
 import { runOpenAILoadtest } from "../../src/loadtest/openai-run.js";
 import { startSimulator, type Simulator } from "../../src/simulate/server.js";
 import type { Server } from "../../src/server.js";
-import { harmony, type Json } from "../helpers.js";
+import { harmony, runProcess, type Json, type Ran } from "../helpers.js";
 import { startTestServer } from "./test-server.js";
 
 const CLI = fileURLToPath(new URL("../../dist/src/cli.js", import.meta.url));
@@ -37,16 +36,8 @@ const ARGUMENT_SHAPES: FaultKind[] = ["args_over_escaped", "args_fenced", "args_
 
 type Obj = Record<string, Json>;
 
-function run(args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [CLI, ...args], { stdio: ["ignore", "pipe", "pipe"] });
-    let stdout = "";
-    let stderr = "";
-    child.stdout.on("data", (c) => (stdout += c));
-    child.stderr.on("data", (c) => (stderr += c));
-    child.on("error", reject);
-    child.on("close", (code) => resolve({ code, stdout, stderr }));
-  });
+function run(args: string[]): Promise<Ran> {
+  return runProcess(process.execPath, [CLI, ...args]);
 }
 
 /** The console table's cell for `label` in the target's column (1: the first target). */

@@ -6,25 +6,11 @@ import { check, observe } from "../../src/loadtest/check.js";
 import { FAULT_KINDS, generateStream } from "../../src/loadtest/generate.js";
 import { loadtest } from "../../src/commands/loadtest.js";
 import { formatReport, type LoadtestOptions } from "../../src/loadtest/run.js";
-import { harmony } from "../helpers.js";
+import { harmony, loadtestOptions } from "../helpers.js";
 
 const { enc, vocab } = harmony();
 
-const base: LoadtestOptions = {
-  streams: 400,
-  concurrency: 64,
-  streamsPerFrame: 32,
-  chunking: "random",
-  stepTokens: 4,
-  faultRate: 1,
-  faults: [...FAULT_KINDS],
-  seed: 7,
-  durationSec: 0,
-  mode: "resilient",
-  window: 8,
-  compareStrict: false,
-  progress: false,
-};
+const base: LoadtestOptions = loadtestOptions({ streams: 400, faultRate: 1 });
 
 describe("generator", () => {
   it("is deterministic per (seed, index)", () => {

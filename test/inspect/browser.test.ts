@@ -15,12 +15,11 @@ import { fileURLToPath, pathToFileURL } from "node:url";
 import { chromium, type Browser, type BrowserContext, type Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { loadtest } from "../../src/commands/loadtest.js";
-import { FAULT_KINDS } from "../../src/loadtest/generate.js";
 import { chunksUpTo, eventsAtStep, type ParseAnswer } from "../../src/inspect/logic.js";
 import { answerParse } from "../../src/inspect/parse.js";
 import { machineInfo, renderLoadtestHtml } from "../../src/loadtest/html.js";
 import type { LoadtestOptions, Report } from "../../src/loadtest/run.js";
-import { harmony } from "../helpers.js";
+import { harmony, loadtestOptions } from "../helpers.js";
 import { startInspectServer, type InspectServer } from "./server.js";
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
@@ -356,21 +355,7 @@ describe("the load test's HTML report", () => {
   let opts: LoadtestOptions;
 
   beforeAll(async () => {
-    opts = {
-      streams: 300,
-      concurrency: 64,
-      streamsPerFrame: 32,
-      chunking: "random",
-      stepTokens: 4,
-      faultRate: 0.3,
-      faults: [...FAULT_KINDS],
-      seed: 7,
-      durationSec: 0,
-      mode: "resilient",
-      window: 8,
-      compareStrict: true,
-      progress: false,
-    };
+    opts = loadtestOptions({ streams: 300, compareStrict: true });
     report = await loadtest(opts, enc, vocab); // a real run against an in-process server
   });
 

@@ -5,22 +5,9 @@ import { flagSettings, renderLoadtestHtml, renderOpenAIHtml, type HtmlReport } f
 import type { OpenAIReport, TargetReport } from "../../src/loadtest/openai-run.js";
 import { LatencyHistogram, minSamples } from "../../src/loadtest/percentiles.js";
 import { replayCommand, type LoadtestOptions, type PassReport } from "../../src/loadtest/run.js";
+import { loadtestOptions } from "../helpers.js";
 
-const opts: LoadtestOptions = {
-  streams: 10,
-  concurrency: 4,
-  streamsPerFrame: 4,
-  chunking: "random",
-  stepTokens: 4,
-  faultRate: 0.3,
-  faults: [...FAULT_KINDS],
-  seed: 7,
-  durationSec: 0,
-  mode: "resilient",
-  window: 8,
-  compareStrict: false,
-  progress: false,
-};
+const opts: LoadtestOptions = loadtestOptions({ streams: 10, concurrency: 4, streamsPerFrame: 4 });
 
 function pass(over: Partial<PassReport> = {}): PassReport {
   return {

@@ -6,19 +6,11 @@
  */
 import { Agent, OpenAIProvider, Runner, tool, user, type AgentInputItem } from "@openai/agents";
 import OpenAI from "openai";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { z } from "zod";
-import { checkLoop, startRig, WEATHER_AGENT as A, type Rig } from "./harness.js";
+import { checkLoop, useRig, WEATHER_AGENT as A, WEATHER_RESULT as RESULT } from "./harness.js";
 
-const RESULT = '{"temp_c":18,"sky":"sunny"}';
-
-let rig: Rig;
-beforeAll(async () => {
-  rig = await startRig();
-});
-afterAll(async () => {
-  await rig.close();
-});
+const rig = useRig();
 
 function agent(seen: unknown[]): Agent {
   const getWeather = tool({

@@ -14,18 +14,12 @@
 import { createOpenAI } from "@ai-sdk/openai";
 import { createOpenAICompatible } from "@ai-sdk/openai-compatible";
 import { generateText, jsonSchema, stepCountIs, streamText, tool, type ModelMessage } from "ai";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { checkLoop, startRig, WEATHER_AGENT as A, type Rig } from "./harness.js";
+import { describe, expect, it } from "vitest";
+import { checkLoop, useRig, WEATHER_AGENT as A } from "./harness.js";
 
 const RESULT = { temp_c: 18, sky: "sunny" };
 
-let rig: Rig;
-beforeAll(async () => {
-  rig = await startRig();
-});
-afterAll(async () => {
-  await rig.close();
-});
+const rig = useRig();
 
 function weather(seen: unknown[]) {
   return tool({

@@ -18,7 +18,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { checkLoop, startRig, WEATHER_AGENT, type Agent, type Rig } from "./harness.js";
+import { checkLoop, useRig, WEATHER_AGENT, type Agent } from "./harness.js";
 
 const CODEX = fileURLToPath(new URL("../../../node_modules/@openai/codex/bin/codex.js", import.meta.url));
 
@@ -33,15 +33,13 @@ const SHELL: Agent = {
   followUp: "Glad to help.",
 };
 
-let rig: Rig;
+const rig = useRig();
 let dir: string;
 beforeAll(async () => {
-  rig = await startRig();
   rig.play(SHELL);
   dir = await mkdtemp(join(tmpdir(), "hs-codex-"));
 });
 afterAll(async () => {
-  await rig?.close();
   if (dir) await rm(dir, { recursive: true, force: true });
 });
 

@@ -13,7 +13,7 @@
  * result after it; after a final answer, the earlier turns' reasoning is
  * gone.
  */
-import { expect } from "vitest";
+import { afterAll, beforeAll, expect } from "vitest";
 import type { Server } from "../../../src/server.js";
 import { DEFAULT_COT_STORE } from "../../../src/service/service.js";
 import { harmony } from "../../helpers.js";
@@ -122,6 +122,39 @@ export async function startRig(): Promise<Rig> {
     },
   };
 }
+
+/**
+ * The file's rig: started before its tests, closed after them. What it
+ * returns reads through to the rig once started.
+ */
+export function useRig(): Rig {
+  let rig: Rig | undefined;
+  beforeAll(async () => {
+    rig = await startRig();
+  });
+  afterAll(async () => {
+    await rig?.close();
+  });
+  const started = (): Rig => {
+    if (!rig) throw new Error("the rig is used before beforeAll has started it");
+    return rig;
+  };
+  return {
+    get vllm() {
+      return started().vllm;
+    },
+    get fronts() {
+      return started().fronts;
+    },
+    turns: (since) => started().turns(since),
+    mark: () => started().mark(),
+    play: (a, t) => started().play(a, t),
+    close: () => started().close(),
+  };
+}
+
+/** What the weather tool answers in every client's loop. */
+export const WEATHER_RESULT = '{"temp_c":18,"sky":"sunny"}';
 
 /** Where `needle` is in `hay` (expected there). */
 function at(hay: string, needle: string, what: string): number {

@@ -17,19 +17,11 @@
 import { HumanMessage, type AIMessage, type AIMessageChunk, type BaseMessage } from "@langchain/core/messages";
 import { tool } from "@langchain/core/tools";
 import { ChatOpenAI } from "@langchain/openai";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { z } from "zod";
-import { checkLoop, startRig, WEATHER_AGENT as A, type Rig } from "./harness.js";
+import { checkLoop, useRig, WEATHER_AGENT as A, WEATHER_RESULT as RESULT } from "./harness.js";
 
-const RESULT = '{"temp_c":18,"sky":"sunny"}';
-
-let rig: Rig;
-beforeAll(async () => {
-  rig = await startRig();
-});
-afterAll(async () => {
-  await rig.close();
-});
+const rig = useRig();
 
 /** The reasoning LangChain shows on a message: its reasoning content blocks (Responses: from the summary; Chat: `reasoning_content`). */
 function reasoningOf(m: AIMessage): string {

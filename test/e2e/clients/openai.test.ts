@@ -8,19 +8,12 @@
 import OpenAI from "openai";
 import type { RunnableToolFunctionWithParse } from "openai/lib/RunnableFunction";
 import type { ResponseInputItem } from "openai/resources/responses/responses";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { checkLoop, startRig, WEATHER_AGENT as A, type Rig } from "./harness.js";
+import { describe, expect, it } from "vitest";
+import { checkLoop, useRig, WEATHER_AGENT as A, WEATHER_RESULT as RESULT } from "./harness.js";
 
 const PARAMS = { type: "object", properties: { city: { type: "string" } }, required: ["city"], additionalProperties: false };
-const RESULT = '{"temp_c":18,"sky":"sunny"}';
 
-let rig: Rig;
-beforeAll(async () => {
-  rig = await startRig();
-});
-afterAll(async () => {
-  await rig.close();
-});
+const rig = useRig();
 
 describe.each(["on", "off"] as const)("openai (the reasoning store %s)", (store) => {
   const client = () => new OpenAI({ baseURL: `${rig.fronts[store]}/v1`, apiKey: "sk-local", maxRetries: 0 });

@@ -51,7 +51,7 @@
 import http from "node:http";
 import type { AddressInfo } from "node:net";
 import { defaultDecode } from "./vllm.js";
-import { recordingServer, type Received } from "./recording.js";
+import { recordingServer, SPECIAL_TEXT, type Received } from "./recording.js";
 
 type Obj = Record<string, unknown>;
 
@@ -80,19 +80,6 @@ export interface LlamacppConfig {
   /** `--metrics`. */
   metrics: boolean;
 }
-
-/** gpt-oss's named specials (o200k_harmony), as their text. */
-const SPECIAL_TEXT: Readonly<Record<number, string>> = {
-  199998: "<|startoftext|>",
-  199999: "<|endoftext|>",
-  200002: "<|return|>",
-  200003: "<|constrain|>",
-  200005: "<|channel|>",
-  200006: "<|start|>",
-  200007: "<|end|>",
-  200008: "<|message|>",
-  200012: "<|call|>",
-};
 
 /** server-common.cpp `validate_utf8`: the length up to a character cut at the end. */
 function validUtf8Length(b: Buffer): number {

@@ -3,6 +3,19 @@ import http from "node:http";
 
 type Obj = Record<string, unknown>;
 
+/** gpt-oss's named specials (o200k_harmony), as their text. */
+export const SPECIAL_TEXT: Readonly<Record<number, string>> = {
+  199998: "<|startoftext|>",
+  199999: "<|endoftext|>",
+  200002: "<|return|>",
+  200003: "<|constrain|>",
+  200005: "<|channel|>",
+  200006: "<|start|>",
+  200007: "<|end|>",
+  200008: "<|message|>",
+  200012: "<|call|>",
+};
+
 export interface Received {
   method: string;
   path: string;

@@ -105,23 +105,24 @@
  */
 import http from "node:http";
 import type { AddressInfo } from "node:net";
+// the helpers vLLM's code gives both engines alike; the simulator models the current wire only, so the rest is the stand-in's own
+import {
+  hasRepetition,
+  HttpFail,
+  isIntList,
+  logprobsOf,
+  modelList,
+  randomId,
+  usageOf,
+  validationMessage,
+  VLLM_ROUTES,
+} from "../../../src/simulate/vllm.js";
+import { SPECIAL_TEXT } from "./recording.js";
 
 type Obj = Record<string, unknown>;
 
 export type VllmProfile = "current" | "v0.10.2" | "v0.10.0";
 
-/** gpt-oss's named specials (o200k_harmony). */
-const SPECIAL_NAMES: Readonly<Record<number, string>> = {
-  199998: "<|startoftext|>",
-  199999: "<|endoftext|>",
-  200002: "<|return|>",
-  200003: "<|constrain|>",
-  200005: "<|channel|>",
-  200006: "<|start|>",
-  200007: "<|end|>",
-  200008: "<|message|>",
-  200012: "<|call|>",
-};
 const FIRST_SPECIAL = 199998;
 
 /** The server as vLLM is started: model, context, generation config, flags. */
@@ -256,23 +257,6 @@ export interface VllmStandIn {
 
 // ------------------------------------------------------------------ errors
 
-/** VLLMValidationError.__str__ (vllm/exceptions.py). */
-function validationMessage(message: string, parameter?: string, value?: unknown): string {
-  const extras: string[] = [];
-  if (parameter !== undefined) extras.push(`parameter=${parameter}`);
-  if (value !== undefined && value !== null) extras.push(`value=${String(value)}`);
-  return extras.length ? `${message} (${extras.join(", ")})` : message;
-}
-
-class HttpFail {
-  constructor(
-    readonly status: number,
-    readonly message: string,
-    readonly type: string = "BadRequestError",
-    readonly param: string | null = null,
-  ) {}
-}
-
 /** The error body: nested since PR #22099 (v0.10.1), flat `object: "error"` before. */
 function errorBody(p: VllmProfile, f: HttpFail): Obj {
   if (p === "v0.10.0") return { object: "error", message: f.message, type: f.type, param: f.param, code: f.status };
@@ -309,10 +293,6 @@ interface Plan {
   continuousUsage: boolean;
   interval: number;
   repetition: { min_pattern_size: number; max_pattern_size: number; min_count: number } | null;
-}
-
-function isIntList(v: unknown): v is number[] {
-  return Array.isArray(v) && v.every((x) => Number.isInteger(x) && (x as number) >= 0);
 }
 
 /** CompletionRequest's validators, the renderer's length checks and SamplingParams' checks. */
@@ -442,30 +422,6 @@ function plan(body: Obj, cfg: VllmConfig): Plan {
   };
 }
 
-/** sched/utils.py check_sequence_repetition (without the absolute size guards). */
-export function hasRepetition(
-  ids: readonly number[],
-  r: { min_pattern_size: number; max_pattern_size: number; min_count: number },
-): boolean {
-  const minSize = r.min_pattern_size <= 0 ? 1 : r.min_pattern_size;
-  if (r.max_pattern_size <= 0 || r.min_count < 2 || minSize > r.max_pattern_size) return false;
-  for (let len = minSize; len <= r.max_pattern_size; len++) {
-    if (len * r.min_count > ids.length) return false;
-    let all = true;
-    for (let k = 1; k <= len && all; k++) {
-      const target = ids[ids.length - k];
-      for (let m = 1; m < r.min_count; m++) {
-        if (ids[ids.length - (len * m + k)] !== target) {
-          all = false;
-          break;
-        }
-      }
-    }
-    if (all) return true;
-  }
-  return false;
-}
-
 type Terminal =
   | { kind: "finish"; reason: "stop" | "length" | "repetition"; stopReason: number | string | null; stopToken: boolean }
   | { kind: "abort" }
@@ -588,36 +544,16 @@ function textOf(ids: readonly number[], dropLast: boolean, skipSpecial: boolean,
     .join("");
 }
 
-function logprobsOf(ids: readonly number[], pl: Plan, decode: (id: number) => string, offset: number): Obj | null {
-  if (pl.logprobs === null) return null;
-  const tokens = ids.map((id) => (pl.asTokenIds ? `token_id:${id}` : decode(id)));
-  const text_offset: number[] = [];
-  let at = offset;
-  for (const t of tokens) {
-    text_offset.push(at);
-    at += t.length;
-  }
-  // placeholder values, one per id (-(1 + id mod 997) / 1000), so a reader's alignment of values to ids can be checked
-  const lp = ids.map((id) => -(1 + (id % 997)) / 1000);
-  return { text_offset, token_logprobs: lp, tokens, top_logprobs: tokens.map((t, i) => ({ [t]: lp[i] })) };
-}
-
-function usageOf(prompt: number, completion: number, details: number | null): Obj {
-  const u: Obj = { prompt_tokens: prompt, total_tokens: prompt + completion, completion_tokens: completion };
+function usageWith(prompt: number, completion: number, details: number | null): Obj {
+  const u = usageOf(prompt, completion);
   if (details !== null) u.prompt_tokens_details = { cached_tokens: details };
   return u;
-}
-
-function randomId(): string {
-  let s = "";
-  for (let i = 0; i < 32; i++) s += Math.floor(Math.random() * 16).toString(16);
-  return s;
 }
 
 // ------------------------------------------------------------------ server
 
 export function defaultDecode(id: number): string {
-  return SPECIAL_NAMES[id] ?? (id >= FIRST_SPECIAL ? `<|reserved_${id}|>` : `[${id}]`);
+  return SPECIAL_TEXT[id] ?? (id >= FIRST_SPECIAL ? `<|reserved_${id}|>` : `[${id}]`);
 }
 
 /** One id per UTF-8 byte: a placeholder tokenizer. */
@@ -678,20 +614,10 @@ export async function startVllm(initial: Partial<VllmConfig> = {}): Promise<Vllm
 
   async function route(req: http.IncomingMessage, res: http.ServerResponse, rec: Received, path: string): Promise<void> {
     const method = req.method ?? "GET";
-    const routes: Record<string, string[]> = {
-      "/health": ["GET"],
-      "/ping": ["GET", "POST"],
-      "/version": ["GET"],
-      "/metrics": ["GET"],
-      "/v1/models": ["GET"],
-      "/tokenize": ["POST"],
-      "/detokenize": ["POST"],
-      "/v1/completions": ["POST"],
-    };
     // authenticate.py: the guarded prefixes need the key; the rest stays open
     if (config.apiKey !== null && /^\/(v1|v2|inference|cohere)(\/|$)/.test(path) && req.headers.authorization !== `Bearer ${config.apiKey}`)
       return json(res, rec, 401, { error: "Unauthorized" });
-    const allowed = routes[path];
+    const allowed = VLLM_ROUTES[path];
     if (!allowed) return json(res, rec, 404, { detail: "Not Found" });
     if (!allowed.includes(method === "HEAD" ? "GET" : method)) return json(res, rec, 405, { detail: "Method Not Allowed" });
     const p = config.profile;
@@ -707,7 +633,7 @@ export async function startVllm(initial: Partial<VllmConfig> = {}): Promise<Vllm
       case "/metrics":
         return metricsText(res, rec);
       case "/v1/models":
-        return json(res, rec, 200, models());
+        return json(res, rec, 200, modelList(config.servedModelName, config.modelRoot, config.maxModelLen, started));
       case "/tokenize":
       case "/detokenize":
         return tokenize(res, rec, path);
@@ -760,39 +686,6 @@ export async function startVllm(initial: Partial<VllmConfig> = {}): Promise<Vllm
     } finally {
       metrics.running--;
     }
-  }
-
-  function models(): Obj {
-    return {
-      object: "list",
-      data: [
-        {
-          id: config.servedModelName,
-          object: "model",
-          created: started,
-          owned_by: "vllm",
-          root: config.modelRoot,
-          parent: null,
-          max_model_len: config.maxModelLen,
-          permission: [
-            {
-              id: `modelperm-${randomId()}`,
-              object: "model_permission",
-              created: started,
-              allow_create_engine: false,
-              allow_sampling: true,
-              allow_logprobs: true,
-              allow_search_indices: false,
-              allow_view: true,
-              allow_fine_tuning: false,
-              organization: "*",
-              group: null,
-              is_blocking: false,
-            },
-          ],
-        },
-      ],
-    };
   }
 
   function tokenize(res: http.ServerResponse, rec: Received, path: string): void {
@@ -935,7 +828,7 @@ export async function startVllm(initial: Partial<VllmConfig> = {}): Promise<Vllm
       sentIds[i] = sentIds[i]! + piece.ids.length;
       sentText[i] = sentText[i]! + text.length;
       const chunk: Obj = { id, object: "text_completion", created, model: pl.model, choices: [choice] };
-      if (pl.continuousUsage) chunk.usage = usageOf(promptIds.length, sentIds[i]!, null);
+      if (pl.continuousUsage) chunk.usage = usageWith(promptIds.length, sentIds[i]!, null);
       else if (p !== "current") chunk.usage = null; // exclude_unset=False
       if (!send(chunk)) return;
       chunksSent++;
@@ -945,7 +838,7 @@ export async function startVllm(initial: Partial<VllmConfig> = {}): Promise<Vllm
       const promptTokens = pl.prompts.reduce((a, ids) => a + ids.length, 0);
       const completion = sentIds.reduce((a, b) => a + b, 0);
       const details = cfg.enablePromptTokensDetails && (p === "current" || cfg.cachedTokens) ? cfg.cachedTokens : null;
-      send({ id, object: "text_completion", created, model: pl.model, choices: [], usage: usageOf(promptTokens, completion, details) });
+      send({ id, object: "text_completion", created, model: pl.model, choices: [], usage: usageWith(promptTokens, completion, details) });
     }
     done();
   }
@@ -976,7 +869,7 @@ export async function startVllm(initial: Partial<VllmConfig> = {}): Promise<Vllm
       completion += run.ids.length;
     }
     const promptTokens = pl.prompts.reduce((a, ids) => a + ids.length, 0);
-    const usage = usageOf(promptTokens, completion, cfg.enablePromptTokensDetails ? cfg.cachedTokens : null);
+    const usage = usageWith(promptTokens, completion, cfg.enablePromptTokensDetails ? cfg.cachedTokens : null);
     if (!("prompt_tokens_details" in usage)) usage.prompt_tokens_details = null;
     const body: Obj = {
       id: `cmpl-${randomId()}`,
