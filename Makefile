@@ -2,7 +2,7 @@
 NODE_MODULES := node_modules/.package-lock.json
 BUILD := dist/.built
 
-.PHONY: install build test test-node-lines run bench bench-store typecheck lint format format-check clean
+.PHONY: install build test test-node-lines run bench bench-front bench-store typecheck lint format format-check clean
 
 $(NODE_MODULES): package.json package-lock.json
 	npm ci --no-audit --no-fund
@@ -59,6 +59,10 @@ run: $(BUILD)
 
 bench: $(BUILD)
 	node dist/bench/parser-bench.js
+
+# the OpenAI front's cost per token beside a plain SSE relay (bench/front/README.md; FLAGS="..." passes flags)
+bench-front: $(BUILD)
+	node dist/bench/front/main.js $(FLAGS)
 
 bench-store: $(BUILD) $(REDIS_SERVER)
 	node dist/bench/store-bench.js
