@@ -4,13 +4,14 @@
  * node:http with a keep-alive agent, SSE split on blank lines, each event
  * looked at with string searches (JSON.parse only for the one event that
  * carries usage). Per stream it records the time to the first event that
- * carries a token (TTFT, from the request's start) and the gap between
- * consecutive such events, in HDR histograms (µs), and counts the tokens
- * and the delta text that came through.
+ * carries a token of text (TTFT, from the request's start) and the gap
+ * between consecutive such events, in HDR histograms (µs), and counts the
+ * tokens and the delta text that came through.
  *
  * Kinds of run:
  * - `completions`: vLLM's `/v1/completions` as the sidecar asks it (the
  *   engine alone, or the pass-through); tokens: the `token_ids` of each event;
+ *   a token event: one whose ids include one of a message's body (`Bodies`);
  * - `chat`: the front's `/v1/chat/completions`; tokens: the usage chunk's
  *   `completion_tokens`; a token event: a delta with `content` or `reasoning`;
  * - `responses`: the front's `/v1/responses`; tokens: `response.completed`'s
@@ -24,6 +25,10 @@
 import http from "node:http";
 import { build as buildHistogram, encodeIntoCompressedBase64, type Histogram } from "hdr-histogram-js";
 import { HarmonyClient, type StreamHandle } from "../../src/client/index.js";
+import { HARMONY } from "../../src/core/preset.js";
+
+const MESSAGE = HARMONY.tokens.message;
+const FIRST_SPECIAL = HARMONY.firstSpecial;
 
 export type Kind = "completions" | "chat" | "responses" | "ws";
 
@@ -42,7 +47,7 @@ export interface RunCommand {
 
 export interface RunResult {
   tokens: number;
-  /** Events that carried at least one token. */
+  /** Events that carried text: a delta, or (completions) an id of a message's body. */
   events: number;
   /** Delta text (content and reasoning) through the chat, responses and ws fronts. */
   chars: number;
@@ -187,15 +192,37 @@ function sse(url: string, path: string, body: string, onEvent: (data: string) =>
   });
 }
 
+/**
+ * Which of a completion's ids a front turns into delta text: the ordinary ids
+ * of a message's body (after `<|message|>`, before the next special). An
+ * event of the engine's counts as a token event when it carries one, so the
+ * engine's and the relay's TTFT and gaps are timed to the same tokens as the
+ * fronts' deltas.
+ */
+class Bodies {
+  private inBody = false;
+  /** Whether `ids` carry a body id. */
+  read(ids: readonly number[]): boolean {
+    let body = false;
+    for (const id of ids) {
+      if (id === MESSAGE) this.inBody = true;
+      else if (id >= FIRST_SPECIAL) this.inBody = false;
+      else if (this.inBody) body = true;
+    }
+    return body;
+  }
+}
+
 async function oneHttp(cmd: RunCommand, m: Meter): Promise<void> {
   const { path, body } = requestBody(cmd.kind, cmd.model);
   const timer = new Timer(m, performance.now());
+  const bodies = new Bodies();
   await sse(cmd.url, path, body, (data) => {
     if (cmd.kind === "completions") {
       const ids = idsOf(data);
       if (ids !== null && ids.length > 0) {
         m.tokens += ids.length;
-        timer.tokenEvent();
+        if (bodies.read(ids)) timer.tokenEvent();
       }
     } else if (cmd.kind === "chat") {
       const c = chatChars(data);
