@@ -57,15 +57,32 @@ test-node-lines: $(BUILD) $(CHROMIUM) $(REDIS_SERVER)
 run: $(BUILD)
 	node dist/src/cli.js serve
 
+# one folder per benchmark, bench/<name>/main.ts, each run with its own flags: make bench-service FLAGS="--runs 1"
+.PHONY: bench-service bench-hostile bench-answer-check bench-bpe bench-startup
 bench: $(BUILD)
-	node dist/bench/parser-bench.js
+	node dist/bench/parser/main.js $(FLAGS)
+
+bench-service: $(BUILD)
+	node dist/bench/service/main.js $(FLAGS)
+
+bench-hostile: $(BUILD)
+	node dist/bench/hostile/main.js $(FLAGS)
 
 # the OpenAI front's cost per token beside a plain SSE relay (bench/front/README.md; FLAGS="..." passes flags)
 bench-front: $(BUILD)
 	node dist/bench/front/main.js $(FLAGS)
 
 bench-store: $(BUILD) $(REDIS_SERVER)
-	node dist/bench/store-bench.js
+	node dist/bench/store/main.js $(FLAGS)
+
+bench-answer-check: $(BUILD)
+	node dist/bench/answer-check/main.js $(FLAGS)
+
+bench-bpe: $(BUILD)
+	node dist/bench/bpe/main.js $(FLAGS)
+
+bench-startup: $(BUILD)
+	node dist/bench/startup/main.js $(FLAGS)
 
 clean:
 	rm -rf dist

@@ -1,5 +1,5 @@
 /**
- * An engine that misbehaves, for the hostile bench (bench/hostile-bench.ts)
+ * An engine that misbehaves, for the hostile bench (bench/hostile/main.ts)
  * and the tests (test/e2e/hostile-engine.test.ts): it speaks vLLM's
  * `/v1/completions` stream (`token_ids` per choice, `data: [DONE]`) and
  * `/v1/models`, and then does what a buggy or hostile engine could do, one

@@ -1,7 +1,7 @@
 /**
  * The baselines: a plain `ws` echo server, and a busy echo that spins CPU
  * time per frame before echoing it. Each runs as a child process of the
- * bench's own entry file (`service-bench.js --child echo`).
+ * bench's own entry file (`main.js --child echo`).
  */
 import http from "node:http";
 import type { AddressInfo } from "node:net";
@@ -11,7 +11,7 @@ import { spawnChild, type Child } from "./children.js";
 import { opts } from "./flags.js";
 
 /** The bench's entry file, which runs the echo server when given `--child echo`. */
-const ENTRY = fileURLToPath(new URL("../service-bench.js", import.meta.url));
+const ENTRY = fileURLToPath(new URL("./main.js", import.meta.url));
 
 /** The echo server; with `workUs`, it spins that long per frame before echoing it (a server as busy as the service, minus the parsing). */
 export function startEcho(workUs = 0): Promise<Child> {

@@ -8,7 +8,7 @@
  * time at every start, and it merges a long piece in O(n·m) time (n bytes,
  * m merges: quadratic on one long word).
  * This encoder starts from the table file's lookup at once and is as fast on
- * ordinary text (bench/bpe-bench.ts measures both; README, "Layout").
+ * ordinary text (bench/bpe/main.ts measures both; README, "Layout").
  */
 import type { ByteRanks } from "./bpe.js";
 import { bytePairEncode } from "./bpe.js";

@@ -4,7 +4,7 @@
  * on a real socket too). Each misbehaviour gets a coded answer within the
  * deadline the test sets, and the server stays up (`/healthz`). How long
  * each takes, /healthz's latency meanwhile and the memory it costs are the
- * hostile bench's to measure (bench/hostile-bench.ts, bench/RESULTS.md), not
+ * hostile bench's to measure (bench/hostile/main.ts, bench/RESULTS.md), not
  * this test's.
  */
 import OpenAI from "openai";

@@ -1,7 +1,7 @@
 /**
  * Every attack of issue #16, as an attacker on the same machine sends it, against a real
  * server (smaller sizes where the full ones would make the test slow; the same shapes;
- * bench/hostile-bench.ts runs the full sizes and measures /healthz meanwhile). Each must
+ * bench/hostile/main.ts runs the full sizes and measures /healthz meanwhile). Each must
  * leave the process up and answering /healthz, and get a coded answer.
  */
 import http from "node:http";

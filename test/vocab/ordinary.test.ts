@@ -1,7 +1,7 @@
 /**
  * encodeOrdinary (src/vocab/ordinary.ts, plain JS: the ported pre-tokenizer
  * and the heap BPE) against tiktoken's own WASM `encode_ordinary`: the same
- * ids for every input. Timing lives in bench/bpe-bench.ts.
+ * ids for every input. Timing lives in bench/bpe/main.ts.
  *
  * FC_SEED=<n> replays a run, FC_SCALE=<k> runs k times as many cases.
  */

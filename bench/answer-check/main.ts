@@ -8,7 +8,7 @@
  * 1 MiB of a's (V8's own only on the short one: the long one would run for
  * ever).
  *
- *   node dist/bench/answer-check-bench.js
+ *   node dist/bench/answer-check/main.js
  */
 import { setFlagsFromString } from "node:v8";
 import { Ajv } from "ajv";

@@ -13,7 +13,7 @@
  *       table built from tiktoken, as every start did before the file.
  * Every figure is the median of `--runs` runs.
  *
- *   node dist/bench/startup.js [--runs 7] [--baseline /path/to/checkout] [--json]
+ *   node dist/bench/startup/main.js [--runs 7] [--baseline /path/to/checkout] [--json]
  */
 import { spawn } from "node:child_process";
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
@@ -22,9 +22,9 @@ import os from "node:os";
 import path from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import { Command } from "commander";
-import { HARMONY } from "../src/core/preset.js";
-import { loadHarmonyEncoding } from "../src/vocab/index.js";
-import { buildFromTiktoken } from "../src/vocab/tiktoken.js";
+import { HARMONY } from "../../src/core/preset.js";
+import { loadHarmonyEncoding } from "../../src/vocab/index.js";
+import { buildFromTiktoken } from "../../src/vocab/tiktoken.js";
 
 const opts = new Command()
   .option("--runs <n>", "runs per figure (median reported)", (v) => Number(v), 7)
@@ -33,7 +33,7 @@ const opts = new Command()
   .parse()
   .opts<{ runs: number; baseline?: string; json: boolean }>();
 
-const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
+const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../../..");
 const builds: { name: string; dir: string }[] = [{ name: "this build", dir: ROOT }];
 if (opts.baseline) {
   const dir = path.resolve(opts.baseline);
@@ -93,13 +93,13 @@ async function serveReady(dir: string): Promise<number> {
 async function workerFirstTask(dir: string): Promise<number> {
   const { loadHarmonyEncoding: load } = (await import(
     pathToFileURL(path.join(dir, "dist/src/vocab/index.js")).href
-  )) as typeof import("../src/vocab/index.js");
+  )) as typeof import("../../src/vocab/index.js");
   const { ParserPool } = (await import(
     pathToFileURL(path.join(dir, "dist/src/pool/pool.js")).href
-  )) as typeof import("../src/pool/pool.js");
+  )) as typeof import("../../src/pool/pool.js");
   const { schema } = (await import(
     pathToFileURL(path.join(dir, "dist/src/protocol/schema.js")).href
-  )) as typeof import("../src/protocol/schema.js");
+  )) as typeof import("../../src/protocol/schema.js");
   const table = load({ shared: true }).table;
   const t0 = performance.now();
   const pool = new ParserPool({ workers: 1, inline: 0, table, schema: schema() });

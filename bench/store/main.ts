@@ -3,7 +3,7 @@
  * costs a render against the in-process store, how many writes a second the
  * pipelined writer sends, and what an outage costs a request.
  *
- *   node dist/bench/store-bench.js [--iterations 2000] [--writes 100000] [--timeout-ms 5] [--json]
+ *   node dist/bench/store/main.js [--iterations 2000] [--writes 100000] [--timeout-ms 5] [--json]
  *   (`make bench-store`; needs Debian's redis-server, which it starts itself)
  *
  * Setup: a real redis-server (no persistence) started by this file, on a
@@ -31,10 +31,10 @@ import { createServer, createConnection } from "node:net";
 import os, { tmpdir } from "node:os";
 import path from "node:path";
 import { pino } from "pino";
-import { missingReasoning, restoreReasoning } from "../src/openai/render.js";
-import { DEFAULT_COT_STORE, DEFAULT_LIMITS, Service } from "../src/service/service.js";
-import { SharedStore } from "../src/store/redis.js";
-import { memoScope } from "../src/store/store.js";
+import { missingReasoning, restoreReasoning } from "../../src/openai/render.js";
+import { DEFAULT_COT_STORE, DEFAULT_LIMITS, Service } from "../../src/service/service.js";
+import { SharedStore } from "../../src/store/redis.js";
+import { memoScope } from "../../src/store/store.js";
 
 const args = process.argv.slice(2);
 const opt = (name: string, def: number) => {
@@ -245,7 +245,7 @@ async function measure(writer: Service, reader: Service, calls: number): Promise
 
 async function main(): Promise<void> {
   if (spawnSync("redis-server", ["--version"]).status !== 0)
-    throw new Error("store-bench needs Debian's redis-server package: apt-get install -y redis-server");
+    throw new Error("the store bench needs Debian's redis-server package: apt-get install -y redis-server");
   const version = spawnSync("redis-server", ["--version"], { encoding: "utf8" }).stdout.trim();
   const redis = new RedisProcess(await freePort());
   await redis.start();
@@ -279,7 +279,7 @@ async function main(): Promise<void> {
       }
     }
     report.restore = results;
-    out(`## Reasoning store (bench/store-bench.ts)`);
+    out(`## Reasoning store (bench/store/main.ts)`);
     out();
     out(
       `${process.version}, ${report.cpus} CPUs (${report.cpu}), ${version.split(" ").slice(0, 3).join(" ")}; ${ITER} renders per case, ~1 KiB of reasoning per call; fetch budget ${TIMEOUT_MS} ms.`,

@@ -13,11 +13,11 @@ import os from "node:os";
 import { fileURLToPath } from "node:url";
 import { PassThrough, Readable } from "node:stream";
 import { Command } from "commander";
-import { runParse } from "../src/commands/parse.js";
-import { HarmonyParser, type ParserOptions } from "../src/core/parser.js";
-import { FLAG_WHOLE, Vocabulary } from "../src/core/vocab.js";
-import { loadHarmonyEncoding } from "../src/vocab/index.js";
-import { loadReferencePeer } from "./peers/reference-wasm.js";
+import { runParse } from "../../src/commands/parse.js";
+import { HarmonyParser, type ParserOptions } from "../../src/core/parser.js";
+import { FLAG_WHOLE, Vocabulary } from "../../src/core/vocab.js";
+import { loadHarmonyEncoding } from "../../src/vocab/index.js";
+import { loadReferencePeer } from "../peers/reference-wasm.js";
 
 const opts = new Command()
   .option("--runs <n>", "timed runs per figure (median reported)", (v) => Number(v), 7)
@@ -26,7 +26,7 @@ const opts = new Command()
   .parse()
   .opts<{ runs: number; minMs: number; json: boolean }>();
 
-const DATA = fileURLToPath(new URL("../../bench/data/mix-200k.txt", import.meta.url));
+const DATA = fileURLToPath(new URL("../../../bench/data/mix-200k.txt", import.meta.url));
 
 // ---------------------------------------------------------------- start-up
 const rssBefore = process.memoryUsage().rss;
@@ -147,7 +147,7 @@ try {
 
 /** `parse --batch` in process: JSON Lines in, JSON Lines out, cases per second. */
 async function batchCasesPerSecond(strictMode: boolean): Promise<number> {
-  const fixtures = fileURLToPath(new URL("../../test/fixtures/conformance/", import.meta.url));
+  const fixtures = fileURLToPath(new URL("../../../test/fixtures/conformance/", import.meta.url));
   const input = ["wellformed.jsonl", "malformed.jsonl"]
     .map((f) => readFileSync(fixtures + f, "utf8").trim())
     .join("\n")

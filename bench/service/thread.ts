@@ -1,15 +1,15 @@
 /**
- * The service's main thread alone, in process: service-bench's (a) frames
- * (bench/service/workload.ts's laneSource: --streams streams, one token
- * each per frame, a used-up stream closed and the next opened in the same
- * frame; by handle with --handles) fed straight into a Connection of a
- * Service with no workers, its answers handed to a transport that only
- * counts them. No sockets, no client beside it: a quieter figure than
- * service-bench's (a) for comparing two builds (run it in each checkout in
- * turn), and the thread's cost without the loopback's.
+ * The service's main thread alone, in process: the service bench's (a)
+ * frames (workload.ts's laneSource: --streams streams, one token each per
+ * frame, a used-up stream closed and the next opened in the same frame; by
+ * handle with --handles) fed straight into a Connection of a Service with no
+ * workers, its answers handed to a transport that only counts them. No
+ * sockets, no client beside it: a quieter figure than main.ts's (a) for
+ * comparing two builds (run it in each checkout in turn), and the thread's
+ * cost without the loopback's.
  *
- *   node dist/bench/service-thread.js [--handles] [--streams 256] [--seconds 2] [--runs 5] [--json]
- *   (service-bench's flags; these are the ones it reads)
+ *   node dist/bench/service/thread.js [--handles] [--streams 256] [--seconds 2] [--runs 5] [--json]
+ *   (the service bench's flags, flags.ts; these are the ones it reads)
  *
  * A pass sends FRAMES frames once on a fresh connection and closes it; each
  * figure is the median pass over --seconds × --runs seconds. Baseline in the
@@ -18,12 +18,12 @@
  * frames the lane source's local replay says produce events.
  */
 import { pino } from "pino";
-import { BinaryFrameReader } from "../src/protocol/binary-frame.js";
-import { schema } from "../src/protocol/schema.js";
-import type { Transport } from "../src/service/connection.js";
-import { DEFAULT_LIMITS, DEFAULTS, Service } from "../src/service/service.js";
-import { opts } from "./service/flags.js";
-import { laneSource, loadModules, loadWorkload } from "./service/workload.js";
+import { BinaryFrameReader } from "../../src/protocol/binary-frame.js";
+import { schema } from "../../src/protocol/schema.js";
+import type { Transport } from "../../src/service/connection.js";
+import { DEFAULT_LIMITS, DEFAULTS, Service } from "../../src/service/service.js";
+import { opts } from "./flags.js";
+import { laneSource, loadModules, loadWorkload } from "./workload.js";
 
 /** Frames per pass. */
 const FRAMES = 4000;

@@ -10,7 +10,7 @@
  *   (e) short messages, a call each (what a render of a chat does).
  * Every figure is the median of `--runs` timed runs (after one warm-up).
  *
- *   node dist/bench/bpe-bench.js [--runs 5] [--json]
+ *   node dist/bench/bpe/main.js [--runs 5] [--json]
  */
 import { readFileSync } from "node:fs";
 import { createRequire } from "node:module";
@@ -18,7 +18,7 @@ import os from "node:os";
 import { fileURLToPath } from "node:url";
 import { Command } from "commander";
 import { Tiktoken } from "tiktoken/lite";
-import { loadHarmonyEncoding } from "../src/vocab/index.js";
+import { loadHarmonyEncoding } from "../../src/vocab/index.js";
 
 const opts = new Command()
   .option("--runs <n>", "timed runs per figure (median reported)", (v) => Number(v), 5)
@@ -69,7 +69,7 @@ const rows: { case: string; bytes: number; tiktokenMs: number | null; oursMs: nu
 
 // (a) prose: the text of real completions (ordinary ids only), repeated to 1 MiB
 {
-  const DATA = fileURLToPath(new URL("../../bench/data/mix-200k.txt", import.meta.url));
+  const DATA = fileURLToPath(new URL("../../../bench/data/mix-200k.txt", import.meta.url));
   const { offsets, bytes } = enc.table;
   const parts: Uint8Array[] = [];
   for (const line of readFileSync(DATA, "utf8").split("\n")) {

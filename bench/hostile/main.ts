@@ -30,8 +30,8 @@
  * attack's start to 2 s after its end, and 2 s after its end; and whether the process is still up.
  * Every run starts a fresh service and runs the attacks in order in it; every loop is bounded.
  *
- *   node dist/bench/hostile-bench.js [--runs 3] [--only abcdefgh] [--json-file FILE]
- *   taskset -c 0 node dist/bench/hostile-bench.js --child-cpus 1   (the service alone on CPU 1)
+ *   node dist/bench/hostile/main.js [--runs 3] [--only abcdefgh] [--json-file FILE]
+ *   taskset -c 0 node dist/bench/hostile/main.js --child-cpus 1   (the service alone on CPU 1)
  */
 import { spawn, type ChildProcess } from "node:child_process";
 import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
@@ -45,9 +45,9 @@ import net from "node:net";
 import { Command } from "commander";
 import * as grpc from "@grpc/grpc-js";
 import WebSocket from "ws";
-import { HARMONY_SERVICE } from "../src/protocol/grpc-methods.js";
-import { schema } from "../src/protocol/schema.js";
-import { loadHarmonyEncoding } from "../src/vocab/index.js";
+import { HARMONY_SERVICE } from "../../src/protocol/grpc-methods.js";
+import { schema } from "../../src/protocol/schema.js";
+import { loadHarmonyEncoding } from "../../src/vocab/index.js";
 
 const MiB = 1 << 20;
 const PROBE_MS = 10;
@@ -685,7 +685,7 @@ interface Service {
   warnLines: string[];
 }
 
-const CLI = fileURLToPath(new URL("../src/cli.js", import.meta.url));
+const CLI = fileURLToPath(new URL("../../src/cli.js", import.meta.url));
 
 async function startService(
   nodeFlags: string[],
