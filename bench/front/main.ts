@@ -16,18 +16,18 @@
  * `--tokens` ids, at each pace of `--rate` (engine steps/s, 0: flat out).
  * Reported: tokens/s, TTFT and the gap between token events (p50/p99), CPU
  * µs per token of the engine, the front and the clients, medians over
- * rounds, and ratios against the relay at the same pace and streams.
+ * rounds, and ratios against the relay (each round's, then their median).
  *
  * `node dist/bench/front/main.js --help` lists the flags; ./README.md says more.
  */
-import { writeFileSync } from "node:fs";
+import { readFileSync, writeFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { Command } from "commander";
 import type { Kind, RunCommand, RunResult } from "./client.js";
 import { awaitReady, cpuMicros, forkClient, post, spawnNode, stop, type ClientProc, type Proc } from "./procs.js";
-import { histogramOf, markdown, rows, type Figures } from "./report.js";
+import { histogramOf, markdown, rows, versusFirst, type Figures } from "./report.js";
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const list = (v: string) =>
@@ -56,6 +56,7 @@ const opts = new Command()
   .option("--sidecar-args <flags>", "extra `serve` flags for every sidecar, space-separated", "")
   .option("--setups <list>", "which set-ups: engine, relay, chat, responses, ws", list, ["engine", "relay", "chat", "responses", "ws"])
   .option("--json <file>", "also write every run's figures and the medians as JSON")
+  .option("--report <file>", "run nothing: print the tables of an earlier run's --json file")
   .parse()
   .opts<{
     streams: number[];
@@ -70,6 +71,7 @@ const opts = new Command()
     sidecarArgs: string;
     setups: string[];
     json?: string;
+    report?: string;
   }>();
 
 const MODEL = "openai/gpt-oss-20b";
@@ -92,7 +94,21 @@ function sidecars(): { label: string; cli: string }[] {
   });
 }
 
+/** The rows in the order the set-ups were started, within each pace (paced first) and number of streams. */
+function ordered(all: Figures[], order: string[]): ReturnType<typeof rows> {
+  const rs = rows(all, "relay");
+  rs.sort((a, b) => b.rate - a.rate || a.streams - b.streams || order.indexOf(a.setup) - order.indexOf(b.setup));
+  return rs;
+}
+
 async function main(): Promise<void> {
+  if (opts.report) {
+    const saved = JSON.parse(readFileSync(opts.report, "utf8")) as { runs: Figures[] };
+    const names = [...new Set(saved.runs.map((f) => f.setup))];
+    const labels = [...new Set(names.filter((n) => n.includes(" ")).map((n) => n.slice(n.indexOf(" ") + 1)))];
+    process.stdout.write(`${markdown(ordered(saved.runs, names))}\n${versusFirst(saved.runs, labels)}`);
+    return;
+  }
   const started: Proc[] = [];
   const clients: ClientProc[] = [];
   try {
@@ -227,10 +243,10 @@ async function main(): Promise<void> {
           }
     }
     const load1 = os.loadavg();
-    const rs = rows(all, "relay");
-    // setups are named in the order they were started; the rows follow it within each pace and streams
-    const order = setups.map((s) => s.name);
-    rs.sort((a, b) => b.rate - a.rate || a.streams - b.streams || order.indexOf(a.setup) - order.indexOf(b.setup));
+    const rs = ordered(
+      all,
+      setups.map((s) => s.name),
+    );
     const cpus = os.cpus();
     const header = [
       `## bench/front: ${new Date(t0).toISOString()}`,
@@ -242,10 +258,11 @@ async function main(): Promise<void> {
           .join(", ")}${opts.sidecarArgs ? ` with ${opts.sidecarArgs}` : ""}.`,
       "",
       "Gaps are between consecutive events that carry a token, per stream; CPU is user + system time of each process over the run (all its threads). " +
-        "×relay: this row over the pass-through's at the same pace and streams (ratios of medians).",
+        "×relay: the median over rounds of this set-up's figure over the pass-through's in the same round (same pace and streams).",
       "",
     ].join("\n");
-    process.stdout.write(`${header}\n${markdown(rs)}\n`);
+    const labels = sidecars().map((s) => s.label);
+    process.stdout.write(`${header}\n${markdown(rs)}\n${versusFirst(all, labels)}`);
     if (opts.json)
       writeFileSync(
         opts.json,

@@ -62,7 +62,7 @@ export interface Row {
   frontUsPerToken: number | null;
   clientUsPerToken: number;
   frontCores: number | null;
-  /** against the pass-through at the same pace and streams, medians over medians */
+  /** against the pass-through at the same pace, streams and round: the median over rounds of each round's ratio */
   vsRelay: { tokensPerS: number; frontUsPerToken: number | null; ttftP99: number; gapP99: number } | null;
 }
 
@@ -97,11 +97,23 @@ export function rows(all: Figures[], relay: string): Row[] {
   for (const r of out) {
     const base = out.find((b) => b.setup === relay && b.rate === r.rate && b.streams === r.streams);
     if (!base) continue;
+    // each round's figure over the relay's in the same round (alternated, so close in time), then the median over rounds
+    const mine = all.filter((f) => f.setup === r.setup && f.rate === r.rate && f.streams === r.streams);
+    const perRound = (pick: (f: Figures) => number | null): number | null => {
+      const xs: number[] = [];
+      for (const f of mine) {
+        const b = all.find((x) => x.setup === relay && x.rate === f.rate && x.streams === f.streams && x.round === f.round);
+        const num = pick(f);
+        const den = b ? pick(b) : null;
+        if (num !== null && den !== null && den > 0) xs.push(num / den);
+      }
+      return xs.length === 0 ? null : median(xs);
+    };
     r.vsRelay = {
-      tokensPerS: r.tokensPerS / base.tokensPerS,
-      frontUsPerToken: r.frontUsPerToken !== null && base.frontUsPerToken !== null ? r.frontUsPerToken / base.frontUsPerToken : null,
-      ttftP99: r.ttftP99Ms / base.ttftP99Ms,
-      gapP99: r.gapP99Ms / base.gapP99Ms,
+      tokensPerS: perRound((f) => f.tokensPerS)!,
+      frontUsPerToken: perRound((f) => f.frontUsPerToken),
+      ttftP99: perRound((f) => f.ttftP99Ms)!,
+      gapP99: perRound((f) => f.gapP99Ms)!,
     };
   }
   return out;
@@ -128,5 +140,44 @@ export function markdown(rs: Row[]): string {
     }
     lines.push("");
   }
+  return lines.join("\n");
+}
+
+/**
+ * With two or more sidecars: each one's set-ups against the first's (`chat
+ * new` over `chat base`), the median over rounds of each round's ratio.
+ */
+export function versusFirst(all: Figures[], labels: string[]): string {
+  if (labels.length < 2) return "";
+  const [first, ...rest] = labels;
+  const lines = [
+    `### against the sidecar ${first}, round by round (medians of the ratios)`,
+    "",
+    "| pace | streams | set-up | tokens/s | TTFT p99 | gap p99 | front CPU µs/token |",
+    "|---|---|---|---|---|---|---|",
+  ];
+  const keys = [...new Set(all.map((f) => `${f.rate}\u0000${f.streams}`))];
+  for (const key of keys) {
+    const [rate, streams] = key.split("\u0000").map(Number) as [number, number];
+    for (const label of rest)
+      for (const kind of ["chat", "responses", "ws"]) {
+        const mine = all.filter((f) => f.setup === `${kind} ${label}` && f.rate === rate && f.streams === streams);
+        if (mine.length === 0) continue;
+        const ratio = (pick: (f: Figures) => number | null) => {
+          const xs: number[] = [];
+          for (const f of mine) {
+            const b = all.find((x) => x.setup === `${kind} ${first}` && x.rate === rate && x.streams === streams && x.round === f.round);
+            const num = pick(f);
+            const den = b ? pick(b) : null;
+            if (num !== null && den !== null && den > 0) xs.push(num / den);
+          }
+          return xs.length === 0 ? "–" : `${median(xs).toFixed(2)}×`;
+        };
+        lines.push(
+          `| ${rate > 0 ? `${rate} steps/s` : "flat out"} | ${streams} | ${kind} ${label} | ${ratio((f) => f.tokensPerS)} | ${ratio((f) => f.ttftP99Ms)} | ${ratio((f) => f.gapP99Ms)} | ${ratio((f) => f.frontUsPerToken)} |`,
+        );
+      }
+  }
+  lines.push("");
   return lines.join("\n");
 }

@@ -42,6 +42,9 @@ describe("bench/front", () => {
     const setups = ["engine", "relay", "chat a", "responses a", "ws a", "chat b", "responses b", "ws b"];
     for (const s of setups) expect(stdout).toContain(`| 2 | ${s} |`);
     expect(stdout).not.toContain("**no**");
+    // the second sidecar against the first, set-up by set-up
+    expect(stdout).toContain("### against the sidecar a");
+    for (const s of ["chat b", "responses b", "ws b"]) expect(stdout).toContain(`| flat out | 2 | ${s} |`);
 
     const out = JSON.parse(readFileSync(json, "utf8")) as { idsPerCompletion: number; charsPerCompletion: number; runs: Run[] };
     expect(out.idsPerCompletion).toBe(24);
