@@ -2,7 +2,7 @@
 NODE_MODULES := node_modules/.package-lock.json
 BUILD := dist/.built
 
-.PHONY: install build test test-node-lines run bench bench-store typecheck lint format format-check clean
+.PHONY: install build test test-node-lines run bench bench-front bench-store typecheck lint format format-check clean
 
 $(NODE_MODULES): package.json package-lock.json
 	npm ci --no-audit --no-fund
@@ -67,6 +67,10 @@ bench-service: $(BUILD)
 
 bench-hostile: $(BUILD)
 	node dist/bench/hostile/main.js $(FLAGS)
+
+# the OpenAI front's cost per token beside a plain SSE relay (bench/front/README.md; FLAGS="..." passes flags)
+bench-front: $(BUILD)
+	node dist/bench/front/main.js $(FLAGS)
 
 bench-store: $(BUILD) $(REDIS_SERVER)
 	node dist/bench/store/main.js $(FLAGS)

@@ -8,7 +8,7 @@ type Node = { file: string; module: string; imports: string[]; external: string[
 const graph = readGraph() as Node[];
 
 /** Folders of test/ that are not one module's: tests across layers, the deployment's, shared data. */
-const NOT_A_MODULE = ["e2e", "deploy", "fixtures"];
+const NOT_A_MODULE = ["e2e", "deploy", "fixtures", "bench"];
 
 /** Every file under test/, as a repo path. */
 function testFiles(dir = "test"): string[] {
