@@ -8,7 +8,7 @@
  * MGET as an attack sets it; its --upstream an engine that misbehaves as each
  * attack scripts it (bench/peers/hostile-engine.ts, in this process on
  * loopback; its writes wait for 'drain' as vLLM's uvicorn does), with
- * --upstream-timeout-ms 2000, --upstream-deadline-ms 5000,
+ * --upstream-timeout-ms 2000, --upstream-deadline-ms 15000 (longer than (k) takes to fill its buffers and drop its client),
  * --slow-client-timeout-ms 2000 and --max-connection-bytes 16 MiB.
  *   (0) no attack: /healthz alone for 1 s, the machine's own noise beside the rows it precedes.
  * Issue #16's (./attacks-16.ts):
