@@ -165,13 +165,14 @@ export function chat(t: Target, body: object): Promise<Answer> {
 
 /**
  * The value of one series of the service's own /metrics (a counter's labels as written, e.g.
- * `transport="ws"`); 0 when the series is not there yet. The service's word for what it did, where
- * the attacker's socket cannot tell (a paused socket reads nothing, not even its end).
+ * `transport="ws"`, or none); 0 when the series is not there yet. The service's word for what it did,
+ * where the attacker's socket cannot tell (a paused socket reads nothing, not even its end).
  */
-export async function serviceCounter(t: Target, name: string, labels: string): Promise<number> {
+export async function serviceSeries(t: Target, name: string, labels = ""): Promise<number> {
   const res = await fetch(`${t.http}/metrics`, { signal: AbortSignal.timeout(10_000) });
   const text = await res.text();
-  const line = text.split("\n").find((l) => l.startsWith(`${name}{${labels}} `));
+  const head = labels ? `${name}{${labels}} ` : `${name} `;
+  const line = text.split("\n").find((l) => l.startsWith(head));
   return line ? Number(line.slice(line.lastIndexOf(" ") + 1)) : 0;
 }
 

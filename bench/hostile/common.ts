@@ -69,6 +69,8 @@ export interface Row {
   durationMs: number;
   probe: ProbeReport;
   rssBefore: number;
+  /** the service's own event-loop delay, its most from the attack's start to 2 s after its end (ms), or NaN */
+  loopLagMaxMs: number;
   /** times the attack was sent in its window (1 unless it took under MIN_WINDOW_MS) */
   repeats: number;
   up: boolean;

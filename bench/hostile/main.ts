@@ -43,7 +43,9 @@
  * answer), /healthz latency p50/p99/max over the probes scheduled meanwhile (measured from the time
  * each was due, so a frozen service is not under-counted; an attack over in under 1 s is sent again, back to
  * back, until 1 s has passed, so that ~100 probes see it), the service's RSS before, its peak from the
- * attack's start to 2 s after its end, and 2 s after its end; and whether the process is still up
+ * attack's start to 2 s after its end, and 2 s after its end; the service's own event-loop delay at most
+ * over the same time (its /metrics: a slow /healthz with a short delay is the machine's, not the service's);
+ * and whether the process is still up
  * (./report.ts prints the table). Every run starts a fresh service, answers one well-formed chat (a
  * served sidecar is warm), and runs the attacks in order in it; every loop is bounded.
  *
@@ -59,7 +61,7 @@ import { startHostileEngine } from "../peers/hostile-engine.js";
 import { ATTACKS_16 } from "./attacks-16.js";
 import { ATTACKS_31, CONTROL, HEAD, HI, RETURN } from "./attacks-31.js";
 import { ATTACKS_32 } from "./attacks-32.js";
-import { chat } from "./client.js";
+import { chat, serviceSeries } from "./client.js";
 import {
   loadavg,
   MiB,
@@ -88,6 +90,8 @@ import {
 const ATTACKS = [CONTROL, ...ATTACKS_16, ...ATTACKS_32, ...ATTACKS_31];
 const ALL = ATTACKS.map((a) => a.key).join("");
 const PROBE = new URL("./probe.js", import.meta.url);
+/** prom-client's event-loop delay of the service (monitorEventLoopDelay, 10 ms resolution), started over by each scrape */
+const LOOP_LAG = "harmony_process_nodejs_eventloop_lag_max_seconds";
 
 async function runOnce(
   only: string,
@@ -143,6 +147,8 @@ async function runOnce(
       }
       const send = a.prepare(target);
       await sleep(SETTLE_MS);
+      // read once, so that the service's event-loop delay is counted afresh (each scrape starts it over)
+      await serviceSeries(target, LOOP_LAG).catch(() => NaN);
       const rssBefore = rssOf(svc.pid) ?? 0;
       const load0 = loadavg();
       worker.postMessage("begin");
@@ -168,13 +174,25 @@ async function runOnce(
       if (repeats > 1) answer.note = `${answer.note ? `${answer.note}; ` : ""}sent ${repeats}× back to back for ${MIN_WINDOW_MS / 1000} s`;
       worker.postMessage("end");
       await sleep(SETTLE_MS);
+      const loopLagMaxMs = 1000 * (await serviceSeries(target, LOOP_LAG).catch(() => NaN));
       worker.postMessage("report");
       const probe = await nextReport();
       const up = svc.proc.exitCode === null && svc.proc.signalCode === null && (await healthz(svc.port));
-      const row: Row = { key: a.key, name: a.name, answer, durationMs, probe, rssBefore, repeats, up, load: `${load0} → ${loadavg()}` };
+      const row: Row = {
+        key: a.key,
+        name: a.name,
+        answer,
+        durationMs,
+        probe,
+        loopLagMaxMs,
+        rssBefore,
+        repeats,
+        up,
+        load: `${load0} → ${loadavg()}`,
+      };
       rows.push(row);
       log(
-        `(${a.key}) ${answer.code} · ${answer.bytes} B · ${durationMs.toFixed(0)} ms · healthz p99 ${probe.p99.toFixed(1)} ms max ${probe.max.toFixed(1)} ms · RSS peak ${(probe.rssPeak / MiB).toFixed(0)} MiB · ${up ? "up" : "DOWN"}`,
+        `(${a.key}) ${answer.code} · ${answer.bytes} B · ${durationMs.toFixed(0)} ms · healthz p99 ${probe.p99.toFixed(1)} ms max ${probe.max.toFixed(1)} ms · loop lag max ${loopLagMaxMs.toFixed(0)} ms · RSS peak ${(probe.rssPeak / MiB).toFixed(0)} MiB · ${up ? "up" : "DOWN"}`,
       );
     }
   } finally {

@@ -13,12 +13,12 @@ const median = (xs: number[]) => {
 
 export function table(rows: Row[]): string {
   const out = [
-    "| attack | coded answer | answer bytes | duration ms | /healthz probes (failed) | p50 ms | p99 ms | max ms | RSS before MiB | peak RSS MiB | RSS 2 s after MiB | up |",
-    "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+    "| attack | coded answer | answer bytes | duration ms | /healthz probes (failed) | p50 ms | p99 ms | max ms | service loop delay max ms | RSS before MiB | peak RSS MiB | RSS 2 s after MiB | up |",
+    "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
   ];
   for (const r of rows) {
     out.push(
-      `| (${r.key}) ${r.name} | ${r.answer.code}${r.answer.note ? ` (${r.answer.note})` : ""} | ${r.answer.bytes.toLocaleString("en")} | ${ms(r.durationMs)} | ${r.probe.probes} (${r.probe.failed}) | ${ms(r.probe.p50)} | ${ms(r.probe.p99)} | ${ms(r.probe.max)} | ${mib(r.rssBefore)} | ${mib(r.probe.rssPeak)} | ${mib(r.probe.rssEnd)} | ${r.up ? "yes" : "**no**"} |`,
+      `| (${r.key}) ${r.name} | ${r.answer.code}${r.answer.note ? ` (${r.answer.note})` : ""} | ${r.answer.bytes.toLocaleString("en")} | ${ms(r.durationMs)} | ${r.probe.probes} (${r.probe.failed}) | ${ms(r.probe.p50)} | ${ms(r.probe.p99)} | ${ms(r.probe.max)} | ${ms(r.loopLagMaxMs)} | ${mib(r.rssBefore)} | ${mib(r.probe.rssPeak)} | ${mib(r.probe.rssEnd)} | ${r.up ? "yes" : "**no**"} |`,
     );
   }
   return out.join("\n");
@@ -27,8 +27,8 @@ export function table(rows: Row[]): string {
 /** Medians over runs, attack by attack; the answers as the set seen across runs. */
 export function medianTable(runs: Row[][]): string {
   const out = [
-    "| attack | coded answer (all runs) | answer bytes | duration ms | sent × in the window | p50 ms | p99 ms [range] | max ms [range] | RSS before MiB | peak RSS MiB [range] | RSS 2 s after MiB | up (runs) |",
-    "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+    "| attack | coded answer (all runs) | answer bytes | duration ms | sent × in the window | p50 ms | p99 ms [range] | max ms [range] | service loop delay max ms | RSS before MiB | peak RSS MiB [range] | RSS 2 s after MiB | up (runs) |",
+    "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
   ];
   const keys = [...new Set(runs.flat().map((r) => r.key))];
   for (const k of keys) {
@@ -40,7 +40,7 @@ export function medianTable(runs: Row[][]): string {
     };
     const codes = [...new Set(rs.map((r) => r.answer.code))].join(" / ");
     out.push(
-      `| (${k}) ${rs[0]!.name} | ${codes} | ${Math.round(m((r) => r.answer.bytes)).toLocaleString("en")} | ${ms(m((r) => r.durationMs))} | ${m((r) => r.repeats)} | ${ms(m((r) => r.probe.p50))} | ${ms(m((r) => r.probe.p99))} ${range((r) => r.probe.p99, ms)} | ${ms(m((r) => r.probe.max))} ${range((r) => r.probe.max, ms)} | ${mib(m((r) => r.rssBefore))} | ${mib(m((r) => r.probe.rssPeak))} ${range((r) => r.probe.rssPeak, mib)} | ${mib(m((r) => r.probe.rssEnd ?? NaN))} | ${rs.filter((r) => r.up).length} of ${rs.length} |`,
+      `| (${k}) ${rs[0]!.name} | ${codes} | ${Math.round(m((r) => r.answer.bytes)).toLocaleString("en")} | ${ms(m((r) => r.durationMs))} | ${m((r) => r.repeats)} | ${ms(m((r) => r.probe.p50))} | ${ms(m((r) => r.probe.p99))} ${range((r) => r.probe.p99, ms)} | ${ms(m((r) => r.probe.max))} ${range((r) => r.probe.max, ms)} | ${ms(m((r) => r.loopLagMaxMs))} | ${mib(m((r) => r.rssBefore))} | ${mib(m((r) => r.probe.rssPeak))} ${range((r) => r.probe.rssPeak, mib)} | ${mib(m((r) => r.probe.rssEnd ?? NaN))} | ${rs.filter((r) => r.up).length} of ${rs.length} |`,
     );
   }
   return out.join("\n");
