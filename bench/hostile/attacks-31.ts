@@ -22,7 +22,9 @@ export const CONTROL: Attack = {
   name: "none: /healthz alone for 1 s (the machine's own noise, for the rows below)",
   prepare() {
     return async () => {
-      await sleep(MIN_WINDOW_MS);
+      // a timer may fire a little early: the whole window, so that it is not sent again
+      const start = performance.now();
+      while (performance.now() - start < MIN_WINDOW_MS) await sleep(MIN_WINDOW_MS + 1 - (performance.now() - start));
       return { code: "–", bytes: 0 };
     };
   },

@@ -163,17 +163,25 @@ export function chat(t: Target, body: object): Promise<Answer> {
   return post(t, "/v1/chat/completions", "application/json", Buffer.from(JSON.stringify(body)));
 }
 
+/** prom-client's event-loop delay of the service (monitorEventLoopDelay, 10 ms resolution), started over by each scrape. */
+export const LOOP_LAG = "harmony_process_nodejs_eventloop_lag_max_seconds";
+
 /**
  * The value of one series of the service's own /metrics (a counter's labels as written, e.g.
  * `transport="ws"`, or none); 0 when the series is not there yet. The service's word for what it did,
- * where the attacker's socket cannot tell (a paused socket reads nothing, not even its end).
+ * where the attacker's socket cannot tell (a paused socket reads nothing, not even its end). Every read
+ * also keeps the most event-loop delay it saw in `t.loopLag`, since each scrape starts that one over.
  */
 export async function serviceSeries(t: Target, name: string, labels = ""): Promise<number> {
   const res = await fetch(`${t.http}/metrics`, { signal: AbortSignal.timeout(10_000) });
-  const text = await res.text();
-  const head = labels ? `${name}{${labels}} ` : `${name} `;
-  const line = text.split("\n").find((l) => l.startsWith(head));
-  return line ? Number(line.slice(line.lastIndexOf(" ") + 1)) : 0;
+  const lines = (await res.text()).split("\n");
+  const value = (head: string) => {
+    const line = lines.find((l) => l.startsWith(head));
+    return line ? Number(line.slice(line.lastIndexOf(" ") + 1)) : 0;
+  };
+  const lag = value(`${LOOP_LAG} `);
+  if (Number.isFinite(lag)) t.loopLag.maxS = Math.max(t.loopLag.maxS, lag);
+  return value(labels ? `${name}{${labels}} ` : `${name} `);
 }
 
 /** Until `f` holds (polled every `everyMs`) or `ms` have passed; whether it held. */

@@ -53,6 +53,8 @@ export interface Target {
   store: { mget: string };
   /** The service's engine (its --upstream), which answers as each attack scripts it. */
   engine: HostileEngine;
+  /** The most event-loop delay the service's /metrics gave since it was last taken (s). */
+  loopLag: { maxS: number };
 }
 
 export interface Attack {
@@ -69,7 +71,7 @@ export interface Row {
   durationMs: number;
   probe: ProbeReport;
   rssBefore: number;
-  /** the service's own event-loop delay, its most from the attack's start to 2 s after its end (ms), or NaN */
+  /** the service's own event-loop delay, its most from 2 s before the attack's start to 2 s after its end (ms), or NaN */
   loopLagMaxMs: number;
   /** times the attack was sent in its window (1 unless it took under MIN_WINDOW_MS) */
   repeats: number;

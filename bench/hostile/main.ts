@@ -44,7 +44,7 @@
  * each was due, so a frozen service is not under-counted; an attack over in under 1 s is sent again, back to
  * back, until 1 s has passed, so that ~100 probes see it), the service's RSS before, its peak from the
  * attack's start to 2 s after its end, and 2 s after its end; the service's own event-loop delay at most
- * over the same time (its /metrics: a slow /healthz with a short delay is the machine's, not the service's);
+ * from 2 s before the attack's start (the settling time) to 2 s after its end (its /metrics: a slow /healthz with a short delay is the machine's, not the service's);
  * and whether the process is still up
  * (./report.ts prints the table). Every run starts a fresh service, answers one well-formed chat (a
  * served sidecar is warm), and runs the attacks in order in it; every loop is bounded.
@@ -61,7 +61,7 @@ import { startHostileEngine } from "../peers/hostile-engine.js";
 import { ATTACKS_16 } from "./attacks-16.js";
 import { ATTACKS_31, CONTROL, HEAD, HI, RETURN } from "./attacks-31.js";
 import { ATTACKS_32 } from "./attacks-32.js";
-import { chat, serviceSeries } from "./client.js";
+import { chat, LOOP_LAG, serviceSeries } from "./client.js";
 import {
   loadavg,
   MiB,
@@ -90,8 +90,6 @@ import {
 const ATTACKS = [CONTROL, ...ATTACKS_16, ...ATTACKS_32, ...ATTACKS_31];
 const ALL = ATTACKS.map((a) => a.key).join("");
 const PROBE = new URL("./probe.js", import.meta.url);
-/** prom-client's event-loop delay of the service (monitorEventLoopDelay, 10 ms resolution), started over by each scrape */
-const LOOP_LAG = "harmony_process_nodejs_eventloop_lag_max_seconds";
 
 async function runOnce(
   only: string,
@@ -112,6 +110,7 @@ async function runOnce(
     grpc: `127.0.0.1:${svc.grpcPort}`,
     store,
     engine,
+    loopLag: { maxS: 0 },
   };
   const worker = new Worker(PROBE, { workerData: { port: svc.port, pid: svc.pid } });
   const reports: ProbeReport[] = [];
@@ -139,6 +138,10 @@ async function runOnce(
     // a served sidecar is warm: one well-formed answer first (its first render starts the render thread)
     engine.script({ kind: "ok", ids: [...HEAD, HI, RETURN] });
     await chat(target, { model: "gpt-oss", messages: [{ role: "user", content: "hi" }] });
+    // each scrape starts the service's event-loop delay over: from here, each attack's last read is the next one's
+    // start (a read just before an attack would also fill the one-second cache of the engine's metrics that (v) reads)
+    await serviceSeries(target, LOOP_LAG).catch(() => NaN);
+    target.loopLag.maxS = 0;
     for (const a of ATTACKS) {
       if (!only.includes(a.key)) continue;
       if (svc.proc.exitCode !== null || svc.proc.signalCode !== null) {
@@ -147,8 +150,6 @@ async function runOnce(
       }
       const send = a.prepare(target);
       await sleep(SETTLE_MS);
-      // read once, so that the service's event-loop delay is counted afresh (each scrape starts it over)
-      await serviceSeries(target, LOOP_LAG).catch(() => NaN);
       const rssBefore = rssOf(svc.pid) ?? 0;
       const load0 = loadavg();
       worker.postMessage("begin");
@@ -174,7 +175,13 @@ async function runOnce(
       if (repeats > 1) answer.note = `${answer.note ? `${answer.note}; ` : ""}sent ${repeats}× back to back for ${MIN_WINDOW_MS / 1000} s`;
       worker.postMessage("end");
       await sleep(SETTLE_MS);
-      const loopLagMaxMs = 1000 * (await serviceSeries(target, LOOP_LAG).catch(() => NaN));
+      // the attack's own reads of /metrics ((k), (l)) are in target.loopLag too
+      const lagRead = await serviceSeries(target, LOOP_LAG).then(
+        () => true,
+        () => false,
+      );
+      const loopLagMaxMs = lagRead ? 1000 * target.loopLag.maxS : NaN;
+      target.loopLag.maxS = 0;
       worker.postMessage("report");
       const probe = await nextReport();
       const up = svc.proc.exitCode === null && svc.proc.signalCode === null && (await healthz(svc.port));
