@@ -12,7 +12,7 @@
  *   unterminated  one `data:` line that never ends, `totalBytes` of it in `pieceBytes` pieces
  *   comments      SSE comments every `intervalMs`, and nothing else
  *   no_progress   events with no choices every `intervalMs`, without end
- *   ok            `ids`, then a clean end
+ *   ok            `ids` (in events of `perEvent` ids, all in one by default), then a clean end
  * and `GET /metrics` answers `metricsBytes` bytes of valid-looking series.
  * Every loop stops when the sidecar goes away; writes wait for the socket to drain.
  */
@@ -26,6 +26,8 @@ export interface HostileScript {
   kind: HostileKind;
   /** The ids of `ok` and `huge_event`; the repeating chunk of `forever`. */
   ids?: number[];
+  /** `ok`: the ids in events of this many, each written once the socket has room (default: all in one). */
+  perEvent?: number;
   /** The bad value of `bad_id` and `bad_usage`. */
   bad?: unknown;
   pieceBytes?: number;
@@ -38,8 +40,8 @@ export interface HostileEngine {
   script(s: HostileScript): void;
   /** The size of `/metrics` (0: a small valid text). */
   metricsBytes: number;
-  /** Generation requests seen, and how many ended with the sidecar going away first. */
-  stats: { requests: number; aborted: number };
+  /** Generation requests seen, how many ended with the sidecar going away first, and the ids the latest one has written. */
+  stats: { requests: number; aborted: number; sent: number };
   close(): Promise<void>;
 }
 
@@ -47,7 +49,7 @@ const MODEL = "openai/gpt-oss-20b";
 
 export async function startHostileEngine(maxModelLen = 131072): Promise<HostileEngine> {
   let current: HostileScript = { kind: "ok", ids: [200002] };
-  const stats = { requests: 0, aborted: 0 };
+  const stats = { requests: 0, aborted: 0, sent: 0 };
   const engine: HostileEngine = {
     url: "",
     script: (s) => {
@@ -90,18 +92,23 @@ export async function startHostileEngine(maxModelLen = 131072): Promise<HostileE
     res.writeHead(200, { "content-type": "text/event-stream" });
     const ids = s.ids ?? [200002];
     const every = s.intervalMs ?? 100;
+    stats.sent = 0;
     switch (s.kind) {
       case "ok":
-      case "huge_event":
-        if (!(await write(res, chunk([choice(ids, "stop")])))) return;
+      case "huge_event": {
+        const per = s.kind === "ok" ? Math.max(1, s.perEvent ?? ids.length) : ids.length;
+        for (let at = 0; at < ids.length || at === 0; at += per) {
+          const last = at + per >= ids.length;
+          if (!(await write(res, chunk([choice(ids.slice(at, at + per), last ? "stop" : null)])))) return;
+          stats.sent = Math.min(ids.length, at + per);
+        }
         await write(res, chunk([], { prompt_tokens: 10, completion_tokens: ids.length, total_tokens: 10 + ids.length }));
         break;
+      }
       case "forever": {
         // a valid stream that never finishes, as fast as the socket takes it
         const piece = chunk([choice(ids)]);
-        while (await write(res, piece)) {
-          /* until the sidecar goes away */
-        }
+        while (await write(res, piece)) stats.sent += ids.length;
         return;
       }
       case "bad_id":
