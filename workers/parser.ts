@@ -2,7 +2,7 @@
  * The parser worker thread (piscina): one SessionHost (many parser sessions, per
  * connection and stream) answering one task of ops with one batch of
  * encoded events. The vocabulary table arrives on SharedArrayBuffers via
- * workerData, and the wire schema as JSON, so a worker starts without
+ * workerData, and the wire schema as JSON (built, with protobufjs loaded, when an event first needs it), so a worker starts without
  * reading or rebuilding either.
  *
  * The handler is a named export (piscina's `name: "handle"`), never the
@@ -17,10 +17,10 @@ import { workerData } from "node:worker_threads";
 import { Vocabulary } from "../src/core/vocab.js";
 import { SessionHost } from "../src/pool/host.js";
 import type { OpsResult, Task, WorkerData } from "../src/pool/task.js";
-import { schemaFromJson } from "../src/protocol/schema.js";
+import { lazySchemaFromJson } from "../src/protocol/schema.js";
 
 const data = workerData as WorkerData;
-const host = new SessionHost(new Vocabulary(data.table), schemaFromJson(data.schema));
+const host = new SessionHost(new Vocabulary(data.table), lazySchemaFromJson(data.schema));
 
 export function handle(task: Task): OpsResult | { sessions: number } {
   if (task.t === "crash") {

@@ -4,10 +4,19 @@
  * proto spelling (snake_case), which is also how the JSON form is printed.
  */
 import { existsSync } from "node:fs";
+import { createRequire } from "node:module";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
-import protobuf from "protobufjs";
+import type protobuf from "protobufjs";
 import { CodedError } from "../core/errors.js";
+
+/**
+ * protobufjs, loaded on first use (it is CommonJS, so `require` loads it
+ * synchronously): a parser worker needs it only for the events its frame
+ * writer does not encode itself, and starts without it.
+ */
+let protobufjs: typeof protobuf | undefined;
+const loadProtobuf = (): typeof protobuf => (protobufjs ??= createRequire(import.meta.url)("protobufjs") as typeof protobuf);
 
 /** proto/ from both src/ (tests) and dist/src/ (built). */
 export function protoDir(): string {
@@ -40,7 +49,7 @@ let cached: Schema | undefined;
 export function schema(): Schema {
   if (cached) return cached;
   const dir = protoDir();
-  const root = new protobuf.Root();
+  const root = new (loadProtobuf().Root)();
   root.resolvePath = (_origin, target) => (path.isAbsolute(target) ? target : path.join(dir, target));
   root.loadSync(["harmony/v1/harmony.proto", "grpc/health/v1/health.proto"], { keepCase: true });
   root.resolveAll();
@@ -54,10 +63,35 @@ export type SchemaJson = ReturnType<protobuf.Root["toJSON"]>;
 /** The schema from its JSON form (see SchemaJson), kept as this thread's. */
 export function schemaFromJson(json: SchemaJson): Schema {
   if (cached) return cached;
-  const root = protobuf.Root.fromJSON(json);
+  const root = loadProtobuf().Root.fromJSON(json);
   root.resolveAll();
   cached = schemaOf(root);
   return cached;
+}
+
+const SCHEMA_KEYS = [
+  "root",
+  "ClientFrame",
+  "Op",
+  "Open",
+  "Close",
+  "Render",
+  "Rendered",
+  "ServerFrame",
+  "Event",
+  "HealthCheckRequest",
+  "HealthCheckResponse",
+] as const satisfies readonly (keyof Schema)[];
+
+/**
+ * {@link schemaFromJson}, built when one of its members is first read: a
+ * worker thread answers its first tasks without loading protobufjs or
+ * rebuilding the schema, which most of them never need.
+ */
+export function lazySchemaFromJson(json: SchemaJson): Schema {
+  const lazy = {} as Schema;
+  for (const key of SCHEMA_KEYS) Object.defineProperty(lazy, key, { get: () => schemaFromJson(json)[key], enumerable: true });
+  return lazy;
 }
 
 function schemaOf(root: protobuf.Root): Schema {
