@@ -201,6 +201,7 @@ export class ChatAnswer implements GenerationSink {
             id,
           );
     if (res.destroyed) return;
+    this.flow.flush(); // what was held for a client behind goes before the answer's last chunks
     if (!this.started) {
       if (error) return refuse(res, error.status, errorType(error.status), error.code, error.message);
       setupSse(res);

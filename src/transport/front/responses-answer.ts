@@ -130,6 +130,7 @@ export class ResponsesAnswer implements GenerationSink {
       return;
     }
     if ((this.storing || format !== null) && finished) this.write(finished);
+    this.flow.flush(); // what was held for a client behind goes before the stream's end
     if (!this.started) {
       if (error) return refuse(res, error.status, errorType(error.status), error.code, error.message);
       setupSse(res);
