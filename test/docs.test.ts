@@ -21,7 +21,7 @@ import { MAX_BATCH_LINE_BYTES } from "../src/commands/parse.js";
 import { FAULT_KINDS, REAL_FAULT_KINDS } from "../src/loadtest/generate.js";
 import { MAX_STREAMED_ARGUMENT_CHARS } from "../src/openai/streamed-arguments.js";
 import { FIELDS } from "../src/protocol/fields.js";
-import { MAX_TOOL_NAME, MAX_TOOLS } from "../src/service/connection.js";
+import { MAX_TOOL_NAME, MAX_TOOLS } from "../src/core/tools.js";
 import { DEFAULTS, defaultWorkers } from "../src/service/service.js";
 import { ENGINE_KINDS } from "../src/upstream/index.js";
 

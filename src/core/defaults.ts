@@ -142,3 +142,6 @@ export const V8_DEFAULTS = Object.freeze({
   heapGrowth: 300,
   inlineBudget: 3000,
 } as const);
+
+/** The most alternatives read per token (OpenAI's `top_logprobs` goes to 20). */
+export const MAX_TOP_LOGPROBS = 20;

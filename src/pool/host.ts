@@ -7,7 +7,7 @@
 import type { HarmonyEvent } from "../core/events.js";
 import { HarmonyParser, type ParserOptions } from "../core/parser.js";
 import type { Vocabulary } from "../core/vocab.js";
-import { toWire, type StreamRef } from "../protocol/events.js";
+import { toWire, type StreamRef, type WireEvent } from "../protocol/events.js";
 import { deltaJson, FrameWriter, handleField, jsonRef, streamField } from "../protocol/frame-writer.js";
 import type { Schema } from "../protocol/schema.js";
 import { toStruct } from "../protocol/struct.js";
@@ -133,16 +133,19 @@ export class SessionHost {
   private notes: RecoveryNote[] = [];
   private memos: ReasoningMemo[] = [];
   private text: string[] = [];
+  /** The batch's events as objects (an in-process client), else null. */
+  private objects: WireEvent[] | null = null;
 
-  /** Start answering a batch of one connection's ops. */
-  begin(conn: number, json: boolean): void {
+  /** Start answering a batch of one connection's ops (`objects`: as event objects, for an in-process client). */
+  begin(conn: number, json: boolean, objects = false): void {
     let streams = this.conns.get(conn);
     if (!streams) {
       streams = new Map();
       this.conns.set(conn, streams);
     }
     this.streams = streams;
-    this.json = json;
+    this.json = json || objects;
+    this.objects = objects ? [] : null;
     this.writer.clear();
     this.counts = emptyCounts();
     this.stepTokens = 0;
@@ -252,9 +255,11 @@ export class SessionHost {
     if (this.stepDeltas > 0) c.events.delta = (c.events.delta ?? 0) + this.stepDeltas;
     const n = this.eventCounts;
     for (let i = 0; i < COUNTED.length; i++) if (n[i]! > 0) c.events[COUNTED[i]!] = (c.events[COUNTED[i]!] ?? 0) + n[i]!;
+    const objects = this.objects;
     const r: OpsResult = {
       bin: json ? null : this.writer.take(),
-      json: json ? this.text : null,
+      json: json && objects === null ? this.text : null,
+      objects,
       counts: this.counts,
       notes: this.notes,
       memos: this.memos,
@@ -262,12 +267,13 @@ export class SessionHost {
     };
     // not kept past the batch: a dropped connection's sessions must be collectable
     this.streams = NO_STREAMS;
+    this.objects = null;
     return r;
   }
 
   /** Apply one task's ops in order; the events come back encoded, in the same order. */
   run(task: OpsTask): OpsResult {
-    this.begin(task.conn, task.json);
+    this.begin(task.conn, task.json, task.objects === true);
     const { kinds, sids, offs, ids } = task;
     let x = 0; // next entry of task.extra (open and close ops, in op order)
     for (let i = 0; i < kinds.length; i++) {
@@ -289,6 +295,7 @@ export class SessionHost {
     const memos = this.memos;
     const json = this.json;
     const text = this.text;
+    const objects = this.objects;
     const stream = session.name;
     const ref = session.ref;
     const writer = this.writer;
@@ -302,7 +309,8 @@ export class SessionHost {
         if (session.adapter === null) {
           // the common case, written without intermediate objects
           deltas++;
-          if (json) text.push(deltaJson(session.jsonRef || (session.jsonRef = jsonRef(ref)), ev));
+          if (objects !== null) objects.push(toWire(ref, ev));
+          else if (json) text.push(deltaJson(session.jsonRef || (session.jsonRef = jsonRef(ref)), ev));
           else writer.deltaOf(session.field, ev);
           continue;
         }
@@ -318,12 +326,14 @@ export class SessionHost {
       } else if (type === "error") c.errors[ev.code] = (c.errors[ev.code] ?? 0) + 1;
       if (session.adapter) {
         for (const obj of session.adapter.push(ev)) {
-          if (json) text.push(JSON.stringify({ ...ref, openai: obj }));
+          if (objects !== null) objects.push({ ...ref, openai: obj });
+          else if (json) text.push(JSON.stringify({ ...ref, openai: obj }));
           else writer.event(this.wire.Event.encode({ ...ref, openai: toStruct(obj as Record<string, unknown>) }).finish());
         }
         continue;
       }
-      if (json) text.push(JSON.stringify(toWire(ref, ev)));
+      if (objects !== null) objects.push(toWire(ref, ev));
+      else if (json) text.push(JSON.stringify(toWire(ref, ev)));
       else if (!writer.common(session.field, ev)) writer.event(this.wire.Event.encode(toWire(ref, ev)).finish());
     }
     if (deltas > 0) c.events.delta = (c.events.delta ?? 0) + deltas;

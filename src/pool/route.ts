@@ -48,6 +48,8 @@ export class FrameRoute {
     private readonly ids: Uint32Array,
     /** Told when the inline sessions threw (a bug): their streams are then failed as in a worker crash. */
     private readonly onInlineFailure: (e: unknown) => void,
+    /** Answer with event objects (an in-process client) rather than encoded events. */
+    private readonly objects = false,
   ) {
     this.inlineSlot = pool.inlineSlot;
     this.host = pool.inlineHost;
@@ -115,7 +117,7 @@ export class FrameRoute {
   private begin(): SessionHost {
     const host = this.host!;
     if (!this.inlineUsed) {
-      host.begin(this.conn, this.json);
+      host.begin(this.conn, this.json, this.objects);
       this.inlineUsed = true;
     }
     return host;
@@ -163,6 +165,7 @@ export class FrameRoute {
       t: "ops",
       conn: this.conn,
       json: this.json,
+      ...(this.objects ? { objects: true } : {}),
       kinds: Uint8Array.from(g.kinds),
       sids: Uint32Array.from(g.sids),
       offs,

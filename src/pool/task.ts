@@ -1,6 +1,7 @@
 /** The messages between the pool (main thread) and its workers. */
 import type { SchemaJson } from "../protocol/schema.js";
 import type { VocabTable } from "../core/vocab.js";
+import type { WireEvent } from "../protocol/events.js";
 
 export const K_OPEN = 1;
 export const K_TOKENS = 2;
@@ -45,6 +46,8 @@ export interface OpsTask {
   conn: number;
   /** Answer with JSON texts (text-frame clients) instead of protobuf bytes. */
   json: boolean;
+  /** Answer with the events as objects (an in-process client: src/service/door.ts); implies `json`'s path, without the text. */
+  objects?: boolean;
   /** Typed arrays for tasks sent to a worker (cheap to clone); plain arrays inline. */
   kinds: ArrayLike<number>;
   /** Per op: the stream's number on its connection (names travel once, with open). */
@@ -89,8 +92,10 @@ export interface RecoveryNote {
 export interface OpsResult {
   /** ServerFrame bytes (a fragment: frames concatenate) when !json. */
   bin: Uint8Array | null;
-  /** One JSON text per wire event when json. */
+  /** One JSON text per wire event when json (and not objects). */
   json: string[] | null;
+  /** The wire events themselves when objects. */
+  objects?: WireEvent[] | null;
   counts: Counts;
   /** Recoveries made in this task (for warn-level logs), at most 64. */
   notes: RecoveryNote[];

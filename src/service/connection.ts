@@ -14,6 +14,7 @@
  * past either, the transport stops reading from this client until it drains.
  */
 import { describeValue } from "../core/json.js";
+import { MAX_TOOL_NAME, MAX_TOOLS } from "../core/tools.js";
 import { randomBytes } from "node:crypto";
 import { CLOSE_CODES, type CloseCode, type ServiceErrorCode } from "../core/errors.js";
 import { BinaryFrameReader } from "../protocol/binary-frame.js";
@@ -21,6 +22,7 @@ import { readJsonFrame } from "../protocol/json-frame.js";
 import {
   MAX_ERRORS_PER_CODE,
   leftOutMessage,
+  OpList,
   OP_CLOSE,
   OP_OPEN,
   OP_TOKENS,
@@ -48,6 +50,8 @@ export interface Transport {
   readonly kind: "ws" | "grpc" | "http";
   /** Write one ServerFrame; `done` when it has been handed to the socket. */
   send(frame: Uint8Array | string, done: () => void): void;
+  /** An in-process client's answer (ops given with Connection.onOps): the events as objects; `done` when taken. */
+  deliver?(events: readonly WireEvent[], done: () => void): void;
   pause(): void;
   resume(): void;
   /** End the connection (after the last send). */
@@ -71,9 +75,11 @@ export interface ConnectionHost {
   connectionClosed(c: Connection): void;
 }
 
-/** Tools one stream may declare (Open.tools), and the length of a name. */
-export const MAX_TOOLS = 256;
-export const MAX_TOOL_NAME = 256;
+/**
+ * How a connection's answers go out: protobuf bytes, JSON text (text-frame
+ * clients), or the event objects themselves (an in-process client).
+ */
+export type AnswerForm = "bin" | "json" | "objects";
 
 /**
  * The errors about a frame's ops, bounded before the answer is built (as the
@@ -212,20 +218,42 @@ export class Connection {
     if (this.ended) return;
     const svc = this.service;
     const started = performance.now();
-    this.lastActivity = Date.now();
     const json = typeof data === "string";
-    svc.metrics.countFrame(this.transport.kind);
     // decode
     const { maxIdsPerFrame, maxOpsPerFrame } = svc.limits;
     const read: ReadFrame = json
       ? readJsonFrame(data, maxIdsPerFrame, maxOpsPerFrame)
       : this.reader.read(data, svc.schema, maxIdsPerFrame, maxOpsPerFrame);
+    this.onRead(read, json ? "json" : "bin", started);
+  }
+
+  /**
+   * Ops from an in-process client (src/service/door.ts), already typed: no
+   * frame to decode; checked, routed and answered as a frame's, the answer's
+   * events as objects through the transport's `deliver`.
+   */
+  onOps(read: ReadFrame): void {
+    if (this.ended) return;
+    this.onRead(read, "objects", performance.now());
+  }
+
+  /** A read frame's ops validated, routed and answered, in frame order. */
+  private onRead(read: ReadFrame, form: AnswerForm, started: number): void {
+    const svc = this.service;
+    this.lastActivity = Date.now();
+    svc.metrics.countFrame(this.transport.kind);
+    const json = form !== "bin";
     const immediate: WireEvent[] = [];
     if (read.fatal) immediate.push(this.opError(read.fatal));
     for (const e of read.errors) immediate.push(this.opError(e));
     // validate and route, op by op, in frame order
-    const route = new FrameRoute(svc.pool, this.id, json, read.ids, (e) =>
-      svc.logger.error({ conn: this.id, err: e }, "inline parser sessions failed"),
+    const route = new FrameRoute(
+      svc.pool,
+      this.id,
+      json,
+      read.ids,
+      (e) => svc.logger.error({ conn: this.id, err: e }, "inline parser sessions failed"),
+      form === "objects",
     );
     // where the streams closed in this frame were, by what their events carry
     // (handle, else name): a stream opened later in the frame whose events
@@ -261,7 +289,7 @@ export class Connection {
     // answer
     const { results, pending } = route.dispatch();
     const answer = (done: (OpsResult | null)[]) => {
-      this.sendFrame(json, immediate, done);
+      this.sendFrame(form, immediate, done);
       svc.metrics.frameLatency.observe((performance.now() - started) / 1000);
     };
     if (!pending && renders === null && this.queued === 0) {
@@ -301,7 +329,7 @@ export class Connection {
     }
     if (lost.length === 0) return;
     this.service.metrics.countEvents("done", lost.length / 2);
-    this.enqueue(() => this.sendFrame(false, lost, [], true));
+    this.enqueue(() => this.sendFrame(this.lastForm, lost, [], true));
   }
 
   /**
@@ -315,16 +343,17 @@ export class Connection {
     const open = this.streams.all();
     const names = open.map((st) => st.name);
     if (names.length > 0) {
-      const json = this.lastJson;
+      const form = this.lastForm;
       const notices = open.map((st) => this.errorEvent(refOf(st), "shutting_down", "the server is shutting down; the stream ends here"));
       // close them as aborted, through the same path as a client Close
       this.lastActivity = Date.now();
-      this.enqueue(() => this.sendFrame(json, notices, [], true));
+      this.enqueue(() => this.sendFrame(form, notices, [], true));
       // in frames a client could send: no more ops each than --max-ops-per-frame
       const per = this.service.limits.maxOpsPerFrame;
       for (let i = 0; i < names.length; i += per) {
-        const frame = { ops: names.slice(i, i + per).map((n) => ({ close: { stream: n, reason: "abort" } })) };
-        this.onFrame(json ? JSON.stringify(frame) : (this.service.schema.ClientFrame.encode(frame).finish() as Uint8Array));
+        const ops = new OpList();
+        for (const stream of names.slice(i, i + per)) ops.other({ kind: OP_CLOSE, stream, handle: 0, reason: "abort" });
+        this.onRead({ ops, ids: new Uint32Array(0), errors: [] }, form, performance.now());
       }
     }
     await this.tail;
@@ -369,7 +398,8 @@ export class Connection {
 
   // ------------------------------------------------------------------
 
-  private lastJson = false;
+  /** How the last answer went out: the drain's and a crash's answers go the same way. */
+  private lastForm: AnswerForm = "bin";
 
   /**
    * Run `fn` after everything sent before it, in order. A `fn` that fails (a
@@ -541,13 +571,14 @@ export class Connection {
     };
   }
 
-  private sendFrame(json: boolean, immediate: WireEvent[], results: (OpsResult | null)[], force = false): void {
+  private sendFrame(form: AnswerForm, immediate: WireEvent[], results: (OpsResult | null)[], force = false): void {
     if (this.ended && !force) return;
-    this.lastJson = json;
+    this.lastForm = form;
     const svc = this.service;
     for (const r of results) if (r) svc.recordCounts(r, this.id);
+    if (form === "objects") return this.deliver(immediate, results);
     let frame: Uint8Array | string;
-    if (json) {
+    if (form === "json") {
       const parts = immediate.map((e) => JSON.stringify(e));
       // one by one: a frame can answer with a hundred thousand events, too many to spread into arguments
       for (const r of results) if (r?.json) for (const part of r.json) parts.push(part);
@@ -571,6 +602,20 @@ export class Connection {
         group.buffered -= size;
         group.drained();
       } else this.updateFlow();
+    });
+    this.updateFlow();
+  }
+
+  /** An in-process client's answer: the events as they are, in order, none encoded. */
+  private deliver(immediate: WireEvent[], results: (OpsResult | null)[]): void {
+    const events = immediate;
+    for (const r of results) if (r?.objects) for (const ev of r.objects) events.push(ev);
+    if (events.length === 0) return;
+    // one a frame in flight: what the flow control counts for an answer that is handed over, not buffered
+    this.buffered += 1;
+    this.transport.deliver!(events, () => {
+      this.buffered -= 1;
+      this.updateFlow();
     });
     this.updateFlow();
   }

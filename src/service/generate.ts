@@ -1,13 +1,14 @@
 /**
  * One upstream generation parsed into OpenAI objects: the engine's token ids
  * for each choice go, as a stream of their own, through the same parser
- * sessions (on the worker pool) as remote clients' streams, on an
- * in-process connection; each choice's OpenAI chunks or events come back
- * through `onObject`.
+ * sessions (on the worker pool) as remote clients' streams, through the
+ * sessions' door (./door.ts: typed ops in, event objects out); each
+ * choice's OpenAI chunks or events go to the answer being written (its sink).
  */
 import { isObj, type JsonObject as Obj } from "../core/json.js";
+import { HARMONY } from "../core/preset.js";
 import { UpstreamError, type CompletionRequest, type Engine, type TokenLogprob, type UpstreamUsage } from "../upstream/engine.js";
-import { LocalConnection } from "./local.js";
+import { SessionDoor, type DoorOpen } from "./door.js";
 import type { Service } from "./service.js";
 
 /** One upstream generation parsed into n streams of OpenAI objects. */
@@ -38,37 +39,37 @@ export interface ForcedCall {
   header: readonly number[];
 }
 
-export interface GenerateOptions {
-  /** A call to force (tool_choice "required" or named). */
-  force?: ForcedCall | null;
+/** Where a generation's output goes: the answer being written (src/transport/front/). */
+export interface GenerationSink {
+  /** A choice's OpenAI chunk or event (or `{harmony_error}`: a session's error event), with the usage so far. */
+  event(choice: number, obj: Obj, usage: UpstreamUsage | null): void;
   /**
    * Every id of each choice as it goes to the parser, with its log
    * probability when the engine gave one (null for ids the sidecar put in).
    */
-  onIds?: (choice: number, ids: readonly number[], logprobs: readonly (TokenLogprob | null)[] | null) => void;
+  ids(choice: number, ids: readonly number[], logprobs: readonly (TokenLogprob | null)[] | null): void;
   /**
    * Backpressure from the client: while it returns a promise (the client's
    * buffer is over its bound), the engine's next chunk is not read until it
    * settles.
    */
-  backpressure?: () => Promise<void> | null;
+  wait(): Promise<void> | null;
 }
 
 /** `<|end|>`: where a forced call's reasoning step stops. */
-const END = 200007;
+const END = HARMONY.tokens.end;
 
 export function generate(
   svc: Service,
   engine: Engine,
   request: CompletionRequest,
-  open: Obj,
+  open: DoorOpen,
   tenant: string,
-  onObject: (choice: number, obj: Obj, usage: UpstreamUsage | null) => void,
-  opts: GenerateOptions = {},
+  sink: GenerationSink,
+  /** A call to force (tool_choice "required" or named). */
+  force: ForcedCall | null = null,
 ): Generation {
-  const force = opts.force ?? null;
-  const onIds = opts.onIds;
-  const local = new LocalConnection(svc, tenant);
+  const door = new SessionDoor(svc, tenant);
   // an upstream that fails before its first chunk gets the client a proper
   // status (4xx kept, 502, 504), not a 200 with a cut-short answer: the
   // sessions are then closed without a word to the client
@@ -76,7 +77,7 @@ export function generate(
   let quiet = false;
   const ctrl = new AbortController();
   const n = request.n;
-  const names = Array.from({ length: n }, () => local.name("gen"));
+  const names = Array.from({ length: n }, () => door.name("gen"));
   let pending = n;
   // declared before any op is sent: answers may arrive while send() runs (streams on the main thread)
   let usage: UpstreamUsage | null = null;
@@ -101,22 +102,23 @@ export function generate(
     finishAll();
   };
   names.forEach((name, choice) => {
-    local.listen(name, (ev) => {
+    door.listen(name, (ev) => {
       if (ev.error && (ev.error as Obj).code !== "worker_crashed") return fail(ev.error);
       const last = ev.done !== undefined || isClosing(ev.openai as Obj | undefined);
       if (!quiet) {
-        if (ev.openai) onObject(choice, ev.openai as Obj, usage);
-        else if (ev.error) onObject(choice, { harmony_error: ev.error }, usage);
+        if (ev.openai) sink.event(choice, ev.openai as Obj, usage);
+        else if (ev.error) sink.event(choice, { harmony_error: ev.error }, usage);
       }
       if (last && --pending === 0) finishAll();
     });
   });
-  local.onStray((ev) => {
+  door.onStray((ev) => {
     if (ev.error) fail(ev.error);
   });
-  local.send(names.map((stream) => ({ open: { stream, ...open } })));
+  for (const stream of names) door.open(stream, open);
+  door.flush();
   // a choice's finish reason, applied when the upstream stream ends (after its usage chunk)
-  const finished = new Map<number, string>();
+  const finished = new Map<number, "eos" | "length" | "abort">();
   // choices ended here (a stop string): nothing more of theirs is parsed
   const stopped = new Set<number>();
   // the engine's ids, every choice's, for a usage of our own when the engine gives none (aborted, or cut at its limit)
@@ -132,25 +134,29 @@ export function generate(
     for await (const chunk of engine.complete(req, ctrl.signal)) {
       upstreamAnswered = true;
       if (chunk.usage) usage = addUsage(before, chunk.usage);
-      const ops: Obj[] = [];
+      let ids = 0;
       for (const c of chunk.choices) {
         const name = names[c.index];
         if (!name || finished.has(c.index) || stopped.has(c.index)) continue;
         counted += c.token_ids.length;
         if (c.token_ids.length > 0) {
-          ops.push({ tokens: { stream: name, ids: c.token_ids } });
-          onIds?.(c.index, c.token_ids, c.logprobs ?? null);
+          ids += c.token_ids.length;
+          if (ids > SLICE_IDS) {
+            await sendSliced(door, name, c.token_ids);
+            ids = 0;
+          } else door.tokens(name, c.token_ids);
+          sink.ids(c.index, c.token_ids, c.logprobs ?? null);
         }
         if (hold !== null) {
           for (const id of c.token_ids) hold.ids.push(id);
           if (c.finish_reason !== null) hold.finish = c.finish_reason;
         } else if (c.finish_reason !== null) finished.set(c.index, endReason(c.finish_reason));
       }
-      if (ops.length > 0) await sendSliced(local, ops);
+      door.flush();
       // hold the engine back (its body is not read) while the parser sessions or the client are behind
-      for (let behind = local.whenFlowing() ?? opts.backpressure?.() ?? null; behind !== null;) {
+      for (let behind = door.whenFlowing() ?? sink.wait(); behind !== null;) {
         await behind;
-        behind = local.whenFlowing() ?? opts.backpressure?.() ?? null;
+        behind = door.whenFlowing() ?? sink.wait();
       }
     }
   };
@@ -160,8 +166,9 @@ export function generate(
       if (force === null) await pump(request, null);
       else {
         // step 1: the reasoning, from an analysis header on, to its <|end|>
-        local.send([{ tokens: { stream: names[0], ids: force.prefix } }]);
-        onIds?.(0, force.prefix, null);
+        door.tokens(names[0]!, force.prefix);
+        door.flush();
+        sink.ids(0, force.prefix, null);
         injected = force.prefix.length;
         const first = { ids: [] as number[], finish: null as string | null };
         const prompt = [...request.prompt, ...force.prefix];
@@ -173,8 +180,9 @@ export function generate(
         else await pump({ ...request, prompt, n: 1, stopIds: [END], maxTokens: budget }, first);
         if (first.finish === "stop" && first.ids[first.ids.length - 1] === END) {
           // step 2: the call's header after the reasoning, and the engine goes on from there
-          local.send([{ tokens: { stream: names[0], ids: force.header } }]);
-          onIds?.(0, force.header, null);
+          door.tokens(names[0]!, force.header);
+          door.flush();
+          sink.ids(0, force.header, null);
           const left = leftAfter(force.prefix.length + first.ids.length + force.header.length);
           if (typeof left === "number" && left < 1) finished.set(0, "length");
           else await pump({ ...request, prompt: [...prompt, ...first.ids, ...force.header], n: 1, maxTokens: left }, null);
@@ -196,9 +204,10 @@ export function generate(
     // whatever did not finish: a broken or aborted generation ends cut short
     if (error && !upstreamAnswered) quiet = true;
     const cut = ctrl.signal.aborted || quiet ? "abort" : error ? "length" : "eos";
-    local.send(names.map((stream, i) => ({ close: { stream, reason: stopped.has(i) ? "eos" : (finished.get(i) ?? cut) } })));
+    names.forEach((stream, i) => door.close(stream, stopped.has(i) ? "eos" : (finished.get(i) ?? cut)));
+    door.flush();
     await allFinished;
-    local.close();
+    door.leave();
     if (usage === null && counted > 0) {
       const completion = counted + injected;
       usage = { prompt_tokens: request.prompt.length, completion_tokens: completion, total_tokens: request.prompt.length + completion };
@@ -217,21 +226,16 @@ export function generate(
 const SLICE_IDS = 32_768;
 
 /**
- * A chunk's ops into the sessions; a chunk of more than {@link SLICE_IDS} ids
- * (an engine that sends 300,000 in one event) goes in slices, in order, with
- * the event loop's turn between them, so that other requests (and /healthz)
- * are not kept waiting behind it.
+ * A choice's ids that take a chunk past {@link SLICE_IDS} (an engine that
+ * sends 300,000 in one event) go in slices, in order, with the event loop's
+ * turn between them, so that other requests (and /healthz) are not kept
+ * waiting behind it; what the chunk gave before goes first.
  */
-async function sendSliced(local: LocalConnection, ops: Obj[]): Promise<void> {
-  let total = 0;
-  for (const op of ops) total += (op.tokens as { ids: number[] } | undefined)?.ids.length ?? 0;
-  if (total <= SLICE_IDS) return local.send(ops);
-  for (const op of ops) {
-    const t = op.tokens as { stream: string; ids: number[] };
-    for (let at = 0; at < t.ids.length; at += SLICE_IDS) {
-      local.send([{ tokens: { stream: t.stream, ids: t.ids.slice(at, at + SLICE_IDS) } }]);
-      await new Promise((r) => setImmediate(r));
-    }
+async function sendSliced(door: SessionDoor, stream: string, ids: readonly number[]): Promise<void> {
+  for (let at = 0; at < ids.length; at += SLICE_IDS) {
+    door.flush();
+    await new Promise((r) => setImmediate(r));
+    door.tokens(stream, ids.slice(at, at + SLICE_IDS));
   }
 }
 

@@ -6,12 +6,18 @@
  * TCP holds the engine back) until the client drains. A client that stays
  * unread for `timeoutMs` (`--slow-client-timeout-ms`) is dropped: its socket
  * is destroyed, which ends the generation and the engine's request.
+ *
+ * Writes coalesce while the client is behind: what is ready while its
+ * socket is over the mark is held and goes out in one write when it drains;
+ * a client that keeps up gets each chunk in its own write at once.
  */
 import type http from "node:http";
 
 export class ClientFlow {
   private blocked: Promise<void> | null = null;
   private timer: NodeJS.Timeout | null = null;
+  /** What is ready while the client is behind, written in one piece at its drain. */
+  private held = "";
 
   constructor(
     private readonly res: http.ServerResponse,
@@ -20,10 +26,21 @@ export class ClientFlow {
     private readonly onDrop: () => void,
   ) {}
 
-  /** Write `chunk`; past the socket's high-water mark the next `wait()` holds the engine back. */
+  /** Write `chunk` (held for one write at the drain while the client is behind); past the socket's high-water mark the next `wait()` holds the engine back. */
   write(chunk: string): void {
     if (this.res.destroyed) return;
-    if (!this.res.write(chunk) && this.blocked === null) this.block();
+    if (this.blocked !== null) {
+      this.held += chunk;
+      return;
+    }
+    if (!this.res.write(chunk)) this.block();
+  }
+
+  /** Write what was held now (the answer's last writes go after it, in order). */
+  flush(): void {
+    const held = this.held;
+    this.held = "";
+    if (held !== "" && !this.res.destroyed) this.res.write(held);
   }
 
   /** A promise to await before the engine's next chunk is read while the client is behind, else null. */
@@ -40,6 +57,9 @@ export class ClientFlow {
         if (this.timer !== null) clearTimeout(this.timer);
         this.timer = null;
         this.blocked = null;
+        const held = this.held;
+        this.held = "";
+        if (held !== "" && !res.destroyed && !res.write(held)) this.block();
         resolve();
       };
       res.on("drain", done);

@@ -60,8 +60,7 @@ export interface TokenLogprob {
   top: { id: number; logprob: number }[];
 }
 
-/** The most alternatives read per token (OpenAI's `top_logprobs` goes to 20). */
-export const MAX_TOP_LOGPROBS = 20;
+export { MAX_TOP_LOGPROBS } from "../core/defaults.js";
 
 export interface UpstreamUsage {
   prompt_tokens: number;

@@ -1,0 +1,150 @@
+/**
+ * The door between the OpenAI front's generations and the parser sessions:
+ * an in-process client connection that takes typed ops (open a stream, its
+ * token ids, close it) and hands each stream's events back as objects. It
+ * goes through the same connection as remote clients (src/service/connection.ts:
+ * same checks, ordering, limits, flow control and crash handling), without
+ * the frame a remote client writes: nothing is encoded as text or decoded.
+ */
+import { OP_CLOSE, OP_OPEN, OpList } from "../protocol/ops.js";
+import type { WireEvent } from "../protocol/events.js";
+import type { CloseReason } from "../pool/route.js";
+import type { Connection, Transport } from "./connection.js";
+import type { Service } from "./service.js";
+
+/** One stream's event, as the sessions made it: `openai` (an OpenAI object), `error` or `done`. */
+export type DoorEvent = WireEvent;
+
+export type DoorListener = (event: DoorEvent) => void;
+
+/** How a stream of the front's is opened: its OpenAI format and what the parser lets through. */
+export interface DoorOpen {
+  format: "openai.chat" | "openai.responses";
+  model: string;
+  /** openai.chat: where reasoning goes in a delta. */
+  reasoningField?: "reasoning" | "reasoning_content";
+  /** The declared function names. */
+  tools: readonly string[];
+  calls: "any" | "none" | "one";
+}
+
+export class SessionDoor {
+  private readonly conn: Connection;
+  private readonly listeners = new Map<string, DoorListener>();
+  private n = 0;
+  private stray: DoorListener | null = null;
+  private flowing: Promise<void> | null = null;
+  private resumed: (() => void) | null = null;
+  // the ops given since the last flush, and their ids
+  private readonly ops = new OpList();
+  private ids = new Uint32Array(256);
+  private nIds = 0;
+
+  constructor(service: Service, tenant: string) {
+    const transport: Transport = {
+      kind: "http",
+      send: () => {
+        throw new Error("bug: the door's connection answers with objects only");
+      },
+      deliver: (events, done) => {
+        for (const ev of events) {
+          const listener = this.listeners.get(ev.stream as string);
+          if (listener) listener(ev);
+          else this.stray?.(ev); // an op's own error (its stream named "") or a stream no longer listened to
+        }
+        done();
+      },
+      // the connection's own flow control (frames in flight): the sender waits on whenFlowing()
+      pause: () => {
+        this.flowing ??= new Promise<void>((resolve) => (this.resumed = resolve));
+      },
+      resume: () => {
+        const r = this.resumed;
+        this.flowing = null;
+        this.resumed = null;
+        r?.();
+      },
+      end: () => undefined,
+    };
+    this.conn = service.newConnection(transport, tenant);
+  }
+
+  /** While the connection has too many batches in flight: a promise to await before flushing more; else null. */
+  whenFlowing(): Promise<void> | null {
+    return this.flowing;
+  }
+
+  /** A fresh stream name on this connection. */
+  name(prefix: string): string {
+    return `${prefix}-${++this.n}`;
+  }
+
+  listen(stream: string, listener: DoorListener): void {
+    this.listeners.set(stream, listener);
+  }
+
+  /** Events no listener takes: an op's own errors, which would otherwise go nowhere. */
+  onStray(listener: DoorListener): void {
+    this.stray = listener;
+  }
+
+  /** Open `stream` (at the next flush). */
+  open(stream: string, o: DoorOpen): void {
+    this.ops.other({
+      kind: OP_OPEN,
+      stream,
+      handle: 0,
+      role: "",
+      mode: "",
+      whole_messages: false,
+      non_strict: false,
+      format: o.format,
+      reasoning_field: o.reasoningField ?? "",
+      model: o.model,
+      after_stop: "",
+      tools: [...o.tools],
+      calls: o.calls,
+    });
+  }
+
+  /** Token ids for `stream` (at the next flush). */
+  tokens(stream: string, ids: readonly number[]): void {
+    const start = this.nIds;
+    const end = start + ids.length;
+    if (end > this.ids.length) {
+      const grown = new Uint32Array(Math.max(end, 2 * this.ids.length));
+      grown.set(this.ids.subarray(0, start));
+      this.ids = grown;
+    }
+    const buf = this.ids;
+    for (let i = 0; i < ids.length; i++) buf[start + i] = ids[i]!;
+    this.nIds = end;
+    this.ops.tokens(stream, 0, start, end);
+  }
+
+  /** Close `stream` (at the next flush). */
+  close(stream: string, reason: CloseReason): void {
+    this.ops.other({ kind: OP_CLOSE, stream, handle: 0, reason });
+  }
+
+  /** Hand the ops given since the last flush to the sessions, as one batch; their events may be delivered before it returns. */
+  flush(): void {
+    if (this.ops.n === 0) return;
+    const read = { ops: this.ops, ids: this.ids.subarray(0, this.nIds), errors: [] };
+    this.nIds = 0;
+    try {
+      this.conn.onOps(read);
+    } finally {
+      this.ops.clear();
+    }
+  }
+
+  /** Leave: the connection's streams are freed, and nothing waits on it any more. */
+  leave(): void {
+    this.listeners.clear();
+    this.conn.close();
+    this.resumed?.();
+    this.flowing = null;
+    this.resumed = null;
+  }
+}

@@ -1,0 +1,215 @@
+/**
+ * A Chat Completions answer being written: each choice's chunks as the
+ * parser sessions make them (one completion id across choices, reasoning
+ * left out when asked, stop strings applied, logprobs beside), streamed as
+ * server-sent events or gathered into one completion, and its end (usage,
+ * the structured answer's check, what was recovered).
+ */
+import type http from "node:http";
+import type { JsonObject as Obj } from "../../core/json.js";
+import { ChatCompletionAccumulator, type HarmonyChatCompletionChunk } from "../../openai/chat.js";
+import { ContentLogprobs } from "../../openai/logprobs.js";
+import type { ChatPlan } from "../../openai/plan.js";
+import { chatUsage } from "../../openai/responses-input.js";
+import { StopStrings } from "../../openai/stop.js";
+import type { GenerationSink } from "../../service/generate.js";
+import type { Service } from "../../service/service.js";
+import type { TokenLogprob, UpstreamError, UpstreamUsage } from "../../upstream/engine.js";
+import type { ClientFlow } from "../client-flow.js";
+import { GeneratedIds, logRepaired } from "../repair-log.js";
+import { openaiError, sendJson } from "../respond.js";
+import { checkAnswers, clientFlow, errorType, harmonyOf, refuse, setupSse, type CheckNote } from "./common.js";
+
+export class ChatAnswer implements GenerationSink {
+  readonly flow: ClientFlow;
+  /** End a choice here (its answer reached a stop string): the generation's endChoice. */
+  endChoice: (choice: number) => void = () => undefined;
+  private readonly id = `chatcmpl-${Math.random().toString(36).slice(2, 14)}`;
+  private readonly created = Math.floor(Date.now() / 1000);
+  private readonly accumulators: ChatCompletionAccumulator[];
+  /** logprobs: asked of the engine for every id; the content tokens' kept, per choice (../../openai/logprobs.ts). */
+  private readonly logprobs: ContentLogprobs[] | null;
+  /** `stop`: each choice's answer ends before its first stop string (../../openai/stop.ts); the engine is never asked. */
+  private readonly stops: StopStrings[] | null;
+  /** response_format (already checked by the render): each choice's streamed answer, to check at the end. */
+  private readonly streamed: (string | null)[];
+  private readonly called: boolean[];
+  /** Calls dropped where none were allowed, by choice: said in the answer. */
+  private readonly dropped: Obj[] = [];
+  private started = false;
+  private reasoningTokens = 0;
+  /** Each choice's ids and repairs, for the log line of a repaired answer (../repair-log.ts). */
+  private readonly generated = new GeneratedIds();
+  private readonly repaired: (Record<string, number> | undefined)[] = [];
+
+  constructor(
+    private readonly svc: Service,
+    private readonly res: http.ServerResponse,
+    private readonly plan: ChatPlan,
+  ) {
+    const { n, model } = plan;
+    const { id, created } = this;
+    this.accumulators = Array.from(
+      { length: n },
+      (_, i) => new ChatCompletionAccumulator({ id, model, created, reasoningField: plan.reasoningField, choiceIndex: i }),
+    );
+    this.logprobs = plan.logprobs ? Array.from({ length: n }, () => new ContentLogprobs(svc.vocabulary(), plan.logprobs!.top)) : null;
+    this.stops = StopStrings.of(plan.stop) ? Array.from({ length: n }, () => StopStrings.of(plan.stop)!) : null;
+    this.streamed = Array.from({ length: n }, () => null);
+    this.called = Array.from({ length: n }, () => false);
+    this.flow = clientFlow(svc, res);
+    if (plan.format !== null) svc.warmChecker();
+  }
+
+  /** A chunk of the front's own (logprobs, a schema mismatch, usage): no choices unless `fields` has some. */
+  private extraChunk(fields: object): object {
+    return { id: this.id, object: "chat.completion.chunk", created: this.created, model: this.plan.model, choices: [], ...fields };
+  }
+
+  private send(chunk: object): void {
+    if (!this.started) {
+      setupSse(this.res);
+      this.started = true;
+    }
+    this.flow.write(`data: ${JSON.stringify(chunk)}\n\n`);
+  }
+
+  /** Every id of a choice as it goes to the parser: kept for the repair log, and its logprobs (streamed as they come). */
+  ids(choice: number, ids: readonly number[], lps: readonly (TokenLogprob | null)[] | null): void {
+    this.generated.add(choice, ids);
+    if (!this.logprobs) return;
+    const content = this.logprobs[choice]?.push(ids, lps) ?? [];
+    // streamed: the content tokens' logprobs in a chunk of their own (an empty delta), as they arrive
+    if (this.plan.stream && content.length > 0)
+      this.send(this.extraChunk({ choices: [{ index: choice, delta: {}, logprobs: { content, refusal: null }, finish_reason: null }] }));
+  }
+
+  /** While the streaming client is behind: what to await before the engine's next chunk. */
+  wait(): Promise<void> | null {
+    return this.plan.stream ? this.flow.wait() : null;
+  }
+
+  /** One of a choice's chunks from the parser sessions. */
+  event(choice: number, obj: Obj): void {
+    if (obj.harmony_error) return;
+    const { plan } = this;
+    const chunk = obj as unknown as HarmonyChatCompletionChunk;
+    // one completion id across choices; each choice its own index
+    chunk.id = this.id;
+    chunk.created = this.created;
+    for (const c of chunk.choices) {
+      c.index = choice;
+      if (!plan.includeReasoning) {
+        // include_reasoning: false (vLLM's field): the chain of thought stays with the sidecar
+        delete c.delta.reasoning;
+        delete c.delta.reasoning_content;
+      }
+    }
+    const stop = this.stops?.[choice];
+    if (stop) {
+      // after the stop string nothing of the answer goes out; the parser's reasoning count still does
+      if (stop.stopped && !(chunk.harmony && !chunk.harmony.tool_call_end)) return;
+      for (const c of chunk.choices) {
+        if (stop.stopped) break;
+        if (c.delta.content) c.delta.content = stop.push(c.delta.content);
+        if (stop.stopped) {
+          delete c.delta.tool_calls;
+          c.finish_reason = "stop";
+          this.endChoice(choice);
+        } else if (c.finish_reason || c.delta.tool_calls) {
+          // the answer's text ends here (a call follows, or the choice ends): what was held goes out first
+          const rest = stop.flush();
+          if (rest) c.delta.content = (c.delta.content ?? "") + rest;
+        }
+        if (c.delta.content === "") delete c.delta.content;
+      }
+      if (!chunk.harmony && chunk.choices.length > 0 && chunk.choices.every((c) => Object.keys(c.delta).length === 0 && !c.finish_reason))
+        return; // all of it held back for now
+    }
+    if (
+      !plan.includeReasoning &&
+      chunk.choices.length > 0 &&
+      chunk.choices.every((c) => Object.keys(c.delta).length === 0 && !c.finish_reason)
+    ) {
+      return; // a chunk that only carried reasoning
+    }
+    const h = chunk.harmony;
+    if (h) {
+      if (h.tool_call_end) {
+        // a call's whole (maybe repaired) arguments: for the non-streaming answer only
+        h.tool_call_end.choice = choice;
+        if (!plan.stream) this.accumulators[choice]!.addChunk(chunk);
+        return;
+      }
+      // the choice's reasoning tokens, for usage, and its repairs, for the log (not sent on)
+      this.reasoningTokens += h.reasoning_tokens ?? 0;
+      for (const r of h.recoveries ?? []) this.dropped.push({ ...r, choice });
+      this.repaired[choice] = h.repairs;
+      return;
+    }
+    if (plan.stream) {
+      if (plan.format !== null)
+        for (const c of chunk.choices) {
+          if (c.delta.content) this.streamed[choice] = (this.streamed[choice] ?? "") + c.delta.content;
+          if (c.finish_reason === "tool_calls") this.called[choice] = true; // no answer to check
+        }
+      this.send(chunk);
+    } else this.accumulators[choice]!.addChunk(chunk);
+  }
+
+  /** The generation ended: the answer's last chunks (or the whole completion), its usage and its check. */
+  async finish({ usage, error }: { usage: UpstreamUsage | null; error: UpstreamError | null }): Promise<void> {
+    const { svc, res, plan, id } = this;
+    const usageObj = usage && chatUsage(usage, this.reasoningTokens);
+    if (error) svc.logger.warn({ code: error.code, status: error.upstreamStatus }, error.message);
+    for (let choice = 0; choice < plan.n; choice++)
+      logRepaired(svc, { response: id, choice, recoveries: this.repaired[choice], tools: plan.tools, calls: plan.calls }, this.generated);
+    if (res.destroyed) return;
+    const format = plan.format;
+    if (!plan.stream) {
+      if (error) return refuse(res, error.status, errorType(error.status), error.code, error.message);
+      const results = this.accumulators.map((a) => a.result());
+      const note: CheckNote =
+        format === null
+          ? null
+          : await checkAnswers(
+              svc,
+              format,
+              results.map((r) => (r.choices[0]!.finish_reason === "tool_calls" ? null : r.choices[0]!.message.content)),
+              id,
+            );
+      if (res.destroyed) return;
+      const choices = results.flatMap((r) => r.choices);
+      const logprobs = this.logprobs;
+      if (logprobs) choices.forEach((c, i) => ((c as { logprobs: unknown }).logprobs = { content: logprobs[i]!.content, refusal: null }));
+      const harmony = harmonyOf(this.dropped, note);
+      sendJson(res, 200, {
+        ...results[0]!,
+        choices,
+        ...(usageObj ? { usage: usageObj } : {}),
+        ...(harmony !== null ? { harmony } : {}),
+      });
+      return;
+    }
+    const note =
+      format === null || error
+        ? null
+        : await checkAnswers(
+            svc,
+            format,
+            this.streamed.map((text, i) => (this.called[i] ? null : (text ?? ""))),
+            id,
+          );
+    if (res.destroyed) return;
+    this.flow.flush(); // what was held for a client behind goes before the answer's last chunks
+    if (!this.started) {
+      if (error) return refuse(res, error.status, errorType(error.status), error.code, error.message);
+      setupSse(res);
+    }
+    if (error) res.write(`data: ${JSON.stringify(openaiError(error.status, error.code, error.message, { type: "upstream_error" }))}\n\n`);
+    const harmony = harmonyOf(this.dropped, note);
+    if (harmony !== null) res.write(`data: ${JSON.stringify(this.extraChunk({ harmony }))}\n\n`);
+    if (plan.includeUsage && usageObj) res.write(`data: ${JSON.stringify(this.extraChunk({ usage: usageObj }))}\n\n`);
+    res.end("data: [DONE]\n\n");
+  }
+}
