@@ -495,7 +495,7 @@ describe("property: a restarted parser is a new parser", () => {
           const state = (p: HarmonyParser) => {
             // (the vocabulary's tables and the preset are shared: the same objects)
             // (a kept window may be larger than a new one: its mask then is too)
-            const { window, hdr, pend, argBytes, vocab: v, flags, scratch, preset, ...rest } = p as unknown as Record<string, unknown>;
+            const { window, hdr, pend, vocab: v, flags, scratch, preset, ...rest } = p as unknown as Record<string, unknown>;
             const shared = [v, flags, scratch, preset].every(
               (x, i) => x === [vocab, vocab.flags, vocab.scratch, (fresh as unknown as Record<string, unknown>).preset][i],
             );

@@ -22,7 +22,6 @@
  * MAX_ARGUMENT_BYTES). What rules 14 and 16 hold back waits in the window.
  */
 import { repairArguments } from "../arguments.js";
-import { isJson, isJsonBytes, isJsonTokens } from "../json.js";
 import type { DeltaKind, EndReason, FinishReason, HarmonyEvent, RecoveryKind, ReferenceMessage, StopKind } from "../events.js";
 import type { ParseErrorCode } from "../errors.js";
 import {
@@ -50,7 +49,6 @@ import {
   isText,
   KEPT_BUFFER_BYTES,
   LEADING_LETTERS,
-  MAX_ARGUMENT_BYTES,
   MAX_HEADERLESS_CHARS,
   MAX_JUNK_BYTES,
   NO_BYTES,
@@ -68,31 +66,13 @@ import {
   WORDLIKE,
 } from "./constants.js";
 import type { ParserOptions } from "./options.js";
+import { ArgumentBuffer } from "./arguments.js";
 import { TokenWindow } from "./window.js";
 
 const FUNCTIONS_PREFIX = `${FUNCTIONS}.`;
 
-/** argJson: whether a call's arguments kept as a string are JSON, as read from their tokens, or not read yet. */
-const JSON_UNKNOWN = -1;
-const JSON_NO = 0;
-const JSON_YES = 1;
-
 /** Shared empty event list, so an idle stream keeps no events alive. */
 const NO_EVENTS: HarmonyEvent[] = Object.freeze([]) as unknown as HarmonyEvent[];
-
-/**
- * Argument buffers of finished calls, for the next call on this thread: a
- * typed array costs more to allocate than a call's tokens to parse (a fresh
- * parser's first call allocated one).
- */
-const SPARE_ARGUMENT_BUFFERS: Uint8Array[] = [];
-const MAX_SPARE_ARGUMENT_BUFFERS = 64;
-
-/** A call's arguments are decoded once, at its end (ignoreBOM: a leading U+FEFF is text). */
-const UTF8 = new TextDecoder("utf-8", { ignoreBOM: true });
-/** Read through the builtin itself: token texts come in several string representations. */
-const charCodeAt = String.prototype.charCodeAt;
-const ENCODER = new TextEncoder();
 
 export class HarmonyParser {
   // configuration (set by the options; see restart)
@@ -170,27 +150,10 @@ export class HarmonyParser {
   private swallowed = false;
   private dtext = "";
   private mtext = "";
-  /**
-   * The current tool call's arguments (rule 12) as UTF-8, and its event
-   * fields. Text tokens are copied from the vocabulary as they are taken
-   * (their bytes are at hand then), other text is encoded; the arguments
-   * are checked and decoded once, when the call ends.
-   */
+  /** The current message is a tool call (rule 12): its arguments, index, id and function name. */
   private isCall = false;
-  private argBytes: Uint8Array = NO_BYTES;
-  private argLen = 0;
-  /**
-   * A call's arguments while they are still one string (a long run of one
-   * write, as a whole completion per write gives): tool_call_end takes the
-   * string itself, with no copy into argBytes and no decode. Encoded into
-   * argBytes as soon as more text follows. Never longer than
-   * MAX_ARGUMENT_BYTES / 3 UTF-16 units, so never past the cap.
-   */
-  private argText = "";
-  /** Whether argText is JSON, when it was read from its tokens: JSON_YES, JSON_NO or JSON_UNKNOWN. */
-  private argJson = JSON_UNKNOWN;
-  /** The arguments outgrew MAX_ARGUMENT_BYTES: nothing more is kept. */
-  private argCut = false;
+  /** Its arguments (arguments.ts). */
+  private readonly args: ArgumentBuffer;
   private callIndex = 0;
   private callId = "";
   private callName = "";
@@ -262,6 +225,7 @@ export class HarmonyParser {
     this.vocab = vocab;
     this.scratch = vocab.scratch;
     this.flags = vocab.flags;
+    this.args = new ArgumentBuffer(vocab);
     this.restart(options);
   }
 
@@ -336,7 +300,7 @@ export class HarmonyParser {
     this.dtext = "";
     this.mtext = "";
     this.isCall = false;
-    this.releaseArguments();
+    this.args.reset();
     this.callIndex = 0;
     this.callId = "";
     this.callName = "";
@@ -444,7 +408,7 @@ export class HarmonyParser {
     }
     this.pos = pos;
     // a call's arguments are kept for its tool_call_end (rule 12), as write() keeps them
-    if (this.isCall) this.keepArgumentTokens(ids, start, end);
+    if (this.isCall) this.args.appendTokens(ids, start, end);
     else if ((flags[ids[end - 1]!]! & lines) !== 0 && this.lineEnds(pos)) this.shadow(this.prevLine, this.prevLineLen, null);
     return true;
   }
@@ -453,7 +417,7 @@ export class HarmonyParser {
   heldBytes(): number {
     const text = this.dtext.length + this.mtext.length;
     const buffers = this.window.ids.byteLength + this.hdr.byteLength + this.pend.byteLength + this.afterBytes.byteLength;
-    return buffers + this.argBytes.byteLength + 2 * (text + this.argText.length);
+    return buffers + this.args.heldBytes + 2 * text;
   }
 
   /** Of heldBytes(), rule 13's headerless text kept to be given again as the answer (at most 2 × MAX_HEADERLESS_CHARS). */
@@ -463,7 +427,7 @@ export class HarmonyParser {
 
   /** Of heldBytes(), the buffer of the current tool call's arguments (at most MAX_ARGUMENT_BYTES + 1). */
   get argumentBytes(): number {
-    return this.argBytes.byteLength;
+    return this.args.bytes.byteLength;
   }
 
   /**
@@ -522,9 +486,9 @@ export class HarmonyParser {
           if (this.isCall) {
             // one token (a step's write): its text is at hand; a long run's text is one
             // string (one native encode); a short run is copied token by token
-            if (i - from === 1) this.appendArgumentText(acc);
-            else if (i - from > 8) this.appendArgumentRun(acc, ids, from, i);
-            else this.keepArgumentTokens(ids, from, i);
+            if (i - from === 1) this.args.appendToken(acc);
+            else if (i - from > 8) this.args.appendRun(acc, ids, from, i);
+            else this.args.appendTokens(ids, from, i);
           }
         }
         if (loop) this.shadow(this.prevLine, this.prevLineLen, null);
@@ -687,7 +651,7 @@ export class HarmonyParser {
   private appendText(s: string): void {
     this.dtext += s;
     if (this.keep) this.keepText(s);
-    if (this.isCall) this.appendArguments(s);
+    if (this.isCall) this.args.append(s);
   }
 
   /** Keep the current message's text: whole messages keep all of it, rule 13's text up to MAX_HEADERLESS_CHARS. */
@@ -700,128 +664,6 @@ export class HarmonyParser {
       this.keep = false;
       this.provCut = true;
     }
-  }
-
-  /** Keep text of a call's arguments for its tool_call_end (as UTF-8, up to MAX_ARGUMENT_BYTES). */
-  private appendArguments(s: string): void {
-    if (this.argCut || s === "") return;
-    if (this.argText !== "") this.encodeArgumentText();
-    else if (this.argLen === 0 && s.length <= MAX_ARGUMENT_BYTES / 3) {
-      this.argText = s;
-      this.argJson = JSON_UNKNOWN;
-      return;
-    }
-    this.encodeArguments(s);
-  }
-
-  /**
-   * A long run of whole tokens of a call's arguments, `s` their text. When
-   * it stays that string (appendArguments keeps the first text so; any more
-   * empties argText), whether it is JSON is read from its tokens now, while
-   * they are at hand (rule 12): checking the string at the call's end would
-   * flatten and encode it first.
-   */
-  private appendArgumentRun(s: string, ids: ArrayLike<number>, from: number, to: number): void {
-    this.appendArguments(s);
-    if (this.argText !== "") this.argJson = isJsonTokens(this.vocab, ids, from, to) ? JSON_YES : JSON_NO;
-  }
-
-  /** The arguments held as a string (argText) go into argBytes: more text follows them. */
-  private encodeArgumentText(): void {
-    const t = this.argText;
-    this.argText = "";
-    this.encodeArguments(t);
-  }
-
-  /** Encode `s` into argBytes after what they hold, up to MAX_ARGUMENT_BYTES (whole characters only). */
-  private encodeArguments(s: string): void {
-    const len = this.argLen;
-    const room = MAX_ARGUMENT_BYTES - len;
-    // at most 3 bytes per UTF-16 unit; encodeInto writes whole characters only
-    const most = Math.min(3 * s.length, room);
-    const buf = this.argumentRoom(most);
-    const { read, written } = ENCODER.encodeInto(s, buf.subarray(len, len + most));
-    this.argLen = len + written;
-    if (read < s.length) this.argCut = true;
-  }
-
-  /**
-   * Keep one token's text (a flat string) of a call's arguments: ASCII is
-   * copied from the string just read, where the vocabulary's bytes would
-   * be two more cache misses a token (~65 ns of a one-token write); from
-   * the first other character on, encodeArguments encodes the rest.
-   */
-  private appendArgumentText(s: string): void {
-    if (this.argCut) return;
-    if (this.argText !== "") this.encodeArgumentText();
-    const n = s.length;
-    let len = this.argLen;
-    let buf = this.argBytes;
-    if (len + n >= buf.length) {
-      if (len + n > MAX_ARGUMENT_BYTES) return this.encodeArguments(s);
-      buf = this.argumentRoom(n);
-    }
-    for (let k = 0; k < n; k++) {
-      const c = charCodeAt.call(s, k);
-      if (c >= 0x80) {
-        this.argLen = len;
-        return this.encodeArguments(s.slice(k));
-      }
-      buf[len++] = c;
-    }
-    this.argLen = len;
-  }
-
-  /** No arguments kept; the buffer goes back to the thread's spares (a larger one is let go). */
-  private releaseArguments(): void {
-    this.argLen = 0;
-    this.argCut = false;
-    this.argText = "";
-    this.argJson = JSON_UNKNOWN;
-    const buf = this.argBytes;
-    if (buf === NO_BYTES) return;
-    this.argBytes = NO_BYTES;
-    if (buf.length <= KEPT_BUFFER_BYTES && SPARE_ARGUMENT_BUFFERS.length < MAX_SPARE_ARGUMENT_BUFFERS) SPARE_ARGUMENT_BUFFERS.push(buf);
-  }
-
-  /** Keep whole-text tokens of a call's arguments: their bytes, copied from the vocabulary. */
-  private keepArgumentTokens(ids: ArrayLike<number>, start: number, end: number): void {
-    if (this.argCut) return;
-    if (this.argText !== "") this.encodeArgumentText();
-    const offsets = this.vocab.offsets;
-    const bytes = this.vocab.bytes;
-    let buf = this.argBytes;
-    let len = this.argLen;
-    for (let i = start; i < end; i++) {
-      const id = ids[i]!;
-      const from = offsets[id]!;
-      const to = offsets[id + 1]!;
-      if (len + to - from >= buf.length) {
-        if (len + to - from > MAX_ARGUMENT_BYTES) {
-          this.argCut = true;
-          break;
-        }
-        this.argLen = len;
-        buf = this.argumentRoom(to - from);
-      }
-      for (let b = from; b < to; b++) buf[len++] = bytes[b]!;
-    }
-    this.argLen = len;
-  }
-
-  /** The argument buffer, with room for `more` bytes past argLen and one beyond (isJsonBytes' end mark). */
-  private argumentRoom(more: number): Uint8Array {
-    const need = this.argLen + more + 1;
-    let buf = this.argBytes;
-    if (buf.length === 0 && SPARE_ARGUMENT_BUFFERS.length > 0) buf = this.argBytes = SPARE_ARGUMENT_BUFFERS.pop()!;
-    if (need > buf.length) {
-      // 256 bytes hold most calls' arguments
-      const size = Math.min(Math.max(need, 4 * buf.length, 256), MAX_ARGUMENT_BYTES + 1);
-      const grown = new Uint8Array(size);
-      grown.set(buf.subarray(0, this.argLen));
-      buf = this.argBytes = grown;
-    }
-    return buf;
   }
 
   private flushDelta(): void {
@@ -858,7 +700,7 @@ export class HarmonyParser {
     this.mtext = "";
     this.keep = this.whole;
     this.isCall = false;
-    this.releaseArguments();
+    this.args.reset();
     this.textFrom = this.lineFrom = this.pos;
     this.prevLine = -1;
     this.lineReps = 0;
@@ -919,7 +761,7 @@ export class HarmonyParser {
     if (h.channel === this.preset.channels.reasoning && this.pos > this.msgFrom) this.reasoningTokens += this.pos - this.msgFrom;
     if (this.isCall && !this.cutShort) this.endCall(h, stop);
     this.isCall = false;
-    this.releaseArguments();
+    this.args.reset();
     const ev: HarmonyEvent = { type: "message_end", index: this.msgIndex, stop };
     if (this.whole) {
       // key order is the reference's: role, name, recipient, content, channel, content_type
@@ -951,15 +793,8 @@ export class HarmonyParser {
 
   /** The call's tool_call_end (rule 12): its whole arguments, repaired in resilient mode where a known shape applies. */
   private endCall(h: ParsedHeader, stop: StopKind): void {
-    const n = this.argLen;
-    let raw = this.argText;
-    let validJson: boolean;
-    if (raw !== "") validJson = this.argJson === JSON_UNKNOWN ? isJson(raw) : this.argJson === JSON_YES;
-    else {
-      // the buffer has room for isJsonBytes' end mark past n (argumentRoom)
-      validJson = n > 0 && isJsonBytes(this.argBytes, n);
-      raw = n === 0 ? "" : UTF8.decode(this.argBytes.subarray(0, n));
-    }
+    const raw = this.args.finish();
+    let validJson = this.args.validJson;
     let args = raw;
     if (!this.strict && !validJson) {
       const checked = repairArguments(raw, h.contentType, stop === "eos");
