@@ -1,6 +1,6 @@
 /**
  * The streaming Harmony parser's public face; its rooms are in ./parser/
- * (machine.ts is the state machine).
+ * (machine.ts is the state machine, stream.ts lists what a stream holds).
  */
 export { HarmonyParser } from "./parser/machine.js";
 export type { ParseMode, ParserOptions } from "./parser/options.js";
