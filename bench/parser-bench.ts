@@ -32,8 +32,9 @@ const opts = new Command()
   .option("--min-ms <n>", "minimum duration of one run", (v) => Number(v), 300)
   .option("--json", "print JSON instead of Markdown", false)
   .option("--compare <path>", "another build's core/parser.js (or its checkout): ratios of this build's speed to its")
+  .option("--only <text>", "with --compare: only the workloads whose name holds this text")
   .parse()
-  .opts<{ runs: number; minMs: number; json: boolean; compare?: string }>();
+  .opts<{ runs: number; minMs: number; json: boolean; compare?: string; only?: string }>();
 
 const DATA = fileURLToPath(new URL("../../bench/data/mix-200k.txt", import.meta.url));
 
@@ -209,7 +210,9 @@ if (opts.compare !== undefined) {
     ["(b) one token per write, resilient", (P) => perLinePerToken(resilient, P)],
     ["(b) one token per write, strict", (P) => perLinePerToken(strict, P)],
   ];
-  const rows = workloads.map(([name, work]) => ({ name, ...compareOn(work, other) }));
+  const rows = workloads
+    .filter(([name]) => opts.only === undefined || name.includes(opts.only))
+    .map(([name, work]) => ({ name, ...compareOn(work, other) }));
   if (opts.json) console.log(JSON.stringify({ compare: opts.compare, runs: opts.runs, rows }, null, 2));
   else {
     console.log(`This build against ${opts.compare}, run alternately (median of ${opts.runs} runs each)

@@ -28,10 +28,15 @@ export class HeaderBuffer {
   /** decode(true)'s answer: the byte offset where an incomplete last character begins. */
   tail = 0;
 
+  /** The vocabulary's per-token flags (read for every header token). */
+  private readonly flags: Uint8Array;
+
   constructor(
     private readonly vocab: Vocabulary,
     private readonly scratch: Int32Array,
-  ) {}
+  ) {
+    this.flags = vocab.flags;
+  }
 
   /** A new stream: a huge header's buffer (a strict stream's header has no size limit) is let go. */
   reset(): void {
@@ -59,7 +64,7 @@ export class HeaderBuffer {
     this.bytes = appendBytes(this.bytes, this.length, v, id, 64);
     this.length += v.byteEnd(id) - v.byteStart(id);
     if (this.clean) {
-      if ((v.flags[id]! & FLAG_WHOLE) !== 0) this.text += v.text(id);
+      if ((this.flags[id]! & FLAG_WHOLE) !== 0) this.text += v.text(id);
       else this.clean = false;
     }
   }
