@@ -3,14 +3,22 @@
  * completions, 200,071 tokens), with a baseline loop over the same ids in
  * the same run. Prints a Markdown report (and JSON with --json).
  *
- *   node dist/bench/parser-bench.js [--runs 7] [--json]
+ *   node dist/bench/parser/main.js [--runs 7] [--json]
+ *   node dist/bench/parser/main.js --compare ../base/dist/src/core/parser.js
  *
  * Every figure is the median of `runs` timed runs after a warm-up; each run
  * repeats its workload until it has taken at least `--min-ms` milliseconds.
+ *
+ * `--compare <path>` loads another build's parser (its `core/parser.js`, or a
+ * checkout whose build is in `dist/`) and runs it and this build's
+ * alternately on the same workloads, printing for each the ratio this / that
+ * (the median of the runs' ratios, rates in CPU time): how a change to the
+ * parser moves its speed, measured in one noisy run rather than across two.
  */
-import { readFileSync } from "node:fs";
+import { existsSync, readFileSync, statSync } from "node:fs";
+import path from "node:path";
 import os from "node:os";
-import { fileURLToPath } from "node:url";
+import { fileURLToPath, pathToFileURL } from "node:url";
 import { PassThrough, Readable } from "node:stream";
 import { Command } from "commander";
 import { runParse } from "../../src/commands/parse.js";
@@ -23,8 +31,10 @@ const opts = new Command()
   .option("--runs <n>", "timed runs per figure (median reported)", (v) => Number(v), 7)
   .option("--min-ms <n>", "minimum duration of one run", (v) => Number(v), 300)
   .option("--json", "print JSON instead of Markdown", false)
+  .option("--compare <path>", "another build's core/parser.js (or its checkout): ratios of this build's speed to its")
+  .option("--only <text>", "with --compare: only the workloads whose name holds this text")
   .parse()
-  .opts<{ runs: number; minMs: number; json: boolean }>();
+  .opts<{ runs: number; minMs: number; json: boolean; compare?: string; only?: string }>();
 
 const DATA = fileURLToPath(new URL("../../../bench/data/mix-200k.txt", import.meta.url));
 
@@ -70,18 +80,21 @@ function measure(work: () => number): { mtoks: number; runs: number[] } {
 
 let sink = 0;
 
-function perLineWhole(options: ParserOptions): number {
+/** A parser class: this build's, or the one `--compare` loads. */
+type ParserClass = typeof HarmonyParser;
+
+function perLineWhole(options: ParserOptions, P: ParserClass = HarmonyParser): number {
   for (const ids of completions) {
-    const p = new HarmonyParser(vocab, options);
+    const p = new P(vocab, options);
     sink += p.write(ids).length + p.end().length;
   }
   return completionTokens;
 }
 
-function perLinePerToken(options: ParserOptions): number {
+function perLinePerToken(options: ParserOptions, P: ParserClass = HarmonyParser): number {
   const one = new Uint32Array(1);
   for (const ids of completions) {
-    const p = new HarmonyParser(vocab, options);
+    const p = new P(vocab, options);
     for (let i = 0; i < ids.length; i++) {
       one[0] = ids[i]!;
       sink += p.write(one).length;
@@ -91,11 +104,11 @@ function perLinePerToken(options: ParserOptions): number {
   return completionTokens;
 }
 
-function wholeFile(options: ParserOptions): number {
+function wholeFile(options: ParserOptions, P: ParserClass = HarmonyParser): number {
   // the 633 completions one after another, each with its <|start|>assistant: parsed on past each
   // closing stop, as a conversation is (a stream that begins with the assistant's message is
   // otherwise one completion, which rule 8 ends at its first closing stop)
-  const p = new HarmonyParser(vocab, { ...options, role: null, afterStop: "parse" });
+  const p = new P(vocab, { ...options, role: null, afterStop: "parse" });
   sink += p.write(allIds).length + p.end().length;
   return allIds.length;
 }
@@ -129,6 +142,87 @@ function longMessage(n: number, step: number): number {
     return stream.length;
   });
   return 1000 / mtoks;
+}
+
+// ---------------------------------------------------------------- --compare
+
+/** The parser module at `where`: a built core/parser.js, or a checkout (its dist/src/core/parser.js). */
+async function loadParser(where: string): Promise<ParserClass> {
+  let file = path.resolve(where);
+  if (existsSync(file) && statSync(file).isDirectory()) file = path.join(file, "dist/src/core/parser.js");
+  const mod = (await import(pathToFileURL(file).href)) as { HarmonyParser?: ParserClass };
+  if (typeof mod.HarmonyParser !== "function") throw new Error(`bug: ${file} exports no HarmonyParser`);
+  return mod.HarmonyParser;
+}
+
+/**
+ * This build's speed over the other's on `work`, run alternately (a run of
+ * each, `runs` times, after a warm-up of both): the median of the runs'
+ * ratios, with each side's median rate.
+ */
+function compareOn(
+  work: (P: ParserClass) => number,
+  other: ParserClass,
+): { ratio: number; ratios: number[]; mtoks: number; other_mtoks: number } {
+  // CPU time, not wall time: on a shared machine a run is descheduled at random, and
+  // what is compared is the work each parser does
+  const cpuMs = () => {
+    const u = process.cpuUsage();
+    return (u.user + u.system) / 1000;
+  };
+  const once = (P: ParserClass): number => {
+    let tokens = 0;
+    const start = cpuMs();
+    let elapsed = 0;
+    do {
+      tokens += work(P);
+      elapsed = cpuMs() - start;
+    } while (elapsed < opts.minMs);
+    return tokens / elapsed / 1000;
+  };
+  for (let i = 0; i < 2; i++) {
+    work(other);
+    work(HarmonyParser);
+  }
+  const ratios: number[] = [];
+  const mine: number[] = [];
+  const theirs: number[] = [];
+  for (let r = 0; r < opts.runs; r++) {
+    // who goes first alternates, so neither always runs in the other's wake
+    const a = r % 2 === 0 ? once(other) : 0;
+    const b = once(HarmonyParser);
+    const c = r % 2 === 0 ? a : once(other);
+    mine.push(b);
+    theirs.push(c);
+    ratios.push(b / c);
+  }
+  return { ratio: median(ratios), ratios, mtoks: median(mine), other_mtoks: median(theirs) };
+}
+
+if (opts.compare !== undefined) {
+  const other = await loadParser(opts.compare);
+  const resilient: ParserOptions = {};
+  const strict: ParserOptions = { mode: "strict" };
+  const workloads: [string, (P: ParserClass) => number][] = [
+    ["(a) whole completion per write, resilient", (P) => perLineWhole(resilient, P)],
+    ["(a) whole completion per write, strict", (P) => perLineWhole(strict, P)],
+    ["(a) whole file as one unprimed stream, resilient", (P) => wholeFile(resilient, P)],
+    ["(b) one token per write, resilient", (P) => perLinePerToken(resilient, P)],
+    ["(b) one token per write, strict", (P) => perLinePerToken(strict, P)],
+  ];
+  const rows = workloads
+    .filter(([name]) => opts.only === undefined || name.includes(opts.only))
+    .map(([name, work]) => ({ name, ...compareOn(work, other) }));
+  if (opts.json) console.log(JSON.stringify({ compare: opts.compare, runs: opts.runs, rows }, null, 2));
+  else {
+    console.log(`This build against ${opts.compare}, run alternately (median of ${opts.runs} runs each)
+
+| workload | this M tokens/s | that M tokens/s | this / that (median of ratios) |
+|---|---|---|---|
+${rows.map((r) => `| ${r.name} | ${r.mtoks.toFixed(2)} | ${r.other_mtoks.toFixed(2)} | ${r.ratio.toFixed(3)} |`).join("\n")}`);
+  }
+  if (sink === 0.5) console.log("");
+  process.exit(0);
 }
 
 // the reference parser, when its WASM build can be loaded

@@ -491,26 +491,33 @@ describe("property: a restarted parser is a new parser", () => {
           if (ended) reused.end("eos");
           reused.restart(opts);
           const fresh = new HarmonyParser(vocab, opts);
-          // every field but the kept buffers is as new
+          // every field but the kept buffers is as new, room by room (src/core/parser/stream.ts lists them)
           const state = (p: HarmonyParser) => {
-            // (the vocabulary's tables and the preset are shared: the same objects)
-            // (a kept window may be larger than a new one: its mask then is too)
-            const {
-              window,
-              mask,
-              hdr,
-              pend,
-              argBytes,
-              vocab: v,
-              flags,
-              scratch,
-              preset,
-              ...rest
-            } = p as unknown as Record<string, unknown>;
-            const shared = [v, flags, scratch, preset].every(
-              (x, i) => x === [vocab, vocab.flags, vocab.scratch, (fresh as unknown as Record<string, unknown>).preset][i],
+            const r = p as unknown as Record<string, Record<string, unknown>>;
+            // what the rooms share (the vocabulary's tables, the settings, the window, the policy's reporter) is the same objects
+            const SHARED = ["vocab", "flags", "scratch", "settings", "window", "report"];
+            const fields = (o: Record<string, unknown>, kept: string[]) =>
+              Object.fromEntries(Object.entries(o).filter(([k]) => !kept.includes(k) && !SHARED.includes(k)));
+            const settings = r.settings!;
+            const shared = [r.vocab, r.flags, r.scratch, settings.preset].every(
+              (x, i) =>
+                x ===
+                [vocab, vocab.flags, vocab.scratch, (fresh as unknown as Record<string, Record<string, unknown>>).settings!.preset][i],
             );
-            return { ...rest, shared, windowFits: (window as Uint8Array).length / 3 - 1 === mask };
+            const sharedByRooms = [r.head, r.args, r.policy, r.afterStop].every((room) => room!.vocab === vocab);
+            // (a kept window may be larger than a new one: its mask then is too)
+            const window = r.window as unknown as { ids: Uint8Array; mask: number; maxMask: number };
+            return {
+              stream: fields(r, ["pendingBytes", "head", "args", "policy", "afterStop"]),
+              settings: { ...settings, preset: undefined },
+              head: fields(r.head!, ["bytes"]),
+              args: fields(r.args!, ["bytes"]),
+              policy: fields(r.policy!, []),
+              afterStop: fields(r.afterStop!, []),
+              window: { maxMask: window.maxMask, fits: window.ids.length / 3 - 1 === window.mask },
+              shared,
+              sharedByRooms,
+            };
           };
           expect(state(reused)).toEqual(state(fresh));
           for (const c of chunks(ids, sizes)) expect(reused.write(c)).toEqual(fresh.write(c));
@@ -560,12 +567,12 @@ describe("property: a restarted parser is a new parser", () => {
     const ids = [T.channel, ...enc.encodeOrdinary("analysis"), T.message];
     const p = new HarmonyParser(vocab, { headers: other });
     p.write(ids);
-    expect((p as unknown as { memo: unknown }).memo).toBeNull();
+    expect((p as unknown as { settings: { headerMemo: unknown } }).settings.headerMemo).toBeNull();
     expect(other.staysHeader(0, "<|channel|>analysis", "assistant")).toBe(false);
   });
 
   it("a parser given no memo uses the thread's (HARMONY's only); given null, none", () => {
-    const memoOf = (p: HarmonyParser) => (p as unknown as { memo: HeaderMemo | null }).memo;
+    const memoOf = (p: HarmonyParser) => (p as unknown as { settings: { headerMemo: HeaderMemo | null } }).settings.headerMemo;
     const byDefault = new HarmonyParser(vocab);
     expect(memoOf(byDefault)).toBe(threadHeaderMemo(HARMONY));
     expect(memoOf(new HarmonyParser(vocab, { mode: "strict" }))).toBe(threadHeaderMemo(HARMONY));
