@@ -126,12 +126,21 @@ describe("architecture", () => {
     expect(graph.filter((n) => n.module === "workers").map((n) => n.file)).toEqual([
       "workers/check.ts",
       "workers/inspect.ts",
+      "workers/parser-entry.cts",
       "workers/parser.ts",
       "workers/render.ts",
     ]);
     const bad: Node[] = [{ file: "src/service/x.ts", module: "service", imports: ["workers/render.ts"], external: [], lines: 1 }];
     expect(findViolations(bad)).toEqual([
       "src/service/x.ts imports workers/render.ts: an entry point is started by its path, never imported",
+    ]);
+    // only a worker's own CommonJS entry may load it
+    const entry: Node[] = [
+      { file: "workers/parser-entry.cts", module: "workers", imports: ["workers/parser.ts"], external: [], lines: 1 },
+      { file: "workers/render-entry.cts", module: "workers", imports: ["workers/parser.ts"], external: [], lines: 1 },
+    ];
+    expect(findViolations(entry)).toEqual([
+      "workers/render-entry.cts imports workers/parser.ts: an entry point is started by its path, never imported",
     ]);
   });
 

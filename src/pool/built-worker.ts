@@ -15,9 +15,9 @@ export type WorkerName = "parser" | "render" | "check" | "inspect";
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 
-/** The built entry point of worker `name`: dist/workers/<name>.js. */
-export function builtWorker(name: WorkerName): string {
-  const file = `${name}.js`;
+/** The built entry point of worker `name`: dist/workers/<name>.js (or its CommonJS entry, <name>-entry.cjs, for piscina). */
+export function builtWorker(name: WorkerName, form: "module" | "commonjs" = "module"): string {
+  const file = form === "module" ? `${name}.js` : `${name}-entry.cjs`;
   const candidates = [
     path.join(here, "../../workers", file), // dist/src/pool → dist/workers
     path.join(here, "../../dist/workers", file), // src/pool → dist/workers

@@ -28,9 +28,9 @@ import { SessionHost } from "./host.js";
 import type { MemoSink } from "../store/cot-buffer.js";
 import type { DrillTask, DropTask, OpsResult, OpsTask, WorkerData } from "./task.js";
 
-/** The parser worker's built entry point (workers/parser.ts). */
+/** The parser worker's built entry point for piscina: CommonJS (workers/parser-entry.cts says why), loading workers/parser.ts. */
 export function workerFile(): string {
-  return builtWorker("parser");
+  return builtWorker("parser", "commonjs");
 }
 
 /** The worker module's handler: a named export (see workers/parser.ts for why never the default). */
