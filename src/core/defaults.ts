@@ -26,6 +26,14 @@ export const SERVER_DEFAULTS = Object.freeze({
   shutdownDelayMs: 0,
 } as const);
 
+/** A parser's own options (src/core/parser/options.ts), for a stream whose open leaves them out. */
+export const PARSER_DEFAULTS = Object.freeze({
+  /** Ids a token window holds before it grows (`windowSize`; the resilience contract's rolling window). */
+  windowIds: 512,
+  /** Header bytes resilient mode reads before the header is taken as content (`maxHeaderBytes`). */
+  maxHeaderBytes: 256,
+} as const);
+
 /** The service around the parser pool. */
 export const SERVICE_DEFAULTS = Object.freeze({
   /** Streams the main thread parses itself before new ones go to workers (`serve --inline`). */

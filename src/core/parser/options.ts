@@ -3,6 +3,7 @@
  * settings the machine reads them into (resolved once per stream, by
  * restart(), so no token asks for a default).
  */
+import { PARSER_DEFAULTS } from "../defaults.js";
 import { threadHeaderMemo, type HeaderMemo } from "../header.js";
 import { HARMONY, type HarmonyPreset } from "../preset.js";
 import { DeclaredTools } from "../tools.js";
@@ -59,10 +60,8 @@ export interface ParserOptions {
   headers?: HeaderMemo | null;
 }
 
-/** Ids a window holds by default (`windowSize`). */
-const DEFAULT_WINDOW_IDS = 512;
-/** Header bytes resilient mode reads before the header is taken as content (`maxHeaderBytes`). */
-const DEFAULT_MAX_HEADER_BYTES = 256;
+const DEFAULT_WINDOW_IDS: number = PARSER_DEFAULTS.windowIds;
+const DEFAULT_MAX_HEADER_BYTES: number = PARSER_DEFAULTS.maxHeaderBytes;
 
 /** A stream's options, resolved: plain fields the machine reads on every token. */
 export class ParserSettings {
