@@ -34,7 +34,7 @@ function steady(v: unknown): unknown {
   return out;
 }
 
-/** A streamed answer's events (SSE `data:` lines, JSON), in order, up to `[DONE]`. */
+/** A streamed answer's events (SSE `data:` lines, JSON), in order, up to `[DONE]`; each line exactly JSON.stringify's text. */
 async function streamed(url: string, body: object): Promise<unknown[]> {
   const r = await fetch(url, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body) });
   expect(r.status).toBe(200);
@@ -43,7 +43,13 @@ async function streamed(url: string, body: object): Promise<unknown[]> {
     .split("\n\n")
     .map((e) => e.split("\n").find((l) => l.startsWith("data: ")))
     .filter((l): l is string => l !== undefined && l !== "data: [DONE]")
-    .map((l) => JSON.parse(l.slice("data: ".length)) as unknown);
+    .map((l) => {
+      const data = l.slice("data: ".length);
+      const value = JSON.parse(data) as unknown;
+      // each event's text is JSON.stringify's of its value (text deltas are written from a fixed template)
+      expect(data).toBe(JSON.stringify(value));
+      return value;
+    });
 }
 
 describe("the OpenAI front with its streams on worker threads", () => {
