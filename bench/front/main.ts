@@ -54,6 +54,7 @@ const opts = new Command()
     [] as string[],
   )
   .option("--sidecar-args <flags>", "extra `serve` flags for every sidecar, space-separated", "")
+  .option("--sidecar-node <flags>", "node flags for every sidecar, space-separated (e.g. --cpu-prof --cpu-prof-dir=DIR)", "")
   .option("--setups <list>", "which set-ups: engine, relay, chat, responses, ws", list, ["engine", "relay", "chat", "responses", "ws"])
   .option("--json <file>", "also write every run's figures and the medians as JSON")
   .option("--report <file>", "run nothing: print the tables of an earlier run's --json file")
@@ -69,6 +70,7 @@ const opts = new Command()
     clients: number;
     sidecar: string[];
     sidecarArgs: string;
+    sidecarNode: string;
     setups: string[];
     json?: string;
     report?: string;
@@ -149,6 +151,7 @@ async function main(): Promise<void> {
           ...extra,
         ],
         (r) => r.msg === "harmony-sidecar serving",
+        opts.sidecarNode.split(" ").filter((x) => x !== ""),
       );
       started.push(sc);
       const base = `http://127.0.0.1:${sc.port}`;

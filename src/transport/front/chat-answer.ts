@@ -20,6 +20,11 @@ import { GeneratedIds, logRepaired } from "../repair-log.js";
 import { openaiError, sendJson } from "../respond.js";
 import { checkAnswers, clientFlow, errorType, harmonyOf, refuse, setupSse, type CheckNote } from "./common.js";
 
+const CHUNK_KEYS = ["id", "object", "created", "model", "choices"];
+const CHOICE_KEYS = ["index", "delta", "finish_reason", "logprobs"];
+/** What follows a text delta's JSON in its line. */
+const TEXT_FOOT = '},"finish_reason":null,"logprobs":null}]}\n\n';
+
 export class ChatAnswer implements GenerationSink {
   readonly flow: ClientFlow;
   /** End a choice here (its answer reached a stop string): the generation's endChoice. */
@@ -72,6 +77,55 @@ export class ChatAnswer implements GenerationSink {
       this.started = true;
     }
     this.flow.write(`data: ${JSON.stringify(chunk)}\n\n`);
+  }
+
+  /**
+   * A chunk of the parser's: most carry one choice's text and nothing else
+   * (the adapter's shape, ../../openai/chat.ts), written from the fixed
+   * text around it, the same bytes JSON.stringify gives; any other goes whole.
+   */
+  private sendChunk(chunk: HarmonyChatCompletionChunk): void {
+    const line = this.textLine(chunk);
+    if (line === null) return this.send(chunk);
+    if (!this.started) {
+      setupSse(this.res);
+      this.started = true;
+    }
+    this.flow.write(line);
+  }
+
+  /** The fixed text before a text delta's JSON, by choice and field. */
+  private readonly heads = new Map<string, string>();
+
+  /** `chunk` as its SSE line when it is one choice's text delta in the adapter's shape; else null. */
+  private textLine(chunk: HarmonyChatCompletionChunk): string | null {
+    const choices = chunk.choices;
+    if (choices.length !== 1 || chunk.object !== "chat.completion.chunk" || chunk.model !== this.plan.model) return null;
+    const c = choices[0]!;
+    if (c.finish_reason !== null || c.logprobs !== null) return null;
+    let field: string | null = null;
+    for (const k in c.delta) {
+      if (field !== null) return null;
+      field = k;
+    }
+    if (field !== "content" && field !== "reasoning" && field !== "reasoning_content") return null;
+    const text = c.delta[field];
+    if (typeof text !== "string") return null;
+    // exactly the adapter's keys, in its order (id, object, created, model, choices; index, delta, finish_reason, logprobs)
+    let keys = 0;
+    for (const k in chunk) if (k !== CHUNK_KEYS[keys++]) return null;
+    if (keys !== CHUNK_KEYS.length) return null;
+    keys = 0;
+    for (const k in c) if (k !== CHOICE_KEYS[keys++]) return null;
+    if (keys !== CHOICE_KEYS.length) return null;
+    const key = `${c.index}:${field}`;
+    let head = this.heads.get(key);
+    if (head === undefined) {
+      const fixed = JSON.stringify({ ...this.extraChunk({}), choices: [{ index: c.index, delta: { [field]: "" } }] });
+      head = `data: ${fixed.slice(0, fixed.length - '""}}]}'.length)}`;
+      this.heads.set(key, head);
+    }
+    return `${head}${JSON.stringify(text)}${TEXT_FOOT}`;
   }
 
   /** Every id of a choice as it goes to the parser: kept for the repair log, and its logprobs (streamed as they come). */
@@ -153,7 +207,7 @@ export class ChatAnswer implements GenerationSink {
           if (c.delta.content) this.streamed[choice] = (this.streamed[choice] ?? "") + c.delta.content;
           if (c.finish_reason === "tool_calls") this.called[choice] = true; // no answer to check
         }
-      this.send(chunk);
+      this.sendChunk(chunk);
     } else this.accumulators[choice]!.addChunk(chunk);
   }
 
