@@ -124,48 +124,6 @@ export function generate(
   // the engine's ids, every choice's, for a usage of our own when the engine gives none (aborted, or cut at its limit)
   let counted = 0;
   let injected = 0;
-  /*
-   * The ids of the engine's chunks that are ready together (one read of its
-   * body, or several while this thread was busy) go to the sessions and the
-   * sink as one run per choice, so that the parser makes one delta of them
-   * and the answer one write. They are flushed when the engine has nothing
-   * more ready (an immediate, after the chunks this turn of the event loop
-   * resolves), before awaiting a client or the sessions, and at the end.
-   */
-  const queuedIds: number[][] = Array.from({ length: n }, () => []);
-  const queuedLps: ((TokenLogprob | null)[] | null)[] = Array.from({ length: n }, () => null);
-  let queued = 0;
-  let flushing: NodeJS.Immediate | null = null;
-  const flushQueued = () => {
-    if (flushing !== null) clearImmediate(flushing);
-    flushing = null;
-    if (queued > 0) {
-      queued = 0;
-      for (let i = 0; i < n; i++) {
-        const ids = queuedIds[i]!;
-        if (ids.length === 0) continue;
-        const lps = queuedLps[i]!;
-        queuedIds[i] = [];
-        queuedLps[i] = null;
-        door.tokens(names[i]!, ids);
-        sink.ids(i, ids, lps);
-      }
-    }
-    door.flush();
-  };
-  const queue = (choice: number, ids: readonly number[], lps: readonly (TokenLogprob | null)[] | null) => {
-    const q = queuedIds[choice]!;
-    let l = queuedLps[choice]!;
-    // log probabilities stay aligned with their ids (null for a chunk that had none)
-    if (lps !== null && l === null && q.length > 0) l = queuedLps[choice] = Array.from({ length: q.length }, () => null);
-    for (let i = 0; i < ids.length; i++) q.push(ids[i]!);
-    if (lps !== null) {
-      if (l === null) l = queuedLps[choice] = [];
-      for (let i = 0; i < ids.length; i++) l.push(lps[i] ?? null);
-    } else if (l !== null) for (let i = 0; i < ids.length; i++) l.push(null);
-    queued += ids.length;
-    flushing ??= setImmediate(flushQueued);
-  };
   /**
    * Stream one request's ids into the sessions. `hold`: a forced call's
    * first step, whose finish is decided after it (its ids are kept in it).
@@ -173,39 +131,33 @@ export function generate(
   const pump = async (req: CompletionRequest, hold: { ids: number[]; finish: string | null } | null): Promise<void> => {
     // an engine may report usage on every chunk, cumulative (vLLM's continuous_usage_stats): the last one counts
     const before = usage as UpstreamUsage | null;
-    try {
-      for await (const chunk of engine.complete(req, ctrl.signal)) {
-        upstreamAnswered = true;
-        if (chunk.usage) usage = addUsage(before, chunk.usage);
-        for (const c of chunk.choices) {
-          const name = names[c.index];
-          if (!name || finished.has(c.index) || stopped.has(c.index)) continue;
-          counted += c.token_ids.length;
-          if (c.token_ids.length > SLICE_IDS) {
-            flushQueued();
+    for await (const chunk of engine.complete(req, ctrl.signal)) {
+      upstreamAnswered = true;
+      if (chunk.usage) usage = addUsage(before, chunk.usage);
+      let ids = 0;
+      for (const c of chunk.choices) {
+        const name = names[c.index];
+        if (!name || finished.has(c.index) || stopped.has(c.index)) continue;
+        counted += c.token_ids.length;
+        if (c.token_ids.length > 0) {
+          ids += c.token_ids.length;
+          if (ids > SLICE_IDS) {
             await sendSliced(door, name, c.token_ids);
-            sink.ids(c.index, c.token_ids, c.logprobs ?? null);
-            door.flush();
-          } else if (c.token_ids.length > 0) {
-            queue(c.index, c.token_ids, c.logprobs ?? null);
-            if (queued > SLICE_IDS) flushQueued();
-          }
-          if (hold !== null) {
-            for (const id of c.token_ids) hold.ids.push(id);
-            if (c.finish_reason !== null) hold.finish = c.finish_reason;
-          } else if (c.finish_reason !== null) finished.set(c.index, endReason(c.finish_reason));
+            ids = 0;
+          } else door.tokens(name, c.token_ids);
+          sink.ids(c.index, c.token_ids, c.logprobs ?? null);
         }
-        if (queued === 0) door.flush();
-        // hold the engine back (its body is not read) while the parser sessions or the client are behind
-        let behind = door.whenFlowing() ?? sink.wait();
-        if (behind !== null) flushQueued();
-        for (behind = door.whenFlowing() ?? sink.wait(); behind !== null;) {
-          await behind;
-          behind = door.whenFlowing() ?? sink.wait();
-        }
+        if (hold !== null) {
+          for (const id of c.token_ids) hold.ids.push(id);
+          if (c.finish_reason !== null) hold.finish = c.finish_reason;
+        } else if (c.finish_reason !== null) finished.set(c.index, endReason(c.finish_reason));
       }
-    } finally {
-      flushQueued();
+      door.flush();
+      // hold the engine back (its body is not read) while the parser sessions or the client are behind
+      for (let behind = door.whenFlowing() ?? sink.wait(); behind !== null;) {
+        await behind;
+        behind = door.whenFlowing() ?? sink.wait();
+      }
     }
   };
   const done = (async () => {
