@@ -2,16 +2,16 @@
  * The parser worker thread (piscina): one SessionHost (many parser sessions, per
  * connection and stream) answering one task of ops with one batch of
  * encoded events. The vocabulary table arrives on SharedArrayBuffers via
- * workerData, and the wire schema as JSON (built, with protobufjs loaded, when an event first needs it), so a worker starts without
- * reading or rebuilding either.
+ * workerData, and the wire schema as JSON (built, with protobufjs loaded,
+ * when an event first needs it), so a worker starts without reading or
+ * rebuilding either.
  *
- * The handler is a named export (piscina's `name: "handle"`), never the
- * default one: piscina loads this module with `require()`, and Node's
- * require() of an ES module with a default export builds a facade module
- * whose instantiation is a hard CHECK in node's module_wrap.cc
- * (`facade->InstantiateModule(...)`): when it fails, the whole process
- * aborts, not just this thread. Without a default export there is no
- * facade.
+ * piscina does not load this module itself: it loads the CommonJS entry
+ * workers/parser-entry.cts (which says why), which imports this one and
+ * hands piscina its `handle`. The handler stays a named export with no
+ * default export beside it, so that a require() of this module, should
+ * anything do one, builds no facade module (whose failed instantiation is
+ * a CHECK in node's module_wrap.cc that aborts the whole process).
  */
 import { workerData } from "node:worker_threads";
 import { Vocabulary } from "../src/core/vocab.js";

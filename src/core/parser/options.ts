@@ -60,9 +60,6 @@ export interface ParserOptions {
   headers?: HeaderMemo | null;
 }
 
-const DEFAULT_WINDOW_IDS: number = PARSER_DEFAULTS.windowIds;
-const DEFAULT_MAX_HEADER_BYTES: number = PARSER_DEFAULTS.maxHeaderBytes;
-
 /** A stream's options, resolved: plain fields the machine reads on every token. */
 export class ParserSettings {
   preset: HarmonyPreset = HARMONY;
@@ -73,7 +70,7 @@ export class ParserSettings {
   /** Each message_end carries its whole message. */
   wholeMessages = false;
   callIdPrefix = "call_";
-  maxHeaderBytes = DEFAULT_MAX_HEADER_BYTES;
+  maxHeaderBytes: number = PARSER_DEFAULTS.maxHeaderBytes;
   /** The thread's header readings, when they are for this preset; null: none. */
   headerMemo: HeaderMemo | null = null;
   /** Ids from here on are special tokens. */
@@ -101,7 +98,7 @@ export class ParserSettings {
   /** Which calls the stream may make (ParserOptions.calls). */
   allowedCalls: "any" | "none" | "one" = "any";
   /** The window's full size, in ids (a power of two). */
-  windowIds = DEFAULT_WINDOW_IDS;
+  windowIds: number = PARSER_DEFAULTS.windowIds;
   /** The role the first header is primed with; null: unprimed. */
   primedRole: string | null = null;
 
@@ -113,7 +110,7 @@ export class ParserSettings {
     this.nonStrict = this.strict && options.nonStrict === true;
     this.wholeMessages = options.wholeMessages === true;
     this.callIdPrefix = options.callIdPrefix ?? "call_";
-    this.maxHeaderBytes = options.maxHeaderBytes ?? DEFAULT_MAX_HEADER_BYTES;
+    this.maxHeaderBytes = options.maxHeaderBytes ?? PARSER_DEFAULTS.maxHeaderBytes;
     const memo = options.headers === undefined ? threadHeaderMemo(preset) : options.headers;
     this.headerMemo = memo !== null && memo.preset === preset ? memo : null;
     this.firstSpecial = preset.firstSpecial;
@@ -134,7 +131,7 @@ export class ParserSettings {
     const tools = options.tools;
     this.tools = tools === undefined || tools === null ? null : tools instanceof DeclaredTools ? tools : new DeclaredTools(tools);
     let size = 1;
-    while (size < (options.windowSize ?? DEFAULT_WINDOW_IDS)) size <<= 1;
+    while (size < (options.windowSize ?? PARSER_DEFAULTS.windowIds)) size <<= 1;
     this.windowIds = size;
     this.primedRole = options.role === undefined ? preset.implicitRole : options.role;
   }
