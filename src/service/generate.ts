@@ -7,7 +7,15 @@
  */
 import { isObj, type JsonObject as Obj } from "../core/json.js";
 import { HARMONY } from "../core/preset.js";
-import { UpstreamError, type CompletionRequest, type Engine, type TokenLogprob, type UpstreamUsage } from "../upstream/engine.js";
+import {
+  UpstreamError,
+  type CompletionRequest,
+  type Engine,
+  type TokenLogprob,
+  type UpstreamChoice,
+  type UpstreamChunk,
+  type UpstreamUsage,
+} from "../upstream/engine.js";
 import { SessionDoor, type DoorOpen } from "./door.js";
 import type { Service } from "./service.js";
 
@@ -121,6 +129,7 @@ export function generate(
   const finished = new Map<number, "eos" | "length" | "abort">();
   // choices ended here (a stop string): nothing more of theirs is parsed
   const stopped = new Set<number>();
+  type Hold = { ids: number[]; finish: string | null };
   // the engine's ids, every choice's, for a usage of our own when the engine gives none (aborted, or cut at its limit)
   let counted = 0;
   let injected = 0;
@@ -128,17 +137,42 @@ export function generate(
    * Stream one request's ids into the sessions. `hold`: a forced call's
    * first step, whose finish is decided after it (its ids are kept in it).
    */
-  const pump = async (req: CompletionRequest, hold: { ids: number[]; finish: string | null } | null): Promise<void> => {
+  /** While the parser sessions or the client are behind: a promise of when both flow again; else null. */
+  const behind = (): Promise<void> | null => {
+    const first = door.whenFlowing() ?? sink.wait();
+    if (first === null) return null;
+    return (async () => {
+      for (let b: Promise<void> | null = first; b !== null; b = door.whenFlowing() ?? sink.wait()) await b;
+    })();
+  };
+  /** A choice of a chunk counted and checked: its stream's name, or null when its ids are not parsed. */
+  const accept = (c: UpstreamChoice): string | null => {
+    const name = names[c.index];
+    if (!name || finished.has(c.index) || stopped.has(c.index)) return null;
+    counted += c.token_ids.length;
+    return name;
+  };
+  /** After a choice's ids went in: a forced call's first step keeps them, else its finish is noted. */
+  const settled = (c: UpstreamChoice, hold: Hold | null) => {
+    if (hold !== null) {
+      for (const id of c.token_ids) hold.ids.push(id);
+      if (c.finish_reason !== null) hold.finish = c.finish_reason;
+    } else if (c.finish_reason !== null) finished.set(c.index, endReason(c.finish_reason));
+  };
+  /**
+   * Stream one request's ids into the sessions, each engine chunk as it is
+   * read (no promise per chunk unless something is behind). `hold`: a forced
+   * call's first step, whose finish is decided after it (its ids are kept in it).
+   */
+  const pump = (req: CompletionRequest, hold: Hold | null): Promise<void> => {
     // an engine may report usage on every chunk, cumulative (vLLM's continuous_usage_stats): the last one counts
     const before = usage as UpstreamUsage | null;
-    for await (const chunk of engine.complete(req, ctrl.signal)) {
-      upstreamAnswered = true;
-      if (chunk.usage) usage = addUsage(before, chunk.usage);
+    /** A chunk of more than SLICE_IDS ids (an engine that sends 300,000 in one event): sliced, with the event loop's turns between. */
+    const takeSliced = async (chunk: UpstreamChunk): Promise<void> => {
       let ids = 0;
       for (const c of chunk.choices) {
-        const name = names[c.index];
-        if (!name || finished.has(c.index) || stopped.has(c.index)) continue;
-        counted += c.token_ids.length;
+        const name = accept(c);
+        if (name === null) continue;
         if (c.token_ids.length > 0) {
           ids += c.token_ids.length;
           if (ids > SLICE_IDS) {
@@ -147,18 +181,33 @@ export function generate(
           } else door.tokens(name, c.token_ids);
           sink.ids(c.index, c.token_ids, c.logprobs ?? null);
         }
-        if (hold !== null) {
-          for (const id of c.token_ids) hold.ids.push(id);
-          if (c.finish_reason !== null) hold.finish = c.finish_reason;
-        } else if (c.finish_reason !== null) finished.set(c.index, endReason(c.finish_reason));
+        settled(c, hold);
+      }
+      door.flush();
+      const b = behind();
+      if (b !== null) await b;
+    };
+    return engine.stream(req, ctrl.signal, (chunk) => {
+      upstreamAnswered = true;
+      if (chunk.usage) usage = addUsage(before, chunk.usage);
+      const choices = chunk.choices;
+      let total = 0;
+      for (let k = 0; k < choices.length; k++) total += choices[k]!.token_ids.length;
+      if (total > SLICE_IDS) return takeSliced(chunk);
+      for (let k = 0; k < choices.length; k++) {
+        const c = choices[k]!;
+        const name = accept(c);
+        if (name === null) continue;
+        if (c.token_ids.length > 0) {
+          door.tokens(name, c.token_ids);
+          sink.ids(c.index, c.token_ids, c.logprobs ?? null);
+        }
+        settled(c, hold);
       }
       door.flush();
       // hold the engine back (its body is not read) while the parser sessions or the client are behind
-      for (let behind = door.whenFlowing() ?? sink.wait(); behind !== null;) {
-        await behind;
-        behind = door.whenFlowing() ?? sink.wait();
-      }
-    }
+      return behind() ?? undefined;
+    });
   };
   const done = (async () => {
     let error: UpstreamError | null = null;

@@ -7,7 +7,9 @@
  */
 import { isObj } from "../core/json.js";
 import {
+  STOP,
   UpstreamError,
+  type EventAnswer,
   type CompletionRequest,
   type TokenLogprob,
   type UpstreamChoice,
@@ -16,7 +18,7 @@ import {
 } from "./engine.js";
 import { checkIds, checkIndex, checkUsage, ChoiceLimits, vocabSize } from "./read.js";
 import type { EngineRequest, EngineRules } from "./request.js";
-import { postSse } from "./sse.js";
+import { streamSse } from "./sse.js";
 
 export interface StreamReading {
   /** The engine's finish reason in the ones generate.ts knows (stop, length, repetition; anything else ends cut short). */
@@ -25,15 +27,16 @@ export interface StreamReading {
   logprobs?(v: unknown, n: number): (TokenLogprob | null)[] | undefined;
 }
 
-/** Stream `er` from the engine at `cfg`, read by `rules` and `reading`. */
-export async function* streamCompletions(
+/** Stream `er` from the engine at `cfg`, read by `rules` and `reading`, each chunk to `onChunk` as it is read. */
+export function streamCompletions(
   rules: EngineRules,
   cfg: UpstreamConfig,
   request: CompletionRequest,
   er: EngineRequest,
   signal: AbortSignal,
   reading: StreamReading,
-): AsyncGenerator<UpstreamChunk> {
+  onChunk: (chunk: UpstreamChunk) => EventAnswer,
+): Promise<void> {
   const size = vocabSize(cfg);
   const limits = new ChoiceLimits(request.n, er.limit);
   const opts = {
@@ -44,7 +47,7 @@ export async function* streamCompletions(
     signal,
     done: rules.doneMarker,
   };
-  for await (const chunk of postSse(er.path, er.body, opts)) {
+  return streamSse(er.path, er.body, opts, (chunk) => {
     const raw = chunk.choices ?? [];
     if (!Array.isArray(raw)) throw new UpstreamError(502, "upstream_bad_response", "the upstream sent choices that are not an array");
     const choices: UpstreamChoice[] = [];
@@ -63,7 +66,9 @@ export async function* streamCompletions(
       if (taken !== null) choices.push(taken);
     }
     const usage = checkUsage(chunk.usage);
-    if (choices.length > 0 || usage !== null) yield { choices, usage };
-    if (limits.overrun) return; // every choice cut at its limit: the engine is not waited for
-  }
+    const answer = choices.length > 0 || usage !== null ? onChunk({ choices, usage }) : undefined;
+    // every choice cut at its limit: the engine is not waited for
+    if (limits.overrun && answer !== STOP) return answer === undefined ? STOP : answer.then(() => STOP);
+    return answer;
+  });
 }

@@ -103,12 +103,27 @@ export interface CompletionRequest {
   stopIds?: readonly number[];
 }
 
+/** A consumer's answer that ends a stream there, quietly (see {@link EventAnswer}). */
+export const STOP = "stop";
+
+/**
+ * What a pushed stream's consumer answers for each item: nothing (go on), a
+ * promise (nothing more is read until it settles: backpressure, and no
+ * silence of the engine's is timed meanwhile; it may settle with
+ * {@link STOP}), or {@link STOP} (the consumer has what it needs).
+ */
+export type EventAnswer = Promise<void | typeof STOP> | typeof STOP | undefined | void;
+
 export interface Engine {
   /**
-   * Stream a completion; yields each chunk of generated ids (each id checked,
-   * each choice cut at the token limit asked, then `length`). Throws
-   * {@link UpstreamError}; ends quietly when `signal` aborts.
+   * Stream a completion: each chunk of generated ids (each id checked, each
+   * choice cut at the token limit asked, then `length`) goes to `onChunk` as
+   * it is read, in the socket read's turn. Rejects with
+   * {@link UpstreamError} (or what `onChunk` threw); resolves at the end, or
+   * quietly when `signal` aborts.
    */
+  stream(request: CompletionRequest, signal: AbortSignal, onChunk: (chunk: UpstreamChunk) => EventAnswer): Promise<void>;
+  /** The same as an async iterator (one promise per chunk: for consumers that pull). */
   complete(request: CompletionRequest, signal: AbortSignal): AsyncGenerator<UpstreamChunk>;
   /** The engine's model list, passed through as it answered. */
   models(): Promise<{ status: number; body: string }>;

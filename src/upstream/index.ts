@@ -18,6 +18,7 @@ import {
   type CompletionRequest,
   type ConcreteEngineKind,
   type Engine,
+  type EventAnswer,
   type UpstreamChunk,
   type UpstreamConfig,
 } from "./engine.js";
@@ -123,6 +124,11 @@ export class AutoEngine implements Engine {
       return createEngine(kind, this.cfg);
     });
     return this.found;
+  }
+
+  async stream(request: CompletionRequest, signal: AbortSignal, onChunk: (chunk: UpstreamChunk) => EventAnswer): Promise<void> {
+    const engine = await this.engine();
+    await engine.stream(request, signal, onChunk);
   }
 
   async *complete(request: CompletionRequest, signal: AbortSignal): AsyncGenerator<UpstreamChunk> {

@@ -49,17 +49,19 @@
  */
 import { isObj } from "../core/json.js";
 import {
+  STOP,
   unauthorized,
   UpstreamError,
   type CompletionRequest,
   type Engine,
+  type EventAnswer,
   type EngineVocabulary,
   type UpstreamChunk,
   type UpstreamConfig,
 } from "./engine.js";
 import { checkIds, checkUsage, ChoiceLimits, vocabSize } from "./read.js";
 import { ENGINE_RULES, engineRequest } from "./request.js";
-import { getJsonObject, getText, postSse } from "./sse.js";
+import { getJsonObject, getText, pull, streamSse } from "./sse.js";
 
 /** How a final chunk ended, in the finish reasons generate.ts knows. */
 export function llamacppFinish(c: Record<string, unknown>): string {
@@ -150,13 +152,19 @@ export class LlamacppEngine implements Engine {
     });
   }
 
-  async *complete(request: CompletionRequest, signal: AbortSignal): AsyncGenerator<UpstreamChunk> {
+  complete(request: CompletionRequest, signal: AbortSignal): AsyncGenerator<UpstreamChunk> {
+    return pull<UpstreamChunk>((s, on) => this.stream(request, s, on), signal);
+  }
+
+  async stream(request: CompletionRequest, signal: AbortSignal, onChunk: (chunk: UpstreamChunk) => EventAnswer): Promise<void> {
     const er = engineRequest(this.rules, request, { ids: [], context: await this.contextSize() });
     const size = vocabSize(this.cfg);
     const limits = new ChoiceLimits(1, er.limit);
     const partials = new PartialIds(this.cfg.vocab);
     let got = 0;
     let ended = false;
+    // the choice cut at its limit: the engine is not waited for
+    let cut = false;
     const opts = {
       baseUrl: this.cfg.url,
       idleTimeoutMs: this.cfg.idleTimeoutMs,
@@ -165,8 +173,8 @@ export class LlamacppEngine implements Engine {
       signal,
       done: false,
     };
-    for await (const c of postSse(er.path, er.body, opts)) {
-      if (ended) continue;
+    await streamSse(er.path, er.body, opts, (c) => {
+      if (ended) return;
       const content = typeof c.content === "string" ? c.content : "";
       const tokens = c.tokens === undefined || c.tokens === null ? null : checkIds(c.tokens, size);
       if (c.stop === true) {
@@ -179,19 +187,23 @@ export class LlamacppEngine implements Engine {
         const completion = typeof c.tokens_predicted === "number" ? c.tokens_predicted : got + rest.length;
         const usage = checkUsage({ prompt_tokens: prompt, completion_tokens: completion, total_tokens: prompt + completion });
         const taken = limits.take({ index: 0, token_ids: rest, finish_reason: llamacppFinish(c) });
-        yield { choices: taken ? [taken] : [], usage };
-        continue;
+        return onChunk({ choices: taken ? [taken] : [], usage });
       }
       if (tokens === null || (tokens.length === 0 && content !== ""))
         throw new UpstreamError(502, "upstream_bad_response", this.rules.noIds);
       got += tokens.length;
-      if (tokens.length === 0) continue;
+      if (tokens.length === 0) return;
       const read = partials.read(tokens, content, c.tokens_predicted);
       const taken = limits.take({ index: 0, token_ids: read.ids, finish_reason: null }, read.stands);
-      if (taken) yield { choices: [taken], usage: null };
-      if (limits.overrun) return;
-    }
-    if (!ended && !signal.aborted) {
+      const answer = taken ? onChunk({ choices: [taken], usage: null }) : undefined;
+      if (answer === STOP) cut = true;
+      else if (limits.overrun) {
+        cut = true;
+        return answer === undefined ? STOP : answer.then(() => STOP);
+      }
+      return answer;
+    });
+    if (!ended && !cut && !signal.aborted) {
       throw new UpstreamError(502, "upstream_broken_stream", "the upstream stream ended before its last chunk (stop: true)");
     }
   }

@@ -36,7 +36,8 @@
  * `CompletionRequest` refuses for most sampling fields).
  */
 import { streamCompletions } from "./completions.js";
-import type { CompletionRequest, Engine, UpstreamChunk, UpstreamConfig } from "./engine.js";
+import type { CompletionRequest, Engine, EventAnswer, UpstreamChunk, UpstreamConfig } from "./engine.js";
+import { pull } from "./sse.js";
 import { ENGINE_RULES, engineRequest } from "./request.js";
 import { listModels, ServedModelsCache } from "./vllm.js";
 
@@ -56,10 +57,14 @@ export class SglangEngine implements Engine {
 
   constructor(private readonly cfg: UpstreamConfig) {}
 
-  async *complete(request: CompletionRequest, signal: AbortSignal): AsyncGenerator<UpstreamChunk> {
+  async stream(request: CompletionRequest, signal: AbortSignal, onChunk: (chunk: UpstreamChunk) => EventAnswer): Promise<void> {
     const m = await this.served.get();
     const er = engineRequest(this.rules, request, m && { ids: m.ids, context: m.maxModelLen });
-    yield* streamCompletions(this.rules, this.cfg, request, er, signal, { finish: sglangFinish });
+    await streamCompletions(this.rules, this.cfg, request, er, signal, { finish: sglangFinish }, onChunk);
+  }
+
+  complete(request: CompletionRequest, signal: AbortSignal): AsyncGenerator<UpstreamChunk> {
+    return pull<UpstreamChunk>((s, on) => this.stream(request, s, on), signal);
   }
 
   models(): Promise<{ status: number; body: string }> {

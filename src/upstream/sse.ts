@@ -7,11 +7,12 @@
  * means is each engine's business (./vllm.ts, ./sglang.ts, ./trtllm.ts,
  * ./llamacpp.ts).
  */
+import type { Readable } from "node:stream";
 import type { Dispatcher } from "undici";
 import { undici } from "./undici.js";
 import { isObj, jsonTooDeepLong, MAX_JSON_DEPTH, parseJson } from "../core/json.js";
 import { UPSTREAM_DEFAULTS } from "../core/defaults.js";
-import { unauthorized, UpstreamError } from "./engine.js";
+import { STOP, unauthorized, UpstreamError, type EventAnswer } from "./engine.js";
 
 export interface SseOptions {
   baseUrl: string;
@@ -169,18 +170,27 @@ export function errorMessage(text: string): string {
 }
 
 /**
- * POST `body` to `path` with `stream: true` semantics; yields each event's
- * JSON object. Two clocks run: no event for `idleTimeoutMs` (bytes alone,
- * comments included, do not count) is a 504 `upstream_timeout`, and the
- * request as a whole past `deadlineMs` is a 504 `upstream_deadline`.
+ * POST `body` to `path` with `stream: true` semantics; each event's JSON
+ * object goes to `onEvent` as soon as its blank line is read, in the socket
+ * read's own turn: no async iterator, no promise per event. Two clocks run:
+ * no event for `idleTimeoutMs` (bytes alone, comments included, do not
+ * count) is a 504 `upstream_timeout`, and the request as a whole past
+ * `deadlineMs` is a 504 `upstream_deadline`. Resolves when the stream ended
+ * (or `opts.signal` aborted it, or the consumer stopped it); rejects with an
+ * {@link UpstreamError}, or with what `onEvent` threw.
  */
-export async function* postSse(path: string, body: Record<string, unknown>, opts: SseOptions): AsyncGenerator<Record<string, unknown>> {
+export async function streamSse(
+  path: string,
+  body: Record<string, unknown>,
+  opts: SseOptions,
+  onEvent: (chunk: Record<string, unknown>) => EventAnswer,
+): Promise<void> {
   const ctrl = new AbortController();
   const abort = () => ctrl.abort();
   opts.signal.addEventListener("abort", abort);
   let timedOut = false;
   let pastDeadline = false;
-  /** The consumer holds the stream back (between a yield and its next call): no silence of the engine's. */
+  /** The consumer holds the stream back (its promise is pending): no silence of the engine's. */
   let holding = false;
   const idle = setTimeout(() => {
     if (holding) return; // re-armed when the consumer takes the next event
@@ -228,76 +238,243 @@ export async function* postSse(path: string, body: Record<string, unknown>, opts
       throw new UpstreamError(status, "upstream_error", `upstream answered ${code}: ${errorMessage(text)}`, code);
     }
     if (!res.body) throw new UpstreamError(502, "upstream_bad_response", "the upstream answered without a body");
-    const reader = new SseEvents(opts.maxEventBytes ?? MAX_UPSTREAM_EVENT_BYTES);
-    const events: string[] = [];
-    const collect = (data: string) => events.push(data);
-    let done = false;
-    // a body that arrives faster than it is read is taken piece after piece, event after event, without the
-    // event loop's turn: give it one every YIELD_EVERY_MS
-    let turn = performance.now();
-    try {
-      for await (const piece of res.body as unknown as AsyncIterable<Buffer>) {
-        if (performance.now() - turn > YIELD_EVERY_MS) {
-          await new Promise((r) => setImmediate(r));
-          turn = performance.now();
-        }
-        reader.push(piece, collect);
-        if (events.length > 0) idle.refresh();
-        for (let i = 0; i < events.length; i++) {
-          const data = events[i]!;
-          if (data === "[DONE]") {
-            done = true;
-            return;
-          }
-          // an event past 64 Ki characters is all but certainly a long list of ids: the depth check that skips runs
-          const parsed = data.length > 65536 ? parseJson(data, MAX_JSON_DEPTH, jsonTooDeepLong) : parseJson(data);
-          if (!parsed.ok || !isObj(parsed.value)) {
-            throw new UpstreamError(
-              502,
-              "upstream_bad_response",
-              `the upstream sent an event that is not a JSON object: ${data.slice(0, 200)}`,
-            );
-          }
-          const chunk = parsed.value as Record<string, unknown>;
-          if (chunk.error) {
-            const err = chunk.error as { message?: unknown } | string;
-            const message = typeof err === "string" ? err : isObj(err) ? err.message : undefined;
-            throw new UpstreamError(
-              502,
-              "upstream_error",
-              `the upstream reported an error mid-stream: ${typeof message === "string" ? message.slice(0, 500) : "(no message)"}`,
-            );
-          }
-          // the engine's silence is timed only while its next bytes are awaited, not while the consumer holds it back
-          holding = true;
-          yield chunk;
-          holding = false;
-          idle.refresh();
-          // the time between yields is the consumer's (parsing what it got): checked per event, not per piece
-          if (performance.now() - turn > YIELD_EVERY_MS) {
-            await new Promise((r) => setImmediate(r));
-            turn = performance.now();
-          }
-        }
-        events.length = 0;
-      }
-    } catch (e) {
-      const late = clocks();
-      if (late) throw late;
-      if (e instanceof UpstreamError) throw e;
-      if (opts.signal.aborted) return;
-      throw new UpstreamError(502, "upstream_broken_stream", `the upstream stream broke: ${(e as Error).message}`);
-    }
-    const late = clocks();
-    if (late) throw late;
-    if (needDone && !done && !opts.signal.aborted) {
-      throw new UpstreamError(502, "upstream_broken_stream", "the upstream stream ended without [DONE]");
-    }
+    await readEvents(res.body as unknown as Readable, opts, needDone, onEvent, {
+      refresh: () => idle.refresh(),
+      hold: (h) => (holding = h),
+      clocks,
+    });
   } finally {
     clearTimeout(idle);
     clearTimeout(deadline);
     opts.signal.removeEventListener("abort", abort);
     ctrl.abort();
+  }
+}
+
+/** What {@link readEvents} needs of its request's clocks. */
+interface Clocks {
+  /** An event arrived, or the consumer took one: the engine's silence starts again. */
+  refresh(): void;
+  /** Whether the consumer is holding the stream back. */
+  hold(holding: boolean): void;
+  /** The clock that ran out (the request was aborted for it), or null. */
+  clocks(): UpstreamError | null;
+}
+
+/**
+ * A streamed body read event by event into `onEvent`, pausing the body
+ * while the consumer's promise is pending and, past YIELD_EVERY_MS of work
+ * without a turn (a body that arrives faster than it is read), for one turn
+ * of the event loop.
+ */
+function readEvents(
+  body: Readable,
+  opts: SseOptions,
+  needDone: boolean,
+  onEvent: (chunk: Record<string, unknown>) => EventAnswer,
+  c: Clocks,
+): Promise<void> {
+  return new Promise<void>((resolve, reject) => {
+    const reader = new SseEvents(opts.maxEventBytes ?? MAX_UPSTREAM_EVENT_BYTES);
+    // events read and not yet given to the consumer (the consumer or a turn held the body back)
+    const queue: string[] = [];
+    let next = 0;
+    const collect = (data: string) => void queue.push(data);
+    let waiting = false;
+    let ended = false;
+    let settled = false;
+    let turn = performance.now();
+    // when the last piece's work ended
+    let lastEnd = 0;
+    const settle = (e: unknown, own: boolean) => {
+      if (settled) return;
+      settled = true;
+      body.destroy();
+      if (e === null) return resolve();
+      // what the consumer threw is its own; the body's failures are mapped
+      if (own) return reject(e);
+      const late = c.clocks();
+      if (late) return reject(late);
+      if (e instanceof UpstreamError) return reject(e);
+      if (opts.signal.aborted) return resolve();
+      reject(new UpstreamError(502, "upstream_broken_stream", `the upstream stream broke: ${(e as Error).message}`));
+    };
+    const finish = () => {
+      const late = c.clocks();
+      if (late) return settle(late, true);
+      if (needDone && !opts.signal.aborted) {
+        return settle(new UpstreamError(502, "upstream_broken_stream", "the upstream stream ended without [DONE]"), true);
+      }
+      settle(null, true);
+    };
+    /** Hold the body back until `p` settles: the consumer's promise (`consumer`), or a turn of the event loop. */
+    const resumeAfter = (p: Promise<void | typeof STOP>, consumer: boolean) => {
+      waiting = true;
+      body.pause();
+      p.then(
+        (v) => {
+          if (v === STOP) return settle(null, true);
+          if (consumer) {
+            // the engine's silence is timed again from here, not while the consumer held it back
+            c.hold(false);
+            c.refresh();
+          }
+          waiting = false;
+          run();
+        },
+        (e: unknown) => settle(e, true),
+      );
+    };
+    const aTurn = () =>
+      resumeAfter(
+        new Promise((r) =>
+          setImmediate(() => {
+            turn = performance.now();
+            r();
+          }),
+        ),
+        false,
+      );
+    const run = (): void => {
+      while (next < queue.length) {
+        if (settled) return;
+        // the time between events is the consumer's (parsing what it got): a turn for the rest every YIELD_EVERY_MS
+        if (performance.now() - turn > YIELD_EVERY_MS) return aTurn();
+        const data = queue[next++]!;
+        if (data === "[DONE]") return settle(null, true);
+        // an event past 64 Ki characters is all but certainly a long list of ids: the depth check that skips runs
+        const parsed = data.length > 65536 ? parseJson(data, MAX_JSON_DEPTH, jsonTooDeepLong) : parseJson(data);
+        if (!parsed.ok || !isObj(parsed.value)) {
+          return settle(
+            new UpstreamError(502, "upstream_bad_response", `the upstream sent an event that is not a JSON object: ${data.slice(0, 200)}`),
+            true,
+          );
+        }
+        const chunk = parsed.value as Record<string, unknown>;
+        if (chunk.error) {
+          const err = chunk.error as { message?: unknown } | string;
+          const message = typeof err === "string" ? err : isObj(err) ? err.message : undefined;
+          return settle(
+            new UpstreamError(
+              502,
+              "upstream_error",
+              `the upstream reported an error mid-stream: ${typeof message === "string" ? message.slice(0, 500) : "(no message)"}`,
+            ),
+            true,
+          );
+        }
+        let answer: EventAnswer;
+        c.hold(true);
+        try {
+          answer = onEvent(chunk);
+        } catch (e) {
+          return settle(e, true);
+        }
+        if (answer === STOP) return settle(null, true);
+        if (answer !== undefined) return resumeAfter(answer, true);
+        c.hold(false);
+        c.refresh();
+      }
+      queue.length = 0;
+      next = 0;
+      if (ended) return finish();
+      if (body.isPaused()) body.resume();
+    };
+    body.on("data", (piece: Buffer) => {
+      if (settled) return;
+      // a piece that comes after a pause of the loop's (not straight after the last one's work) starts a new stretch of work
+      const now = performance.now();
+      if (now - lastEnd > 1) turn = now;
+      const had = queue.length;
+      try {
+        reader.push(piece, collect);
+      } catch (e) {
+        return settle(e, false);
+      }
+      if (queue.length > had) c.refresh();
+      if (waiting) return;
+      // a body that arrives faster than it is read is taken piece after piece without the event loop's turn: one every YIELD_EVERY_MS
+      if (performance.now() - turn > YIELD_EVERY_MS) aTurn();
+      else run();
+      lastEnd = performance.now();
+    });
+    body.on("end", () => {
+      ended = true;
+      if (!waiting && next >= queue.length) finish();
+    });
+    body.on("error", (e: unknown) => settle(e, false));
+    body.on("close", () => {
+      if (!ended) settle(new Error("terminated"), false);
+    });
+  });
+}
+
+/**
+ * {@link streamSse} as an async iterator of each event's JSON object, for
+ * consumers that pull (one promise per event: the streamed front uses
+ * streamSse itself).
+ */
+export function postSse(path: string, body: Record<string, unknown>, opts: SseOptions): AsyncGenerator<Record<string, unknown>> {
+  return pull<Record<string, unknown>>((signal, on) => streamSse(path, body, { ...opts, signal }, on), opts.signal);
+}
+
+/**
+ * A push stream (`run` gives each item to `on` and settles at its end) as an
+ * async iterator: each item waits for the consumer's next call, and a
+ * consumer that stops early (return, throw) aborts the run.
+ */
+export async function* pull<T>(
+  run: (signal: AbortSignal, on: (item: T) => EventAnswer) => Promise<void>,
+  outer: AbortSignal,
+): AsyncGenerator<T> {
+  const stop = new AbortController();
+  const onOuter = () => stop.abort();
+  if (outer.aborted) stop.abort();
+  else outer.addEventListener("abort", onOuter);
+  let item: { value: T } | null = null;
+  let taken: (() => void) | null = null;
+  let wake: (() => void) | null = null;
+  let end: { error: unknown } | null = null;
+  const running = run(stop.signal, (value) => {
+    item = { value };
+    wake?.();
+    return new Promise<void>((r) => (taken = r));
+  }).then(
+    () => {
+      end = { error: null };
+      wake?.();
+    },
+    (e: unknown) => {
+      end = { error: e };
+      wake?.();
+    },
+  );
+  try {
+    for (;;) {
+      if (item === null && end === null) await new Promise<void>((r) => (wake = r));
+      wake = null;
+      const got = item as { value: T } | null;
+      if (got !== null) {
+        item = null;
+        yield got.value;
+        const t = taken as (() => void) | null;
+        taken = null;
+        t?.();
+        continue;
+      }
+      const e = (end as { error: unknown } | null)?.error;
+      if (e) throw e;
+      return;
+    }
+  } finally {
+    outer.removeEventListener("abort", onOuter);
+    if (end === null) {
+      stop.abort();
+      const t = taken as (() => void) | null;
+      taken = null;
+      t?.();
+      await running;
+    }
   }
 }
 

@@ -42,7 +42,8 @@
  * of the one sequence a response is for), so streamed choices duplicate ids.
  */
 import { streamCompletions } from "./completions.js";
-import { UpstreamError, type CompletionRequest, type Engine, type UpstreamChunk, type UpstreamConfig } from "./engine.js";
+import { UpstreamError, type CompletionRequest, type Engine, type EventAnswer, type UpstreamChunk, type UpstreamConfig } from "./engine.js";
+import { pull } from "./sse.js";
 import { ENGINE_RULES, engineRequest } from "./request.js";
 import { listModels, ServedModelsCache } from "./vllm.js";
 
@@ -62,12 +63,16 @@ export class TrtllmEngine implements Engine {
 
   constructor(private readonly cfg: UpstreamConfig) {}
 
-  async *complete(request: CompletionRequest, signal: AbortSignal): AsyncGenerator<UpstreamChunk> {
+  complete(request: CompletionRequest, signal: AbortSignal): AsyncGenerator<UpstreamChunk> {
+    return pull<UpstreamChunk>((s, on) => this.stream(request, s, on), signal);
+  }
+
+  async stream(request: CompletionRequest, signal: AbortSignal, onChunk: (chunk: UpstreamChunk) => EventAnswer): Promise<void> {
     const m = await this.served.get();
     // ModelCard has no context length: trtllm-serve fills max_seq_len - prompt itself
     const er = engineRequest(this.rules, request, m && { ids: m.ids, context: null });
     try {
-      yield* streamCompletions(this.rules, this.cfg, request, er, signal, { finish: trtllmFinish });
+      await streamCompletions(this.rules, this.cfg, request, er, signal, { finish: trtllmFinish }, onChunk);
     } catch (e) {
       // extra="forbid": a trtllm-serve that predates `detokenize` refuses it by name
       if (

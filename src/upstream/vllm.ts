@@ -11,12 +11,13 @@ import {
   unauthorized,
   type CompletionRequest,
   type Engine,
+  type EventAnswer,
   type TokenLogprob,
   type UpstreamChunk,
   type UpstreamConfig,
 } from "./engine.js";
 import { ENGINE_RULES, engineRequest } from "./request.js";
-import { getText } from "./sse.js";
+import { getText, pull } from "./sse.js";
 
 /** What the engine serves, from `GET /v1/models` (vLLM gives each model its `max_model_len`). */
 export interface ServedModels {
@@ -112,10 +113,14 @@ export class VllmEngine implements Engine {
 
   constructor(private readonly cfg: UpstreamConfig) {}
 
-  async *complete(request: CompletionRequest, signal: AbortSignal): AsyncGenerator<UpstreamChunk> {
+  async stream(request: CompletionRequest, signal: AbortSignal, onChunk: (chunk: UpstreamChunk) => EventAnswer): Promise<void> {
     const m = await this.served.get();
     const er = engineRequest(this.rules, request, m && { ids: m.ids, context: m.maxModelLen });
-    yield* streamCompletions(this.rules, this.cfg, request, er, signal, { finish: vllmFinish, logprobs: readLogprobs });
+    await streamCompletions(this.rules, this.cfg, request, er, signal, { finish: vllmFinish, logprobs: readLogprobs }, onChunk);
+  }
+
+  complete(request: CompletionRequest, signal: AbortSignal): AsyncGenerator<UpstreamChunk> {
+    return pull<UpstreamChunk>((s, on) => this.stream(request, s, on), signal);
   }
 
   models(): Promise<{ status: number; body: string }> {
