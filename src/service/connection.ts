@@ -237,6 +237,50 @@ export class Connection {
     this.onRead(read, "objects", performance.now());
   }
 
+  /** The streams of a {@link tokensNow} call (kept: one array per connection, not one per call). */
+  private readonly nowStreams: StreamState[] = [];
+
+  /**
+   * Token ids from an in-process client (src/service/door.ts), fed to the
+   * main thread's sessions and answered at once, when that is what the frame
+   * path would do: every op a tokens op of an open stream held by the inline
+   * slot, and nothing of this connection's queued or in flight ahead of
+   * them. The same host, counts, notes, memos and delivery as a frame's,
+   * without a frame's routing and bookkeeping (the front sends one such
+   * batch per engine chunk). False when any of that does not hold: nothing
+   * was done, and the ops go the frame's way (onOps).
+   */
+  tokensNow(ops: OpList, ids: Uint32Array): boolean {
+    if (this.ended || this.queued !== 0 || this.inflight !== 0) return false;
+    const pool = this.service.pool;
+    const host = pool.inlineHost;
+    if (host === null) return false;
+    const inline = pool.inlineSlot;
+    const streams = this.nowStreams;
+    streams.length = 0;
+    for (let i = 0; i < ops.n; i++) {
+      if (ops.kinds[i] !== OP_TOKENS || ops.handles[i] !== 0) return false;
+      const st = this.streams.find(ops.names[i]!, 0);
+      if (st === undefined || st.slot !== inline || st.session === null) return false;
+      streams.push(st);
+    }
+    this.lastActivity = Date.now();
+    this.service.metrics.countFrame(this.transport.kind);
+    host.begin(this.id, true, true);
+    try {
+      for (let i = 0; i < streams.length; i++) host.tokensOf(streams[i]!.session!, ids, ops.starts[i]!, ops.ends[i]!);
+    } catch (e) {
+      // a bug, not bad input: as FrameRoute does, the inline sessions are lost as in a worker crash (the crash handler tells the streams)
+      streams.length = 0;
+      this.service.logger.error({ conn: this.id, err: e }, "inline parser sessions failed");
+      pool.inlineFailed();
+      return true;
+    }
+    streams.length = 0;
+    this.sendFrame("objects", [], [host.finish()]);
+    return true;
+  }
+
   /** A read frame's ops validated, routed and answered, in frame order. */
   private onRead(read: ReadFrame, form: AnswerForm, started: number): void {
     const svc = this.service;
