@@ -326,7 +326,7 @@ export class SessionHost {
       } else if (type === "error") c.errors[ev.code] = (c.errors[ev.code] ?? 0) + 1;
       if (session.adapter) {
         for (const obj of session.adapter.push(ev)) {
-          if (objects !== null) objects.push({ ...ref, openai: obj });
+          if (objects !== null) objects.push("stream" in ref ? { stream: ref.stream, openai: obj } : { handle: ref.handle, openai: obj });
           else if (json) text.push(JSON.stringify({ ...ref, openai: obj }));
           else writer.event(this.wire.Event.encode({ ...ref, openai: toStruct(obj as Record<string, unknown>) }).finish());
         }

@@ -130,11 +130,11 @@ export class SessionDoor {
   /** Hand the ops given since the last flush to the sessions, as one batch; their events may be delivered before it returns. */
   flush(): void {
     if (this.ops.n === 0) return;
-    const ids = this.ids.subarray(0, this.nIds);
+    const n = this.nIds;
     this.nIds = 0;
     try {
-      // an engine chunk's ids for streams on the main thread, nothing ahead of them: fed at once
-      if (!this.conn.tokensNow(this.ops, ids)) this.conn.onOps({ ops: this.ops, ids, errors: [] });
+      // an engine chunk's ids for streams on the main thread, nothing ahead of them: fed at once (the ops' ranges index this.ids)
+      if (!this.conn.tokensNow(this.ops, this.ids)) this.conn.onOps({ ops: this.ops, ids: this.ids.subarray(0, n), errors: [] });
     } finally {
       this.ops.clear();
     }

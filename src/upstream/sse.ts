@@ -102,6 +102,17 @@ export class SseEvents {
   /** Feed one piece; `event` gets the data of each event it completes, in order. */
   push(piece: Buffer, event: (data: string) => void): void {
     let at = 0;
+    // the common event, whole in the piece with nothing held from the last one (`data: {…}` and a blank
+    // line, LF-ended): its text decoded straight from the piece, no line or data buffers
+    while (!this.hasData && this.line.length === 0 && piece.length - at > 6 && piece[at] === 0x64 && DATA.compare(piece, at, at + 4, 0, 4) === 0) {
+      if (piece[at + 4] !== COLON) break;
+      const lf = piece.indexOf(LF, at);
+      if (lf === -1 || piece[lf + 1] !== LF || piece[lf - 1] === CR) break;
+      const start = piece[at + 5] === 0x20 ? at + 6 : at + 5;
+      if (lf - start > this.max) this.check(lf - start);
+      event(piece.toString("utf8", start, lf));
+      at = lf + 2;
+    }
     for (;;) {
       const lf = piece.indexOf(LF, at);
       if (lf === -1) {
@@ -148,8 +159,8 @@ export class SseEvents {
     this.check();
   }
 
-  private check(): void {
-    if (this.lineBytes + this.dataBytes > this.max) {
+  private check(extra = 0): void {
+    if (this.lineBytes + this.dataBytes + extra > this.max) {
       throw new UpstreamError(502, "upstream_bad_response", `the upstream sent an event over ${this.max} bytes without its end`);
     }
   }
