@@ -256,27 +256,25 @@ export class Connection {
     const host = pool.inlineHost;
     if (host === null) return false;
     const inline = pool.inlineSlot;
+    // (entries past ops.n are stale: only [0, ops.n) is read)
     const streams = this.nowStreams;
-    streams.length = 0;
     for (let i = 0; i < ops.n; i++) {
       if (ops.kinds[i] !== OP_TOKENS || ops.handles[i] !== 0) return false;
       const st = this.streams.find(ops.names[i]!, 0);
       if (st === undefined || st.slot !== inline || st.session === null) return false;
-      streams.push(st);
+      streams[i] = st;
     }
     this.lastActivity = Date.now();
     this.service.metrics.countFrame(this.transport.kind);
     host.begin(this.id, true, true);
     try {
-      for (let i = 0; i < streams.length; i++) host.tokensOf(streams[i]!.session!, ids, ops.starts[i]!, ops.ends[i]!);
+      for (let i = 0; i < ops.n; i++) host.tokensOf(streams[i]!.session!, ids, ops.starts[i]!, ops.ends[i]!);
     } catch (e) {
       // a bug, not bad input: as FrameRoute does, the inline sessions are lost as in a worker crash (the crash handler tells the streams)
-      streams.length = 0;
       this.service.logger.error({ conn: this.id, err: e }, "inline parser sessions failed");
       pool.inlineFailed();
       return true;
     }
-    streams.length = 0;
     this.sendFrame("objects", [], [host.finish()]);
     return true;
   }

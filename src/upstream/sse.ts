@@ -288,9 +288,11 @@ function readEvents(
   return new Promise<void>((resolve, reject) => {
     const reader = new SseEvents(opts.maxEventBytes ?? MAX_UPSTREAM_EVENT_BYTES);
     // events read and not yet given to the consumer (the consumer or a turn held the body back)
-    const queue: string[] = [];
+    // (reused, never cut: queue[next, queued) are the events waiting; taken ones are cleared as they go)
+    const queue: (string | undefined)[] = [];
+    let queued = 0;
     let next = 0;
-    const collect = (data: string) => void queue.push(data);
+    const collect = (data: string) => void (queue[queued++] = data);
     let waiting = false;
     let ended = false;
     let settled = false;
@@ -347,11 +349,12 @@ function readEvents(
         false,
       );
     const run = (): void => {
-      while (next < queue.length) {
+      while (next < queued) {
         if (settled) return;
         // the time between events is the consumer's (parsing what it got): a turn for the rest every YIELD_EVERY_MS
         if (performance.now() - turn > YIELD_EVERY_MS) return aTurn();
-        const data = queue[next++]!;
+        const data = queue[next]!;
+        queue[next++] = undefined;
         if (data === "[DONE]") return settle(null, true);
         // an event past 64 Ki characters is all but certainly a long list of ids: the depth check that skips runs
         const parsed = data.length > 65536 ? parseJson(data, MAX_JSON_DEPTH, jsonTooDeepLong) : parseJson(data);
@@ -386,7 +389,7 @@ function readEvents(
         c.hold(false);
         c.refresh();
       }
-      queue.length = 0;
+      queued = 0;
       next = 0;
       if (ended) return finish();
       if (body.isPaused()) body.resume();
@@ -396,13 +399,13 @@ function readEvents(
       // a piece that comes after a pause of the loop's (not straight after the last one's work) starts a new stretch of work
       const now = performance.now();
       if (now - lastEnd > 1) turn = now;
-      const had = queue.length;
+      const had = queued;
       try {
         reader.push(piece, collect);
       } catch (e) {
         return settle(e, false);
       }
-      if (queue.length > had) c.refresh();
+      if (queued > had) c.refresh();
       if (waiting) return;
       // a body that arrives faster than it is read is taken piece after piece without the event loop's turn: one every YIELD_EVERY_MS
       if (performance.now() - turn > YIELD_EVERY_MS) aTurn();
@@ -411,7 +414,7 @@ function readEvents(
     });
     body.on("end", () => {
       ended = true;
-      if (!waiting && next >= queue.length) finish();
+      if (!waiting && next >= queued) finish();
     });
     body.on("error", (e: unknown) => settle(e, false));
     body.on("close", () => {
