@@ -6,7 +6,7 @@
  * same checks, ordering, limits, flow control and crash handling), without
  * the frame a remote client writes: nothing is encoded as text or decoded.
  */
-import { OP_CLOSE, OP_OPEN, OpList } from "../protocol/ops.js";
+import { OP_CLOSE, OP_OPEN, OP_TOKENS, OpList } from "../protocol/ops.js";
 import type { WireEvent } from "../protocol/events.js";
 import type { CloseReason } from "../pool/route.js";
 import type { Connection, Transport } from "./connection.js";
@@ -107,6 +107,11 @@ export class SessionDoor {
     });
   }
 
+  /** Token ids given since the last flush. */
+  get pending(): number {
+    return this.nIds;
+  }
+
   /** Token ids for `stream` (at the next flush). */
   tokens(stream: string, ids: readonly number[]): void {
     const start = this.nIds;
@@ -119,7 +124,14 @@ export class SessionDoor {
     const buf = this.ids;
     for (let i = 0; i < ids.length; i++) buf[start + i] = ids[i]!;
     this.nIds = end;
-    this.ops.tokens(stream, 0, start, end);
+    // the same stream's ids straight after its last op's (several engine chunks read at once): one run, so one write of the parser's and one delta
+    const ops = this.ops;
+    const last = ops.n - 1;
+    if (last >= 0 && ops.kinds[last] === OP_TOKENS && ops.ends[last] === start && ops.names[last] === stream && ops.handles[last] === 0) {
+      ops.ends[last] = end;
+      return;
+    }
+    ops.tokens(stream, 0, start, end);
   }
 
   /** Close `stream` (at the next flush). */

@@ -187,27 +187,44 @@ export function generate(
       const b = behind();
       if (b !== null) await b;
     };
-    return engine.stream(req, ctrl.signal, (chunk) => {
-      upstreamAnswered = true;
-      if (chunk.usage) usage = addUsage(before, chunk.usage);
-      const choices = chunk.choices;
-      let total = 0;
-      for (let k = 0; k < choices.length; k++) total += choices[k]!.token_ids.length;
-      if (total > SLICE_IDS) return takeSliced(chunk);
-      for (let k = 0; k < choices.length; k++) {
-        const c = choices[k]!;
-        const name = accept(c);
-        if (name === null) continue;
-        if (c.token_ids.length > 0) {
-          door.tokens(name, c.token_ids);
-          sink.ids(c.index, c.token_ids, c.logprobs ?? null);
-        }
-        settled(c, hold);
-      }
+    /** What was read so far to the sessions, then a turn of the event loop (and the engine held while anything is behind). */
+    const takeTurn = async (): Promise<void> => {
       door.flush();
-      // hold the engine back (its body is not read) while the parser sessions or the client are behind
-      return behind() ?? undefined;
-    });
+      await new Promise((r) => setImmediate(r));
+      const b = behind();
+      if (b !== null) await b;
+    };
+    return engine.stream(
+      req,
+      ctrl.signal,
+      (chunk) => {
+        upstreamAnswered = true;
+        if (chunk.usage) usage = addUsage(before, chunk.usage);
+        const choices = chunk.choices;
+        let total = 0;
+        for (let k = 0; k < choices.length; k++) total += choices[k]!.token_ids.length;
+        if (total > SLICE_IDS) return takeSliced(chunk);
+        for (let k = 0; k < choices.length; k++) {
+          const c = choices[k]!;
+          const name = accept(c);
+          if (name === null) continue;
+          if (c.token_ids.length > 0) {
+            door.tokens(name, c.token_ids);
+            sink.ids(c.index, c.token_ids, c.logprobs ?? null);
+          }
+          settled(c, hold);
+        }
+        // many chunks read at once: at most SLICE_IDS ids go to the sessions without the event loop's turn
+        if (door.pending > SLICE_IDS) return takeTurn();
+        return undefined;
+      },
+      // the chunks read together go to the sessions together (a stream's ids as one run: one delta, one write), then
+      // the engine is held back (its body is not read) while the parser sessions or the client are behind
+      () => {
+        door.flush();
+        return behind() ?? undefined;
+      },
+    );
   };
   const done = (async () => {
     let error: UpstreamError | null = null;

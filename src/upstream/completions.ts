@@ -36,6 +36,8 @@ export function streamCompletions(
   signal: AbortSignal,
   reading: StreamReading,
   onChunk: (chunk: UpstreamChunk) => EventAnswer,
+  /** See streamSse's onDrained. */
+  onDrained?: () => EventAnswer,
 ): Promise<void> {
   const size = vocabSize(cfg);
   const limits = new ChoiceLimits(request.n, er.limit);
@@ -47,28 +49,34 @@ export function streamCompletions(
     signal,
     done: rules.doneMarker,
   };
-  return streamSse(er.path, er.body, opts, (chunk) => {
-    const raw = chunk.choices ?? [];
-    if (!Array.isArray(raw)) throw new UpstreamError(502, "upstream_bad_response", "the upstream sent choices that are not an array");
-    const choices: UpstreamChoice[] = [];
-    for (const c of raw as unknown[]) {
-      // an engine too old for ids ignores the field it does not know and streams text only
-      if (!isObj(c) || !Array.isArray(c.token_ids)) throw new UpstreamError(502, "upstream_bad_response", rules.noIds);
-      const ids = checkIds(c.token_ids, size);
-      const choice: UpstreamChoice = {
-        index: checkIndex(c.index, request.n),
-        token_ids: ids,
-        finish_reason: reading.finish(c.finish_reason),
-      };
-      const lps = reading.logprobs?.(c.logprobs, ids.length);
-      if (lps !== undefined) choice.logprobs = lps;
-      const taken = limits.take(choice);
-      if (taken !== null) choices.push(taken);
-    }
-    const usage = checkUsage(chunk.usage);
-    const answer = choices.length > 0 || usage !== null ? onChunk({ choices, usage }) : undefined;
-    // every choice cut at its limit: the engine is not waited for
-    if (limits.overrun && answer !== STOP) return answer === undefined ? STOP : answer.then(() => STOP);
-    return answer;
-  });
+  return streamSse(
+    er.path,
+    er.body,
+    opts,
+    (chunk) => {
+      const raw = chunk.choices ?? [];
+      if (!Array.isArray(raw)) throw new UpstreamError(502, "upstream_bad_response", "the upstream sent choices that are not an array");
+      const choices: UpstreamChoice[] = [];
+      for (const c of raw as unknown[]) {
+        // an engine too old for ids ignores the field it does not know and streams text only
+        if (!isObj(c) || !Array.isArray(c.token_ids)) throw new UpstreamError(502, "upstream_bad_response", rules.noIds);
+        const ids = checkIds(c.token_ids, size);
+        const choice: UpstreamChoice = {
+          index: checkIndex(c.index, request.n),
+          token_ids: ids,
+          finish_reason: reading.finish(c.finish_reason),
+        };
+        const lps = reading.logprobs?.(c.logprobs, ids.length);
+        if (lps !== undefined) choice.logprobs = lps;
+        const taken = limits.take(choice);
+        if (taken !== null) choices.push(taken);
+      }
+      const usage = checkUsage(chunk.usage);
+      const answer = choices.length > 0 || usage !== null ? onChunk({ choices, usage }) : undefined;
+      // every choice cut at its limit: the engine is not waited for
+      if (limits.overrun && answer !== STOP) return answer === undefined ? STOP : answer.then(() => STOP);
+      return answer;
+    },
+    onDrained,
+  );
 }

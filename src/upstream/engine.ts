@@ -120,9 +120,17 @@ export interface Engine {
    * choice cut at the token limit asked, then `length`) goes to `onChunk` as
    * it is read, in the socket read's turn. Rejects with
    * {@link UpstreamError} (or what `onChunk` threw); resolves at the end, or
-   * quietly when `signal` aborts.
+   * quietly when `signal` aborts. `onDrained`, when given, is called once the
+   * chunks read together have all been given (before the reader waits for
+   * more or gives the event loop a turn): what arrived together can go on
+   * together, and nothing ready is held back past it.
    */
-  stream(request: CompletionRequest, signal: AbortSignal, onChunk: (chunk: UpstreamChunk) => EventAnswer): Promise<void>;
+  stream(
+    request: CompletionRequest,
+    signal: AbortSignal,
+    onChunk: (chunk: UpstreamChunk) => EventAnswer,
+    onDrained?: () => EventAnswer,
+  ): Promise<void>;
   /** The same as an async iterator (one promise per chunk: for consumers that pull). */
   complete(request: CompletionRequest, signal: AbortSignal): AsyncGenerator<UpstreamChunk>;
   /** The engine's model list, passed through as it answered. */

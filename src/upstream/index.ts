@@ -126,9 +126,14 @@ export class AutoEngine implements Engine {
     return this.found;
   }
 
-  async stream(request: CompletionRequest, signal: AbortSignal, onChunk: (chunk: UpstreamChunk) => EventAnswer): Promise<void> {
+  async stream(
+    request: CompletionRequest,
+    signal: AbortSignal,
+    onChunk: (chunk: UpstreamChunk) => EventAnswer,
+    onDrained?: () => EventAnswer,
+  ): Promise<void> {
     const engine = await this.engine();
-    await engine.stream(request, signal, onChunk);
+    await engine.stream(request, signal, onChunk, onDrained);
   }
 
   async *complete(request: CompletionRequest, signal: AbortSignal): AsyncGenerator<UpstreamChunk> {

@@ -156,7 +156,12 @@ export class LlamacppEngine implements Engine {
     return pull<UpstreamChunk>((s, on) => this.stream(request, s, on), signal);
   }
 
-  async stream(request: CompletionRequest, signal: AbortSignal, onChunk: (chunk: UpstreamChunk) => EventAnswer): Promise<void> {
+  async stream(
+    request: CompletionRequest,
+    signal: AbortSignal,
+    onChunk: (chunk: UpstreamChunk) => EventAnswer,
+    onDrained?: () => EventAnswer,
+  ): Promise<void> {
     const er = engineRequest(this.rules, request, { ids: [], context: await this.contextSize() });
     const size = vocabSize(this.cfg);
     const limits = new ChoiceLimits(1, er.limit);
@@ -173,36 +178,42 @@ export class LlamacppEngine implements Engine {
       signal,
       done: false,
     };
-    await streamSse(er.path, er.body, opts, (c) => {
-      if (ended) return;
-      const content = typeof c.content === "string" ? c.content : "";
-      const tokens = c.tokens === undefined || c.tokens === null ? null : checkIds(c.tokens, size);
-      if (c.stop === true) {
-        ended = true;
-        // the final chunk repeats every token in older builds: only what was not streamed yet counts
-        const rest = tokens ? tokens.slice(got) : [];
-        if (got === 0 && rest.length === 0 && content !== "") throw new UpstreamError(502, "upstream_bad_response", this.rules.noIds);
-        partials.end(c.tokens_predicted, rest.length);
-        const prompt = typeof c.tokens_evaluated === "number" ? c.tokens_evaluated : request.prompt.length;
-        const completion = typeof c.tokens_predicted === "number" ? c.tokens_predicted : got + rest.length;
-        const usage = checkUsage({ prompt_tokens: prompt, completion_tokens: completion, total_tokens: prompt + completion });
-        const taken = limits.take({ index: 0, token_ids: rest, finish_reason: llamacppFinish(c) });
-        return onChunk({ choices: taken ? [taken] : [], usage });
-      }
-      if (tokens === null || (tokens.length === 0 && content !== ""))
-        throw new UpstreamError(502, "upstream_bad_response", this.rules.noIds);
-      got += tokens.length;
-      if (tokens.length === 0) return;
-      const read = partials.read(tokens, content, c.tokens_predicted);
-      const taken = limits.take({ index: 0, token_ids: read.ids, finish_reason: null }, read.stands);
-      const answer = taken ? onChunk({ choices: [taken], usage: null }) : undefined;
-      if (answer === STOP) cut = true;
-      else if (limits.overrun) {
-        cut = true;
-        return answer === undefined ? STOP : answer.then(() => STOP);
-      }
-      return answer;
-    });
+    await streamSse(
+      er.path,
+      er.body,
+      opts,
+      (c) => {
+        if (ended) return;
+        const content = typeof c.content === "string" ? c.content : "";
+        const tokens = c.tokens === undefined || c.tokens === null ? null : checkIds(c.tokens, size);
+        if (c.stop === true) {
+          ended = true;
+          // the final chunk repeats every token in older builds: only what was not streamed yet counts
+          const rest = tokens ? tokens.slice(got) : [];
+          if (got === 0 && rest.length === 0 && content !== "") throw new UpstreamError(502, "upstream_bad_response", this.rules.noIds);
+          partials.end(c.tokens_predicted, rest.length);
+          const prompt = typeof c.tokens_evaluated === "number" ? c.tokens_evaluated : request.prompt.length;
+          const completion = typeof c.tokens_predicted === "number" ? c.tokens_predicted : got + rest.length;
+          const usage = checkUsage({ prompt_tokens: prompt, completion_tokens: completion, total_tokens: prompt + completion });
+          const taken = limits.take({ index: 0, token_ids: rest, finish_reason: llamacppFinish(c) });
+          return onChunk({ choices: taken ? [taken] : [], usage });
+        }
+        if (tokens === null || (tokens.length === 0 && content !== ""))
+          throw new UpstreamError(502, "upstream_bad_response", this.rules.noIds);
+        got += tokens.length;
+        if (tokens.length === 0) return;
+        const read = partials.read(tokens, content, c.tokens_predicted);
+        const taken = limits.take({ index: 0, token_ids: read.ids, finish_reason: null }, read.stands);
+        const answer = taken ? onChunk({ choices: [taken], usage: null }) : undefined;
+        if (answer === STOP) cut = true;
+        else if (limits.overrun) {
+          cut = true;
+          return answer === undefined ? STOP : answer.then(() => STOP);
+        }
+        return answer;
+      },
+      onDrained,
+    );
     if (!ended && !cut && !signal.aborted) {
       throw new UpstreamError(502, "upstream_broken_stream", "the upstream stream ended before its last chunk (stop: true)");
     }

@@ -57,10 +57,15 @@ export class SglangEngine implements Engine {
 
   constructor(private readonly cfg: UpstreamConfig) {}
 
-  async stream(request: CompletionRequest, signal: AbortSignal, onChunk: (chunk: UpstreamChunk) => EventAnswer): Promise<void> {
+  async stream(
+    request: CompletionRequest,
+    signal: AbortSignal,
+    onChunk: (chunk: UpstreamChunk) => EventAnswer,
+    onDrained?: () => EventAnswer,
+  ): Promise<void> {
     const m = await this.served.get();
     const er = engineRequest(this.rules, request, m && { ids: m.ids, context: m.maxModelLen });
-    await streamCompletions(this.rules, this.cfg, request, er, signal, { finish: sglangFinish }, onChunk);
+    await streamCompletions(this.rules, this.cfg, request, er, signal, { finish: sglangFinish }, onChunk, onDrained);
   }
 
   complete(request: CompletionRequest, signal: AbortSignal): AsyncGenerator<UpstreamChunk> {

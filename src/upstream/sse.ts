@@ -104,7 +104,13 @@ export class SseEvents {
     let at = 0;
     // the common event, whole in the piece with nothing held from the last one (`data: {…}` and a blank
     // line, LF-ended): its text decoded straight from the piece, no line or data buffers
-    while (!this.hasData && this.line.length === 0 && piece.length - at > 6 && piece[at] === 0x64 && DATA.compare(piece, at, at + 4, 0, 4) === 0) {
+    while (
+      !this.hasData &&
+      this.line.length === 0 &&
+      piece.length - at > 6 &&
+      piece[at] === 0x64 &&
+      DATA.compare(piece, at, at + 4, 0, 4) === 0
+    ) {
       if (piece[at + 4] !== COLON) break;
       const lf = piece.indexOf(LF, at);
       if (lf === -1 || piece[lf + 1] !== LF || piece[lf - 1] === CR) break;
@@ -195,6 +201,8 @@ export async function streamSse(
   body: Record<string, unknown>,
   opts: SseOptions,
   onEvent: (chunk: Record<string, unknown>) => EventAnswer,
+  /** Called whenever the events read so far have all been given (a piece's, before the reader waits or yields): what arrived together can go on together. */
+  onDrained?: () => EventAnswer,
 ): Promise<void> {
   const ctrl = new AbortController();
   const abort = () => ctrl.abort();
@@ -249,7 +257,7 @@ export async function streamSse(
       throw new UpstreamError(status, "upstream_error", `upstream answered ${code}: ${errorMessage(text)}`, code);
     }
     if (!res.body) throw new UpstreamError(502, "upstream_bad_response", "the upstream answered without a body");
-    await readEvents(res.body as unknown as Readable, opts, needDone, onEvent, {
+    await readEvents(res.body as unknown as Readable, opts, needDone, onEvent, onDrained, {
       refresh: () => idle.refresh(),
       hold: (h) => (holding = h),
       clocks,
@@ -283,6 +291,7 @@ function readEvents(
   opts: SseOptions,
   needDone: boolean,
   onEvent: (chunk: Record<string, unknown>) => EventAnswer,
+  onDrained: (() => EventAnswer) | undefined,
   c: Clocks,
 ): Promise<void> {
   return new Promise<void>((resolve, reject) => {
@@ -348,14 +357,46 @@ function readEvents(
         ),
         false,
       );
+    /** Whether the consumer was told of the events given so far (and held the body back: the caller returns). */
+    let given = 0;
+    const drained = (): boolean => {
+      if (onDrained === undefined || given === 0) return false;
+      given = 0;
+      let answer: EventAnswer;
+      try {
+        answer = onDrained();
+      } catch (e) {
+        settle(e, true);
+        return true;
+      }
+      if (answer === STOP) {
+        settle(null, true);
+        return true;
+      }
+      if (answer !== undefined) {
+        resumeAfter(answer, true);
+        return true;
+      }
+      return false;
+    };
+    // [DONE] was read (what came before it may still be with the consumer)
+    let sawDone = false;
     const run = (): void => {
+      if (sawDone) return settle(null, true);
       while (next < queued) {
         if (settled) return;
         // the time between events is the consumer's (parsing what it got): a turn for the rest every YIELD_EVERY_MS
-        if (performance.now() - turn > YIELD_EVERY_MS) return aTurn();
+        if (performance.now() - turn > YIELD_EVERY_MS) {
+          if (drained()) return;
+          return aTurn();
+        }
         const data = queue[next]!;
         queue[next++] = undefined;
-        if (data === "[DONE]") return settle(null, true);
+        if (data === "[DONE]") {
+          sawDone = true;
+          if (drained() || settled) return;
+          return settle(null, true);
+        }
         // an event past 64 Ki characters is all but certainly a long list of ids: the depth check that skips runs
         const parsed = data.length > 65536 ? parseJson(data, MAX_JSON_DEPTH, jsonTooDeepLong) : parseJson(data);
         if (!parsed.ok || !isObj(parsed.value)) {
@@ -379,6 +420,7 @@ function readEvents(
         }
         let answer: EventAnswer;
         c.hold(true);
+        given++;
         try {
           answer = onEvent(chunk);
         } catch (e) {
@@ -391,8 +433,24 @@ function readEvents(
       }
       queued = 0;
       next = 0;
-      if (ended) return finish();
+      if (ended) {
+        if (drained() || settled) return;
+        return finish();
+      }
+      // the consumer is told once the pieces of this read have all come (undici gives one per HTTP chunk,
+      // several in one turn when they arrived together): a microtask, after the turn's last piece
+      if (given > 0 && !soon) {
+        soon = true;
+        queueMicrotask(drainSoon);
+      }
       if (body.isPaused()) body.resume();
+    };
+    let soon = false;
+    const drainSoon = () => {
+      soon = false;
+      // (held back meanwhile: the consumer is told when the reading resumes and runs out again)
+      if (settled || waiting) return;
+      drained();
     };
     body.on("data", (piece: Buffer) => {
       if (settled) return;

@@ -67,12 +67,17 @@ export class TrtllmEngine implements Engine {
     return pull<UpstreamChunk>((s, on) => this.stream(request, s, on), signal);
   }
 
-  async stream(request: CompletionRequest, signal: AbortSignal, onChunk: (chunk: UpstreamChunk) => EventAnswer): Promise<void> {
+  async stream(
+    request: CompletionRequest,
+    signal: AbortSignal,
+    onChunk: (chunk: UpstreamChunk) => EventAnswer,
+    onDrained?: () => EventAnswer,
+  ): Promise<void> {
     const m = await this.served.get();
     // ModelCard has no context length: trtllm-serve fills max_seq_len - prompt itself
     const er = engineRequest(this.rules, request, m && { ids: m.ids, context: null });
     try {
-      await streamCompletions(this.rules, this.cfg, request, er, signal, { finish: trtllmFinish }, onChunk);
+      await streamCompletions(this.rules, this.cfg, request, er, signal, { finish: trtllmFinish }, onChunk, onDrained);
     } catch (e) {
       // extra="forbid": a trtllm-serve that predates `detokenize` refuses it by name
       if (

@@ -113,10 +113,15 @@ export class VllmEngine implements Engine {
 
   constructor(private readonly cfg: UpstreamConfig) {}
 
-  async stream(request: CompletionRequest, signal: AbortSignal, onChunk: (chunk: UpstreamChunk) => EventAnswer): Promise<void> {
+  async stream(
+    request: CompletionRequest,
+    signal: AbortSignal,
+    onChunk: (chunk: UpstreamChunk) => EventAnswer,
+    onDrained?: () => EventAnswer,
+  ): Promise<void> {
     const m = await this.served.get();
     const er = engineRequest(this.rules, request, m && { ids: m.ids, context: m.maxModelLen });
-    await streamCompletions(this.rules, this.cfg, request, er, signal, { finish: vllmFinish, logprobs: readLogprobs }, onChunk);
+    await streamCompletions(this.rules, this.cfg, request, er, signal, { finish: vllmFinish, logprobs: readLogprobs }, onChunk, onDrained);
   }
 
   complete(request: CompletionRequest, signal: AbortSignal): AsyncGenerator<UpstreamChunk> {
