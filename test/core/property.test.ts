@@ -849,7 +849,7 @@ describe("property: chunking independence", () => {
 });
 
 describe("property: a long write's text", () => {
-  it("a run of text past 64 KiB in one write (its bytes gathered and decoded in pieces) is the tokens' texts joined", () => {
+  it("a run of text past 64 KiB in one write is the tokens' texts joined, as one token a write gives it", () => {
     // whole-UTF-8 text tokens: a BOM, a newline, multi-byte and 4-byte characters among them
     const texts = ["\ufeff", "a", " the", "\n", "—", "“x”", "😀", "é", "\t", "\\", '"'];
     const pool = [...new Set(texts.flatMap((t) => enc.encode(t)))].filter((id) => (vocab.flags[id]! & FLAG_WHOLE) !== 0);

@@ -45,17 +45,6 @@ import {
 import { HeaderStates } from "./header-states.js";
 import type { ParserOptions } from "./options.js";
 
-/** Writes of at least this many ids gather a run's text as bytes (write()); shorter ones join the tokens' strings. */
-const BYTE_RUN_MIN = 64;
-/**
- * A run's bytes before they are decoded (shared by the parsers of a thread:
- * filled and decoded within one write() call). Whole-UTF-8 tokens only, so
- * the bytes are valid UTF-8 and decode to the tokens' strings joined.
- */
-const RUN_BYTES = new Uint8Array(64 * 1024);
-/** ignoreBOM: a leading U+FEFF is text, as the token's own string has it. */
-const RUN_UTF8 = new TextDecoder("utf-8", { ignoreBOM: true });
-
 /** The reference's state names, by state. */
 const STATE_NAMES = ["ExpectStart", "Header", "Content", "Done", "Done", "Content", "Header"] as const;
 
@@ -199,8 +188,6 @@ export class HarmonyParser extends HeaderStates {
     const flags = this.flags;
     const fs = this.settings.firstSpecial;
     const vocab = this.vocab;
-    const offsets = vocab.offsets;
-    const bytes = vocab.bytes;
     const role = this.settings.roleWordId;
     let i = start > 0 ? start : 0;
     while (i < n) {
@@ -211,11 +198,6 @@ export class HarmonyParser extends HeaderStates {
         const from = i;
         const lines = this.lineMask;
         let loop = false;
-        // a long write's text is gathered as bytes and decoded once a RUN_BYTES' worth (one flat string,
-        // where a string a token made a chain of as many nodes to allocate and later walk); a short
-        // write's from the tokens' cached strings
-        const gather = n - i >= BYTE_RUN_MIN;
-        let held = 0;
         for (; i < n; i++) {
           const id = ids[i]!;
           if (id >>> 0 !== id || id >= fs) break;
@@ -230,16 +212,7 @@ export class HarmonyParser extends HeaderStates {
           win[w + 1] = id >>> 8;
           win[w + 2] = id >>> 16;
           pos++;
-          if (gather) {
-            let b = offsets[id]!;
-            const e = offsets[id + 1]!;
-            if (held + e - b > RUN_BYTES.length) {
-              acc += RUN_UTF8.decode(RUN_BYTES.subarray(0, held));
-              held = 0;
-            }
-            if (e - b > RUN_BYTES.length) acc += vocab.text(id);
-            else while (b < e) RUN_BYTES[held++] = bytes[b++]!;
-          } else acc += vocab.text(id);
+          acc += vocab.text(id);
           // rule 16: a line ends here; after REPEAT_LIMIT equal ones, what follows is compared first
           if ((f & lines) !== 0 && this.repeats.lineEnds(pos, window)) {
             loop = true;
@@ -247,7 +220,6 @@ export class HarmonyParser extends HeaderStates {
             break;
           }
         }
-        if (held > 0) acc += RUN_UTF8.decode(RUN_BYTES.subarray(0, held));
         this.pos = pos;
         if (acc !== "") {
           this.deltaText += acc;
