@@ -219,30 +219,27 @@ function plainCase(b: Buffer, scratch: { ids: Int32Array }): PlainCase | null {
   const room = (end - i + 1) >> 1;
   if (ids.length < room) scratch.ids = ids = new Int32Array(Math.max(room, 2 * ids.length));
   let count = 0;
+  // b[end] is the "]": no digit, so it ends the last number without a bound check in the loop
   if (i < end) {
     for (;;) {
       const start = i;
-      let c = b[i]!;
-      if (c === 0x30) {
-        i++;
+      let d = b[i]! - 0x30;
+      if (d >>> 0 > 9) return null;
+      let v = d;
+      d = b[++i]! - 0x30;
+      if (v === 0) {
+        if (d >>> 0 <= 9) return null; // a leading zero
       } else {
-        if (c < 0x31 || c > 0x39) return null;
-        let v = 0;
-        do {
-          v = v * 10 + (c - 0x30);
-          c = b[++i]!;
-        } while (i < end && c >= 0x30 && c <= 0x39);
+        while (d >>> 0 <= 9) {
+          v = v * 10 + d;
+          d = b[++i]! - 0x30;
+        }
         if (i - start > PLAIN_ID_DIGITS) return null;
-        ids[count++] = v;
-        if (i === end) break;
-        if (b[i] !== 0x2c) return null;
-        i++;
-        continue;
       }
-      ids[count++] = 0;
-      if (i === end) break;
-      if (b[i] !== 0x2c) return null;
-      i++;
+      ids[count++] = v;
+      if (d === 0x2c - 0x30) i++;
+      else if (i === end) break;
+      else return null;
     }
   }
   return { id, tokens: ids.subarray(0, count) };
