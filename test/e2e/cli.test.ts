@@ -2,7 +2,7 @@
 import { PassThrough, Readable } from "node:stream";
 import { describe, expect, it } from "vitest";
 import fc from "fast-check";
-import { AnswerBytes, parseIdList, readLines, runParse, type ParseCommandOptions } from "../../src/commands/parse.js";
+import { parseIdList, readLines, runParse, type ParseCommandOptions } from "../../src/commands/parse.js";
 import { fcParams, harmony, loadJsonl } from "../helpers.js";
 
 const { enc } = harmony();
@@ -169,50 +169,6 @@ describe("parse", () => {
         },
       ),
       fcParams(100),
-    );
-  });
-
-  it("writes a batch answer's bytes as JSON.stringify of the answer would be encoded", () => {
-    // every UTF-16 unit: controls, quotes, backslashes, U+2028, lone surrogates and pairs
-    const text = fc.string({ unit: fc.integer({ min: 0, max: 0xffff }).map((c) => String.fromCharCode(c)), maxLength: 40 });
-    const mixed = fc.oneof(
-      text,
-      fc.string({ maxLength: 40 }),
-      fc.constantFrom("", "\n", '"', "\\", "\u001f\u007f", "\ud800", "\udc00x", "😀"),
-    );
-    const message = fc.record(
-      {
-        role: mixed,
-        name: mixed,
-        recipient: mixed,
-        content: mixed,
-        channel: mixed,
-        content_type: fc.oneof(mixed, fc.constant(undefined)),
-      },
-      { requiredKeys: ["role", "content"] },
-    );
-    const answers = new AnswerBytes();
-    fc.assert(
-      fc.property(
-        fc.oneof(mixed, fc.integer(), fc.constant(null), fc.array(fc.integer(), { maxLength: 3 })),
-        fc.array(message, { maxLength: 4 }),
-        fc.oneof(fc.constant(null), fc.record({ message: mixed, index: fc.nat(), token: fc.oneof(fc.nat(), fc.constant(null)) })),
-        fc.array(fc.record({ kind: fc.constantFrom("junk_text", "missing_end"), at: fc.nat() }), { maxLength: 3 }),
-        (id, messages, first_error, recoveries) => {
-          const r = { messages, first_error, recoveries } as Parameters<AnswerBytes["answer"]>[1];
-          answers.answer(id, r);
-          answers.answer(id, r);
-          const one = JSON.stringify({ id, messages, first_error, recoveries }) + "\n";
-          expect(answers.take().equals(Buffer.from(one + one))).toBe(true);
-        },
-      ),
-      fcParams(500),
-    );
-    // a string past the buffer's first size, escapes and all
-    const long = 'a"\n€'.repeat(100_000);
-    answers.answer("x", { messages: [{ role: "assistant", content: long }], first_error: null, recoveries: [] });
-    expect(answers.take().toString()).toBe(
-      JSON.stringify({ id: "x", messages: [{ role: "assistant", content: long }], first_error: null, recoveries: [] }) + "\n",
     );
   });
 
