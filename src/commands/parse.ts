@@ -160,6 +160,10 @@ interface PlainCase {
   tokens: Int32Array;
 }
 
+/** plainCase's buffer of ids: its size to begin with, and the largest kept from one case to the next. */
+const SCRATCH_IDS = 1 << 14;
+const MAX_KEPT_SCRATCH_IDS = 1 << 18;
+
 /** The most digits plainCase reads in one id (below 2^31, so an Int32Array holds it). */
 const PLAIN_ID_DIGITS = 9;
 
@@ -269,7 +273,8 @@ export async function runParse(
     if (o === undefined) batchOptions.set(role, (o = { ...parserOptions(opts, role), wholeMessages: true }));
     return o;
   };
-  const scratch = { ids: new Int32Array(1024) };
+  // plainCase's ids: room for a long case from the start; a buffer grown past a megabyte is not kept
+  const scratch = { ids: new Int32Array(SCRATCH_IDS) };
   /** One --batch line's answer line (null for a blank line), and whether the line was refused. */
   const batchAnswer = (bytes: LineBytes, lineNo: number): { json: string; bad: boolean } | null => {
     let id: unknown = null;
@@ -298,6 +303,7 @@ export async function runParse(
         }
       }
       const r = parseCase(vocab, tokens, optionsFor(role), undefined, batchParser);
+      if (scratch.ids.length > MAX_KEPT_SCRATCH_IDS) scratch.ids = new Int32Array(SCRATCH_IDS);
       // the fields named, not spread: JSON.stringify of a spread copy costs several times as much here
       return { json: JSON.stringify({ id, messages: r.messages, first_error: r.first_error, recoveries: r.recoveries }), bad: false };
     } catch (e) {
