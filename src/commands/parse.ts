@@ -102,6 +102,9 @@ export const MAX_BATCH_LINE_BYTES = 64 * 1024 * 1024;
 /** A line of input: its text, or null when it was longer than the bound (its bytes were not kept). */
 type Line = string | null;
 
+/** A line of input: its bytes (a CR before the newline dropped), or null when it was longer than the bound. */
+type LineBytes = Buffer | null;
+
 /**
  * The lines of `input`, a chunk's worth at a time (a final line without a
  * newline included, a CR before the newline dropped). A line's bytes are
@@ -109,23 +112,27 @@ type Line = string | null;
  * line is skipped and the line is null.
  */
 export async function* readLines(input: Readable, maxBytes: number = MAX_BATCH_LINE_BYTES): AsyncGenerator<Line[]> {
+  for await (const lines of readLineBytes(input, maxBytes)) yield lines.map((b) => (b === null ? null : b.toString("utf8")));
+}
+
+/** {@link readLines}, each line's bytes (a view of the input's chunk when the line is within one: not copied). */
+async function* readLineBytes(input: Readable, maxBytes: number): AsyncGenerator<LineBytes[]> {
   let parts: Buffer[] = []; // the current line's bytes so far
   let held = 0;
   let skipping = false;
-  const text = (tail: Buffer): string => {
+  const line = (tail: Buffer): Buffer => {
     const b = parts.length === 0 ? tail : Buffer.concat([...parts, tail]);
     parts = [];
     held = 0;
-    const end = b.length > 0 && b[b.length - 1] === 0x0d ? b.length - 1 : b.length;
-    return b.toString("utf8", 0, end);
+    return b.length > 0 && b[b.length - 1] === 0x0d ? b.subarray(0, b.length - 1) : b;
   };
   for await (const chunk of input) {
     const c = typeof chunk === "string" ? Buffer.from(chunk) : (chunk as Buffer);
-    const out: Line[] = [];
+    const out: LineBytes[] = [];
     let from = 0;
     for (let nl = c.indexOf(0x0a); nl !== -1; nl = c.indexOf(0x0a, from)) {
       if (skipping || held + (nl - from) > maxBytes) out.push(null);
-      else out.push(text(c.subarray(from, nl)));
+      else out.push(line(c.subarray(from, nl)));
       skipping = false;
       parts = [];
       held = 0;
@@ -144,7 +151,97 @@ export async function* readLines(input: Readable, maxBytes: number = MAX_BATCH_L
     if (out.length > 0) yield out;
   }
   if (skipping) yield [null];
-  else if (held > 0) yield [text(Buffer.alloc(0))];
+  else if (held > 0) yield [line(Buffer.alloc(0))];
+}
+
+/** A case read by {@link plainCase}: its id and its tokens (a view of a buffer the next case reuses). */
+interface PlainCase {
+  id: string;
+  tokens: Int32Array;
+}
+
+/** plainCase's buffer of ids: its size to begin with, and the largest kept from one case to the next. */
+const SCRATCH_IDS = 1 << 14;
+const MAX_KEPT_SCRATCH_IDS = 1 << 18;
+
+/** The most digits plainCase reads in one id (below 2^31, so an Int32Array holds it). */
+const PLAIN_ID_DIGITS = 9;
+
+/**
+ * A batch line of the one shape that JSON writers give the common case,
+ * `{"id":"<text>","tokens":[<ids>]}` with no whitespace, the id printable
+ * ASCII with no escapes and each token id 0–999,999,999 in plain digits,
+ * read straight from its bytes: the same case JSON.parse and the checks
+ * would read, with no line string, no depth scan and no array of numbers.
+ * Anything else (another shape, an escape, a sign, a leading zero, a long
+ * number, a role, bad JSON) is null: the line takes the general path, with
+ * its checks and error codes. A loop over the bytes: nothing recurses, and
+ * the tokens go into `scratch` (grown, never past the line's length).
+ */
+function plainCase(b: Buffer, scratch: { ids: Int32Array }): PlainCase | null {
+  const n = b.length;
+  // {"id":"
+  if (n < 21 || b[0] !== 0x7b || b[1] !== 0x22 || b[2] !== 0x69 || b[3] !== 0x64 || b[4] !== 0x22 || b[5] !== 0x3a || b[6] !== 0x22) {
+    return null;
+  }
+  let i = 7;
+  for (; i < n; i++) {
+    const c = b[i]!;
+    if (c === 0x22) break;
+    if (c < 0x20 || c > 0x7e || c === 0x5c) return null;
+  }
+  if (i >= n) return null;
+  const id = b.toString("latin1", 7, i);
+  // ","tokens":[
+  const k = i + 1;
+  if (
+    k + 11 > n ||
+    b[k] !== 0x2c ||
+    b[k + 1] !== 0x22 ||
+    b[k + 2] !== 0x74 ||
+    b[k + 3] !== 0x6f ||
+    b[k + 4] !== 0x6b ||
+    b[k + 5] !== 0x65 ||
+    b[k + 6] !== 0x6e ||
+    b[k + 7] !== 0x73 ||
+    b[k + 8] !== 0x22 ||
+    b[k + 9] !== 0x3a ||
+    b[k + 10] !== 0x5b
+  ) {
+    return null;
+  }
+  i = k + 11;
+  // the ids end with "]}" and the line: at most one id in every two bytes left
+  if (n < i + 2 || b[n - 1] !== 0x7d || b[n - 2] !== 0x5d) return null;
+  const end = n - 2;
+  let ids = scratch.ids;
+  const room = (end - i + 1) >> 1;
+  if (ids.length < room) scratch.ids = ids = new Int32Array(Math.max(room, 2 * ids.length));
+  let count = 0;
+  // b[end] is the "]": no digit, so it ends the last number without a bound check in the loop
+  if (i < end) {
+    for (;;) {
+      const start = i;
+      let d = b[i]! - 0x30;
+      if (d >>> 0 > 9) return null;
+      let v = d;
+      d = b[++i]! - 0x30;
+      if (v === 0) {
+        if (d >>> 0 <= 9) return null; // a leading zero
+      } else {
+        while (d >>> 0 <= 9) {
+          v = v * 10 + d;
+          d = b[++i]! - 0x30;
+        }
+        if (i - start > PLAIN_ID_DIGITS) return null;
+      }
+      ids[count++] = v;
+      if (d === 0x2c - 0x30) i++;
+      else if (i === end) break;
+      else return null;
+    }
+  }
+  return { id, tokens: ids.subarray(0, count) };
 }
 
 /** What `parse` says when its stdin is a terminal (it would otherwise wait without a word). */
@@ -172,29 +269,41 @@ export async function runParse(
   const batchOptions = new Map<string | null, ParserOptions>();
   const optionsFor = (role: string | null): ParserOptions => {
     let o = batchOptions.get(role);
-    if (o === undefined) batchOptions.set(role, (o = parserOptions(opts, role)));
+    // wholeMessages, as parseCase asks for: it then restarts the parser with these very options
+    if (o === undefined) batchOptions.set(role, (o = { ...parserOptions(opts, role), wholeMessages: true }));
     return o;
   };
+  // plainCase's ids: room for a long case from the start; a buffer grown past a megabyte is not kept
+  const scratch = { ids: new Int32Array(SCRATCH_IDS) };
   /** One --batch line's answer line (null for a blank line), and whether the line was refused. */
-  const batchAnswer = (line: Line, lineNo: number): { json: string; bad: boolean } | null => {
+  const batchAnswer = (bytes: LineBytes, lineNo: number): { json: string; bad: boolean } | null => {
     let id: unknown = null;
     try {
-      if (line === null) throw new InputError("line_too_long", `line ${lineNo} is longer than ${MAX_BATCH_LINE_BYTES} bytes`);
-      if (line.trim() === "") return null;
-      const parsed = parseJson(line);
-      if (!parsed.ok) throw new InputError(parsed.code, `line ${lineNo} is not usable JSON: ${parsed.message}`);
-      const c = parsed.value;
-      if (!isObj(c)) throw new InputError("bad_case", `line ${lineNo} is not a JSON object`);
-      id = c.id ?? null;
-      const tokens = checkIds(c.tokens);
+      if (bytes === null) throw new InputError("line_too_long", `line ${lineNo} is longer than ${MAX_BATCH_LINE_BYTES} bytes`);
+      let tokens: ArrayLike<number>;
       let role: string | null = defaultRole;
-      if ("role" in c) {
-        if (c.role !== null && c.role !== "assistant") {
-          throw new InputError("bad_role", `line ${lineNo}: role must be "assistant" or null`);
+      const plain = plainCase(bytes, scratch);
+      if (plain !== null) {
+        id = plain.id;
+        tokens = plain.tokens;
+      } else {
+        const line = bytes.toString("utf8");
+        if (line.trim() === "") return null;
+        const parsed = parseJson(line);
+        if (!parsed.ok) throw new InputError(parsed.code, `line ${lineNo} is not usable JSON: ${parsed.message}`);
+        const c = parsed.value;
+        if (!isObj(c)) throw new InputError("bad_case", `line ${lineNo} is not a JSON object`);
+        id = c.id ?? null;
+        tokens = checkIds(c.tokens);
+        if ("role" in c) {
+          if (c.role !== null && c.role !== "assistant") {
+            throw new InputError("bad_role", `line ${lineNo}: role must be "assistant" or null`);
+          }
+          role = c.role as string | null;
         }
-        role = c.role as string | null;
       }
       const r = parseCase(vocab, tokens, optionsFor(role), undefined, batchParser);
+      if (scratch.ids.length > MAX_KEPT_SCRATCH_IDS) scratch.ids = new Int32Array(SCRATCH_IDS);
       // the fields named, not spread: JSON.stringify of a spread copy costs several times as much here
       return { json: JSON.stringify({ id, messages: r.messages, first_error: r.first_error, recoveries: r.recoveries }), bad: false };
     } catch (e) {
@@ -206,7 +315,7 @@ export async function runParse(
   if (opts.batch) {
     let bad = 0;
     let lineNo = 0;
-    for await (const lines of readLines(io.stdin)) {
+    for await (const lines of readLineBytes(io.stdin, MAX_BATCH_LINE_BYTES)) {
       let answers = "";
       for (const line of lines) {
         lineNo++;

@@ -848,6 +848,27 @@ describe("property: chunking independence", () => {
   });
 });
 
+describe("property: a long write's text", () => {
+  it("a run of text past 64 KiB in one write is the tokens' texts joined, as one token a write gives it", () => {
+    // whole-UTF-8 text tokens: a BOM, a newline, multi-byte and 4-byte characters among them
+    const texts = ["\ufeff", "a", " the", "\n", "—", "“x”", "😀", "é", "\t", "\\", '"'];
+    const pool = [...new Set(texts.flatMap((t) => enc.encode(t)))].filter((id) => (vocab.flags[id]! & FLAG_WHOLE) !== 0);
+    fc.assert(
+      fc.property(fc.array(fc.constantFrom(...pool), { minLength: 30_000, maxLength: 60_000 }), fc.boolean(), (text, whole) => {
+        const ids = [T.channel, ...enc.encode("final"), T.message, ...text, T.return];
+        const opts: ParserOptions = { wholeMessages: whole };
+        const one = run(ids, opts);
+        const content = text.map((id) => vocab.text(id)).join("");
+        const deltas = one.events.filter((e) => e.type === "delta").map((e) => (e as { text: string }).text);
+        expect(deltas.join("")).toBe(content);
+        if (whole) expect(one.events.find((e) => e.type === "message_end")).toMatchObject({ message: { content } });
+        expect(mergeDeltas(one.events)).toEqual(mergeDeltas(run(ids, opts, [1]).events));
+      }),
+      params(8),
+    );
+  });
+});
+
 describe("property: writing a range of a larger array", () => {
   it("write(ids, start, end) gives exactly the events of write(ids.slice(start, end)), whatever the bounds", () => {
     fc.assert(

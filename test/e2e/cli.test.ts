@@ -104,6 +104,74 @@ describe("parse", () => {
     expect(r.lines).toHaveLength(1200);
   });
 
+  it("answers a batch line of the plain shape as the general path answers the same case spaced out", async () => {
+    // `{"id":"…","tokens":[…]}` is read from its bytes; with a space anywhere it takes JSON.parse and the checks
+    const raw = async (lines: string[]) => {
+      const stdout = new PassThrough();
+      let out = "";
+      stdout.on("data", (c) => (out += c));
+      const code = await runParse(
+        { ...defaults, batch: true },
+        { stdin: Readable.from([lines.join("\n")]), stdout, stderr: new PassThrough() },
+        enc,
+      );
+      // JSON.parse's messages name a position, one further on in the spaced line
+      return { code, out: out.replace(/position \d+/g, "position N") };
+    };
+    const spaced = (line: string) => `{ ${line.slice(1)}`;
+    const hi = enc.encode('<|channel|>final<|message|>Hi “there” \\ "x"\n\t\u0001<|return|>').join(",");
+    const edges = [
+      `{"id":"a","tokens":[${hi}]}`,
+      `{"id":"","tokens":[]}`,
+      `{"id":"a","tokens":[0]}`,
+      `{"id":"a","tokens":[0,0,1]}`,
+      `{"id":"a","tokens":[01]}`,
+      `{"id":"a","tokens":[1,]}`,
+      `{"id":"a","tokens":[,1]}`,
+      `{"id":"a","tokens":[1,,2]}`,
+      `{"id":"a","tokens":[-1]}`,
+      `{"id":"a","tokens":[-0]}`,
+      `{"id":"a","tokens":[1e3]}`,
+      `{"id":"a","tokens":[1.0]}`,
+      `{"id":"a","tokens":[1.5]}`,
+      `{"id":"a","tokens":[999999999]}`,
+      `{"id":"a","tokens":[1000000000]}`,
+      `{"id":"a","tokens":[99999999999999999999]}`,
+      `{"id":"a","tokens":[1]]}`,
+      `{"id":"a","tokens":[1]}}`,
+      `{"id":"a","tokens":[1],"x":[2]}`,
+      `{"id":"a","tokens":[1],"role":null}`,
+      `{"id":"a\\"b","tokens":[1]}`,
+      `{"id":"a\\u0041","tokens":[1]}`,
+      `{"id":"é","tokens":[1]}`,
+      `{"id":"a","id":"b","tokens":[1]}`,
+      `{"id":"a","tokens":"1"}`,
+      `{"id":"a","tokens":[1]`,
+      `{"id":"a`,
+    ];
+    const a = await raw(edges);
+    const b = await raw(edges.map(spaced));
+    expect(a).toEqual(b);
+    await fc.assert(
+      fc.asyncProperty(
+        fc.array(
+          fc.record({
+            id: fc.oneof(fc.string({ maxLength: 8 }), fc.string({ unit: "binary", maxLength: 4 })),
+            tokens: fc.array(fc.oneof(fc.nat(200_100), fc.constantFrom(200_002, 200_005, 200_006, 200_007, 200_008, 200_012)), {
+              maxLength: 40,
+            }),
+          }),
+          { minLength: 1, maxLength: 6 },
+        ),
+        async (cases) => {
+          const lines = cases.map((c) => JSON.stringify(c));
+          expect(await raw(lines)).toEqual(await raw(lines.map(spaced)));
+        },
+      ),
+      fcParams(100),
+    );
+  });
+
   it("reads batch lines as they arrive, however the input is cut, with a bound on a line's bytes", async () => {
     const collect = async (chunks: Buffer[], max?: number) => {
       const out: (string | null)[] = [];
