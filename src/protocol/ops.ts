@@ -89,9 +89,11 @@ export class OpList {
 
   clear(): void {
     this.n = 0;
-    const rare = this.rare;
-    for (const i of this.rareAt) rare[i] = undefined;
-    this.rareAt.length = 0;
+    if (this.rareAt.length > 0) {
+      const rare = this.rare;
+      for (const i of this.rareAt) rare[i] = undefined;
+      this.rareAt.length = 0;
+    }
     // a frame far larger than usual does not keep its arrays (and names) alive
     if (this.kinds.length > 4096) {
       this.kinds = new Uint8Array(64);
