@@ -115,8 +115,8 @@ describe("parse", () => {
         { stdin: Readable.from([lines.join("\n")]), stdout, stderr: new PassThrough() },
         enc,
       );
-      // JSON.parse's messages name a position, one further on in the spaced line
-      return { code, out: out.replace(/position \d+/g, "position N") };
+      // JSON.parse's messages name a position (and, from Node 22, a line and column), one further on in the spaced line
+      return { code, out: out.replace(/position \d+/g, "position N").replace(/\(line \d+ column \d+\)/g, "(line L column C)") };
     };
     const spaced = (line: string) => `{ ${line.slice(1)}`;
     const hi = enc.encode('<|channel|>final<|message|>Hi “there” \\ "x"\n\t\u0001<|return|>').join(",");
