@@ -10,10 +10,10 @@ import {
   STOP,
   UpstreamError,
   type EventAnswer,
+  type OnChunk,
   type CompletionRequest,
   type TokenLogprob,
   type UpstreamChoice,
-  type UpstreamChunk,
   type UpstreamConfig,
 } from "./engine.js";
 import { checkIds, checkIndex, checkUsage, ChoiceLimits, vocabSize } from "./read.js";
@@ -35,7 +35,7 @@ export function streamCompletions(
   er: EngineRequest,
   signal: AbortSignal,
   reading: StreamReading,
-  onChunk: (chunk: UpstreamChunk) => EventAnswer,
+  onChunk: OnChunk,
   /** See streamSse's onDrained. */
   onDrained?: () => EventAnswer,
 ): Promise<void> {

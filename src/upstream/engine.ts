@@ -114,6 +114,9 @@ export const STOP = "stop";
  */
 export type EventAnswer = Promise<void | typeof STOP> | typeof STOP | undefined | void;
 
+/** Where a streamed completion's chunks go (see {@link Engine.stream}). */
+export type OnChunk = (chunk: UpstreamChunk) => EventAnswer;
+
 export interface Engine {
   /**
    * Stream a completion: each chunk of generated ids (each id checked, each
@@ -125,14 +128,7 @@ export interface Engine {
    * more or gives the event loop a turn): what arrived together can go on
    * together, and nothing ready is held back past it.
    */
-  stream(
-    request: CompletionRequest,
-    signal: AbortSignal,
-    onChunk: (chunk: UpstreamChunk) => EventAnswer,
-    onDrained?: () => EventAnswer,
-  ): Promise<void>;
-  /** The same as an async iterator (one promise per chunk: for consumers that pull). */
-  complete(request: CompletionRequest, signal: AbortSignal): AsyncGenerator<UpstreamChunk>;
+  stream(request: CompletionRequest, signal: AbortSignal, onChunk: OnChunk, onDrained?: () => EventAnswer): Promise<void>;
   /** The engine's model list, passed through as it answered. */
   models(): Promise<{ status: number; body: string }>;
   /** Which engine this is (`auto`: probed on first use; null while nothing answers). */

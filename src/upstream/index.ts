@@ -19,7 +19,7 @@ import {
   type ConcreteEngineKind,
   type Engine,
   type EventAnswer,
-  type UpstreamChunk,
+  type OnChunk,
   type UpstreamConfig,
 } from "./engine.js";
 import { LlamacppEngine } from "./llamacpp.js";
@@ -126,19 +126,9 @@ export class AutoEngine implements Engine {
     return this.found;
   }
 
-  async stream(
-    request: CompletionRequest,
-    signal: AbortSignal,
-    onChunk: (chunk: UpstreamChunk) => EventAnswer,
-    onDrained?: () => EventAnswer,
-  ): Promise<void> {
+  async stream(request: CompletionRequest, signal: AbortSignal, onChunk: OnChunk, onDrained?: () => EventAnswer): Promise<void> {
     const engine = await this.engine();
     await engine.stream(request, signal, onChunk, onDrained);
-  }
-
-  async *complete(request: CompletionRequest, signal: AbortSignal): AsyncGenerator<UpstreamChunk> {
-    const engine = await this.engine();
-    yield* engine.complete(request, signal);
   }
 
   async models(): Promise<{ status: number; body: string }> {

@@ -55,13 +55,13 @@ import {
   type CompletionRequest,
   type Engine,
   type EventAnswer,
+  type OnChunk,
   type EngineVocabulary,
-  type UpstreamChunk,
   type UpstreamConfig,
 } from "./engine.js";
 import { checkIds, checkUsage, ChoiceLimits, vocabSize } from "./read.js";
 import { ENGINE_RULES, engineRequest } from "./request.js";
-import { getJsonObject, getText, pull, streamSse } from "./sse.js";
+import { getJsonObject, getText, streamSse } from "./sse.js";
 
 /** How a final chunk ended, in the finish reasons generate.ts knows. */
 export function llamacppFinish(c: Record<string, unknown>): string {
@@ -152,16 +152,7 @@ export class LlamacppEngine implements Engine {
     });
   }
 
-  complete(request: CompletionRequest, signal: AbortSignal): AsyncGenerator<UpstreamChunk> {
-    return pull<UpstreamChunk>((s, on) => this.stream(request, s, on), signal);
-  }
-
-  async stream(
-    request: CompletionRequest,
-    signal: AbortSignal,
-    onChunk: (chunk: UpstreamChunk) => EventAnswer,
-    onDrained?: () => EventAnswer,
-  ): Promise<void> {
+  async stream(request: CompletionRequest, signal: AbortSignal, onChunk: OnChunk, onDrained?: () => EventAnswer): Promise<void> {
     const er = engineRequest(this.rules, request, { ids: [], context: await this.contextSize() });
     const size = vocabSize(this.cfg);
     const limits = new ChoiceLimits(1, er.limit);

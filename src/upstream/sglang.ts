@@ -36,8 +36,7 @@
  * `CompletionRequest` refuses for most sampling fields).
  */
 import { streamCompletions } from "./completions.js";
-import type { CompletionRequest, Engine, EventAnswer, UpstreamChunk, UpstreamConfig } from "./engine.js";
-import { pull } from "./sse.js";
+import type { CompletionRequest, Engine, EventAnswer, OnChunk, UpstreamConfig } from "./engine.js";
 import { ENGINE_RULES, engineRequest } from "./request.js";
 import { listModels, ServedModelsCache } from "./vllm.js";
 
@@ -57,19 +56,10 @@ export class SglangEngine implements Engine {
 
   constructor(private readonly cfg: UpstreamConfig) {}
 
-  async stream(
-    request: CompletionRequest,
-    signal: AbortSignal,
-    onChunk: (chunk: UpstreamChunk) => EventAnswer,
-    onDrained?: () => EventAnswer,
-  ): Promise<void> {
+  async stream(request: CompletionRequest, signal: AbortSignal, onChunk: OnChunk, onDrained?: () => EventAnswer): Promise<void> {
     const m = await this.served.get();
     const er = engineRequest(this.rules, request, m && { ids: m.ids, context: m.maxModelLen });
     await streamCompletions(this.rules, this.cfg, request, er, signal, { finish: sglangFinish }, onChunk, onDrained);
-  }
-
-  complete(request: CompletionRequest, signal: AbortSignal): AsyncGenerator<UpstreamChunk> {
-    return pull<UpstreamChunk>((s, on) => this.stream(request, s, on), signal);
   }
 
   models(): Promise<{ status: number; body: string }> {

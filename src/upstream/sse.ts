@@ -383,13 +383,15 @@ function readEvents(
     let sawDone = false;
     const run = (): void => {
       if (sawDone) return settle(null, true);
-      while (next < queued) {
+      for (;;) {
         if (settled) return;
-        // the time between events is the consumer's (parsing what it got): a turn for the rest every YIELD_EVERY_MS
+        // a body that arrives faster than it is read, and the consumer's time between events (parsing what it got):
+        // a turn of the event loop for the rest every YIELD_EVERY_MS
         if (performance.now() - turn > YIELD_EVERY_MS) {
           if (drained()) return;
           return aTurn();
         }
+        if (next >= queued) break;
         const data = queue[next]!;
         queue[next++] = undefined;
         if (data === "[DONE]") {
@@ -465,9 +467,7 @@ function readEvents(
       }
       if (queued > had) c.refresh();
       if (waiting) return;
-      // a body that arrives faster than it is read is taken piece after piece without the event loop's turn: one every YIELD_EVERY_MS
-      if (performance.now() - turn > YIELD_EVERY_MS) aTurn();
-      else run();
+      run();
       lastEnd = performance.now();
     });
     body.on("end", () => {
@@ -479,75 +479,6 @@ function readEvents(
       if (!ended) settle(new Error("terminated"), false);
     });
   });
-}
-
-/**
- * {@link streamSse} as an async iterator of each event's JSON object, for
- * consumers that pull (one promise per event: the streamed front uses
- * streamSse itself).
- */
-export function postSse(path: string, body: Record<string, unknown>, opts: SseOptions): AsyncGenerator<Record<string, unknown>> {
-  return pull<Record<string, unknown>>((signal, on) => streamSse(path, body, { ...opts, signal }, on), opts.signal);
-}
-
-/**
- * A push stream (`run` gives each item to `on` and settles at its end) as an
- * async iterator: each item waits for the consumer's next call, and a
- * consumer that stops early (return, throw) aborts the run.
- */
-export async function* pull<T>(
-  run: (signal: AbortSignal, on: (item: T) => EventAnswer) => Promise<void>,
-  outer: AbortSignal,
-): AsyncGenerator<T> {
-  const stop = new AbortController();
-  const onOuter = () => stop.abort();
-  if (outer.aborted) stop.abort();
-  else outer.addEventListener("abort", onOuter);
-  let item: { value: T } | null = null;
-  let taken: (() => void) | null = null;
-  let wake: (() => void) | null = null;
-  let end: { error: unknown } | null = null;
-  const running = run(stop.signal, (value) => {
-    item = { value };
-    wake?.();
-    return new Promise<void>((r) => (taken = r));
-  }).then(
-    () => {
-      end = { error: null };
-      wake?.();
-    },
-    (e: unknown) => {
-      end = { error: e };
-      wake?.();
-    },
-  );
-  try {
-    for (;;) {
-      if (item === null && end === null) await new Promise<void>((r) => (wake = r));
-      wake = null;
-      const got = item as { value: T } | null;
-      if (got !== null) {
-        item = null;
-        yield got.value;
-        const t = taken as (() => void) | null;
-        taken = null;
-        t?.();
-        continue;
-      }
-      const e = (end as { error: unknown } | null)?.error;
-      if (e) throw e;
-      return;
-    }
-  } finally {
-    outer.removeEventListener("abort", onOuter);
-    if (end === null) {
-      stop.abort();
-      const t = taken as (() => void) | null;
-      taken = null;
-      t?.();
-      await running;
-    }
-  }
 }
 
 /** How to GET from the engine: its key, and the most of the answer held. */

@@ -42,8 +42,7 @@
  * of the one sequence a response is for), so streamed choices duplicate ids.
  */
 import { streamCompletions } from "./completions.js";
-import { UpstreamError, type CompletionRequest, type Engine, type EventAnswer, type UpstreamChunk, type UpstreamConfig } from "./engine.js";
-import { pull } from "./sse.js";
+import { UpstreamError, type CompletionRequest, type Engine, type EventAnswer, type OnChunk, type UpstreamConfig } from "./engine.js";
 import { ENGINE_RULES, engineRequest } from "./request.js";
 import { listModels, ServedModelsCache } from "./vllm.js";
 
@@ -63,16 +62,7 @@ export class TrtllmEngine implements Engine {
 
   constructor(private readonly cfg: UpstreamConfig) {}
 
-  complete(request: CompletionRequest, signal: AbortSignal): AsyncGenerator<UpstreamChunk> {
-    return pull<UpstreamChunk>((s, on) => this.stream(request, s, on), signal);
-  }
-
-  async stream(
-    request: CompletionRequest,
-    signal: AbortSignal,
-    onChunk: (chunk: UpstreamChunk) => EventAnswer,
-    onDrained?: () => EventAnswer,
-  ): Promise<void> {
+  async stream(request: CompletionRequest, signal: AbortSignal, onChunk: OnChunk, onDrained?: () => EventAnswer): Promise<void> {
     const m = await this.served.get();
     // ModelCard has no context length: trtllm-serve fills max_seq_len - prompt itself
     const er = engineRequest(this.rules, request, m && { ids: m.ids, context: null });

@@ -12,12 +12,12 @@ import {
   type CompletionRequest,
   type Engine,
   type EventAnswer,
+  type OnChunk,
   type TokenLogprob,
-  type UpstreamChunk,
   type UpstreamConfig,
 } from "./engine.js";
 import { ENGINE_RULES, engineRequest } from "./request.js";
-import { getText, pull } from "./sse.js";
+import { getText } from "./sse.js";
 
 /** What the engine serves, from `GET /v1/models` (vLLM gives each model its `max_model_len`). */
 export interface ServedModels {
@@ -113,19 +113,10 @@ export class VllmEngine implements Engine {
 
   constructor(private readonly cfg: UpstreamConfig) {}
 
-  async stream(
-    request: CompletionRequest,
-    signal: AbortSignal,
-    onChunk: (chunk: UpstreamChunk) => EventAnswer,
-    onDrained?: () => EventAnswer,
-  ): Promise<void> {
+  async stream(request: CompletionRequest, signal: AbortSignal, onChunk: OnChunk, onDrained?: () => EventAnswer): Promise<void> {
     const m = await this.served.get();
     const er = engineRequest(this.rules, request, m && { ids: m.ids, context: m.maxModelLen });
     await streamCompletions(this.rules, this.cfg, request, er, signal, { finish: vllmFinish, logprobs: readLogprobs }, onChunk, onDrained);
-  }
-
-  complete(request: CompletionRequest, signal: AbortSignal): AsyncGenerator<UpstreamChunk> {
-    return pull<UpstreamChunk>((s, on) => this.stream(request, s, on), signal);
   }
 
   models(): Promise<{ status: number; body: string }> {

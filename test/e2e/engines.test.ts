@@ -3,7 +3,7 @@
  * TensorRT-LLM's trtllm-serve and llama.cpp's llama-server, each against a
  * stand-in written from its source (test/e2e/stand-ins/*.ts cite the files;
  * docs/engines.md too), and the same suite for each: the engine driven
- * directly (`createEngine(kind, cfg).complete(...)`: the body sent, ids,
+ * directly (`createEngine(kind, cfg).stream(...)`: the body sent, ids,
  * finish, usage, errors), then the whole server (`Server` with that
  * `upstreamKind`) through the official `openai` client: chat and Responses,
  * streaming and not, a tool call, a malformed completion repaired, a request
@@ -211,7 +211,7 @@ function request(prompt: number[], extra: Partial<CompletionRequest> = {}): Comp
 
 async function collect(engine: Engine, r: CompletionRequest): Promise<UpstreamChunk[]> {
   const out: UpstreamChunk[] = [];
-  for await (const c of engine.complete(r, new AbortController().signal)) out.push(c);
+  await engine.stream(r, new AbortController().signal, (c) => void out.push(c));
   return out;
 }
 

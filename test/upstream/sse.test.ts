@@ -9,7 +9,7 @@ import type { AddressInfo } from "node:net";
 import fc from "fast-check";
 import { afterEach, describe, expect, it } from "vitest";
 import { UpstreamError } from "../../src/upstream/engine.js";
-import { getText, postSse, SseEvents } from "../../src/upstream/sse.js";
+import { getText, SseEvents, streamSse } from "../../src/upstream/sse.js";
 
 const servers: http.Server[] = [];
 afterEach(async () => {
@@ -43,14 +43,14 @@ async function collect(base: string, maxEventBytes?: number, clocks: { idleTimeo
   const chunks: Record<string, unknown>[] = [];
   const opts = { baseUrl: base, idleTimeoutMs: 5000, signal: new AbortController().signal, maxEventBytes, ...clocks };
   try {
-    for await (const c of postSse("/v1/completions", {}, opts)) chunks.push(c);
+    await streamSse("/v1/completions", {}, opts, (c) => void chunks.push(c));
     return { chunks, error: null };
   } catch (e) {
     return { chunks, error: e as UpstreamError };
   }
 }
 
-describe("postSse", () => {
+describe("streamSse", () => {
   it("an event that never ends is refused once it passes the limit (upstream_bad_response)", async () => {
     const base = await serve((_req, res) => stream(res, 'data: {"ok":1}\n\ndata: "', "x".repeat(64 * 1024), 64));
     const r = await collect(base, 1024 * 1024);
@@ -121,7 +121,7 @@ describe("SseEvents", () => {
   });
 });
 
-describe("postSse's clocks", () => {
+describe("streamSse's clocks", () => {
   it("SSE comments are no sign of life: an engine that sends only comments gets the idle timeout (504)", async () => {
     const base = await serve((_req, res) => {
       res.writeHead(200, { "content-type": "text/event-stream" });
