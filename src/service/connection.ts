@@ -271,12 +271,17 @@ export class Connection {
       for (let i = 0; i < ops.n; i++) host.tokensOf(streams[i]!.session!, ids, ops.starts[i]!, ops.ends[i]!);
     } catch (e) {
       // a bug, not bad input: as FrameRoute does, the inline sessions are lost as in a worker crash (the crash handler tells the streams)
-      this.service.logger.error({ conn: this.id, err: e }, "inline parser sessions failed");
+      this.inlineFailed(e);
       pool.inlineFailed();
       return true;
     }
     this.sendFrame("objects", [], [host.finish()]);
     return true;
+  }
+
+  /** The main thread's parser sessions threw (a bug): logged, for this connection. */
+  private inlineFailed(e: unknown): void {
+    this.service.logger.error({ conn: this.id, err: e }, "inline parser sessions failed");
   }
 
   /** A read frame's ops validated, routed and answered, in frame order. */
@@ -289,14 +294,7 @@ export class Connection {
     if (read.fatal) immediate.push(this.opError(read.fatal));
     for (const e of read.errors) immediate.push(this.opError(e));
     // validate and route, op by op, in frame order
-    const route = new FrameRoute(
-      svc.pool,
-      this.id,
-      json,
-      read.ids,
-      (e) => svc.logger.error({ conn: this.id, err: e }, "inline parser sessions failed"),
-      form === "objects",
-    );
+    const route = new FrameRoute(svc.pool, this.id, json, read.ids, (e) => this.inlineFailed(e), form === "objects");
     // where the streams closed in this frame were, by what their events carry
     // (handle, else name): a stream opened later in the frame whose events
     // carry the same goes there, so the old stream's last events come first

@@ -133,10 +133,6 @@ export function generate(
   // the engine's ids, every choice's, for a usage of our own when the engine gives none (aborted, or cut at its limit)
   let counted = 0;
   let injected = 0;
-  /**
-   * Stream one request's ids into the sessions. `hold`: a forced call's
-   * first step, whose finish is decided after it (its ids are kept in it).
-   */
   /** While the parser sessions or the client are behind: a promise of when both flow again; else null. */
   const behind = (): Promise<void> | null => {
     const first = door.whenFlowing() ?? sink.wait();
