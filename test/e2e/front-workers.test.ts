@@ -8,6 +8,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Server } from "../../src/server.js";
 import { harmony } from "../helpers.js";
+import { joinedDeltas } from "./coalesced.js";
 import { startVllm, type VllmStandIn } from "./stand-ins/vllm.js";
 import { startTestServer } from "./test-server.js";
 
@@ -80,9 +81,10 @@ describe("the OpenAI front with its streams on worker threads", () => {
   /** The same script answered by both servers: each one's events. */
   async function both(path: string, body: object, answer: string): Promise<[unknown[], unknown[]]> {
     vllm.script({ tokens: ids(answer) });
-    const onMain = await streamed(`${mainUrl}${path}`, body);
+    // engine chunks read together make one delta: compared with consecutive deltas joined (./coalesced.ts)
+    const onMain = joinedDeltas((await streamed(`${mainUrl}${path}`, body)) as Record<string, unknown>[]);
     vllm.script({ tokens: ids(answer) });
-    const onWorkers = await streamed(`${workersUrl}${path}`, body);
+    const onWorkers = joinedDeltas((await streamed(`${workersUrl}${path}`, body)) as Record<string, unknown>[]);
     return [onMain, onWorkers];
   }
 

@@ -18,6 +18,7 @@ import { DEFAULT_LIMITS } from "../../src/service/service.js";
 import { Server } from "../../src/server.js";
 import { MAX_LINK_IDS } from "../../src/transport/repair-log.js";
 import { harmony } from "../helpers.js";
+import { joinedDeltas } from "./coalesced.js";
 import { startStandIn, type StandIn } from "./stand-in-vllm.js";
 
 const { enc, vocab } = harmony();
@@ -43,65 +44,7 @@ function inspected(ids: number[], extra: Obj = {}): { chat: Obj[]; responses: Ob
   return { chat: a.chunks.chat.map((c) => c.data), responses: a.chunks.responses.map((c) => c.data) };
 }
 
-type Piece = { key: string; text: string; set: (t: string) => void };
-
-/** A Chat chunk that only carries one choice's text, or one call's next arguments: its (choice, field) and text; else null. */
-function chatPiece(o: Obj): Piece | null {
-  const choices = o.choices as Obj[] | undefined;
-  if (!Array.isArray(choices) || choices.length !== 1 || o.harmony !== undefined || o.usage != null) return null;
-  const c = choices[0]!;
-  if (c.finish_reason !== null || c.logprobs != null) return null;
-  const delta = c.delta as Obj;
-  const keys = Object.keys(delta);
-  if (keys.length !== 1) return null;
-  const k = keys[0]!;
-  if ((k === "content" || k === "reasoning" || k === "reasoning_content") && typeof delta[k] === "string") {
-    return { key: `${String(c.index)}:${k}`, text: delta[k], set: (t) => (delta[k] = t) };
-  }
-  const calls = delta.tool_calls as Obj[] | undefined;
-  if (k !== "tool_calls" || !Array.isArray(calls) || calls.length !== 1) return null;
-  const call = calls[0]!;
-  const fn = call.function as Obj | undefined;
-  if (call.id !== undefined || !fn || Object.keys(fn).join() !== "arguments" || typeof fn.arguments !== "string") return null;
-  return { key: `${String(c.index)}:call:${String(call.index)}`, text: fn.arguments, set: (t) => (fn.arguments = t) };
-}
-
-/** A Responses text or arguments delta event: the item it adds to, and its text; else null. */
-function responsesPiece(o: Obj): Piece | null {
-  if (typeof o.type !== "string" || !o.type.endsWith(".delta") || typeof o.delta !== "string") return null;
-  return {
-    key: `${o.type}:${String(o.item_id)}:${String(o.output_index)}:${String(o.content_index)}`,
-    text: o.delta,
-    set: (t) => (o.delta = t),
-  };
-}
-
-/**
- * Ready tokens coalesce: engine chunks that are read together (the loop or
- * the client was behind) go to the parser as one run, so one delta carries
- * several tokens' text (issue #35), and how many depends on timing. The
- * chunks are compared with consecutive deltas of the same text joined (and
- * the Responses events numbered again): what a client reads either way.
- */
-function joined(objs: Obj[], piece: (o: Obj) => Piece | null): Obj[] {
-  const out: Obj[] = [];
-  let last: Piece | null = null;
-  for (const o of objs) {
-    const p = piece(o);
-    if (p !== null && last !== null && p.key === last.key) {
-      last.text += p.text;
-      last.set(last.text);
-      continue;
-    }
-    out.push(o);
-    last = p;
-  }
-  let seq = 0;
-  for (const o of out) if (typeof o.sequence_number === "number") o.sequence_number = seq++;
-  return out;
-}
-
-/** One request's own values set aside: its ids, its times, the engine's usage; deltas joined (see {@link joined}). */
+/** One request's own values set aside: its ids, its times, the engine's usage; deltas joined (./coalesced.ts). */
 function normal(objs: Obj[], id: string, as: string): unknown {
   const base = id.replace(/^resp_/, "");
   const text = JSON.stringify(objs)
@@ -112,7 +55,7 @@ function normal(objs: Obj[], id: string, as: string): unknown {
     .replace(/"model":"[^"]*"/g, '"model":"m"');
   const out = JSON.parse(text) as Obj[];
   for (const o of out) if (o.response && typeof o.response === "object") delete (o.response as Obj).usage;
-  return joined(out, (o) => (o.object === "chat.completion.chunk" ? chatPiece(o) : responsesPiece(o)));
+  return joinedDeltas(out);
 }
 
 describe("the inspector's chunks are the front's", () => {
