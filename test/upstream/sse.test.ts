@@ -9,7 +9,8 @@ import type { AddressInfo } from "node:net";
 import fc from "fast-check";
 import { afterEach, describe, expect, it } from "vitest";
 import { UpstreamError } from "../../src/upstream/engine.js";
-import { getText, SseEvents, streamSse } from "../../src/upstream/sse.js";
+import { Readable } from "node:stream";
+import { getText, readEvents, SseEvents, streamSse } from "../../src/upstream/sse.js";
 
 const servers: http.Server[] = [];
 afterEach(async () => {
@@ -160,5 +161,57 @@ describe("getText", () => {
     await expect(getText(base, "/v1/models", 5000)).rejects.toMatchObject({ status: 502, code: "upstream_bad_response" });
     const ok = await serve((_req, res) => res.end('{"data":[]}'));
     expect(await getText(ok, "/v1/models", 5000)).toMatchObject({ status: 200, body: '{"data":[]}' });
+  });
+});
+
+describe("readEvents against a body that comes faster than it is read", () => {
+  /**
+   * A body as undici's is: each `_read` parses what the socket holds into
+   * pushes until one says the buffer is full (undici's parser pauses there,
+   * and copies the socket's whole buffer into its WASM memory again at the
+   * next `_read`). Every `_read` is counted.
+   */
+  class ParsedBody extends Readable {
+    reads = 0;
+    private sent = 0;
+    constructor(
+      private readonly events: string[],
+      highWaterMark: number,
+    ) {
+      super({ highWaterMark });
+    }
+    override _read(): void {
+      this.reads++;
+      while (this.sent < this.events.length) if (!this.push(this.events[this.sent++]!)) return;
+      this.push(null);
+    }
+  }
+
+  it("takes the body's buffer whole: a few `_read`s for thousands of HTTP chunks, even while it holds the body back each turn", async () => {
+    const N = 20_000;
+    const events = Array.from({ length: N }, (_, i) => `data: {"i":${i},"choices":[{"index":0,"token_ids":[${i}]}]}\n\n`);
+    // 64 KiB, undici's body high-water mark: about 1,000 events of ~60 bytes
+    const body = new ParsedBody(events, 64 * 1024);
+    const seen: number[] = [];
+    let holds = 0;
+    const opts = { baseUrl: "http://unused", idleTimeoutMs: 60_000, signal: new AbortController().signal, done: false };
+    await readEvents(
+      body,
+      opts,
+      false,
+      (c) => {
+        seen.push(c.i as number);
+        // a consumer behind every 100th event (a turn of its own): the body is left unread meanwhile
+        if ((c.i as number) % 100 !== 99) return undefined;
+        holds++;
+        return new Promise<void>((r) => setImmediate(r));
+      },
+      undefined,
+      { refresh: () => undefined, hold: () => undefined, clocks: () => null },
+    );
+    expect(seen).toEqual(events.map((_, i) => i));
+    expect(holds).toBe(N / 100);
+    // with 'data' events, a body held near its high-water mark is read one HTTP chunk per `_read`: ~N reads
+    expect(body.reads).toBeLessThan(N / 100);
   });
 });
