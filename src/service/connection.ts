@@ -45,6 +45,7 @@ import type { ParserPool } from "../pool/pool.js";
 import type { Schema } from "../protocol/schema.js";
 import type { ReasoningStore } from "../store/store.js";
 import type { RenderOutcome } from "../openai/render.js";
+import type { TurnBudget } from "./turn.js";
 
 export interface Transport {
   readonly kind: "ws" | "grpc" | "http";
@@ -70,6 +71,8 @@ export interface ConnectionHost {
   renderJson(json: string, tenant: string): Promise<RenderOutcome>;
   /** Whether the process is past its memory budget (no new streams then). */
   overBudget(): boolean;
+  /** The clients' share of an event-loop turn (./turn.ts), shared by every connection. */
+  readonly turn: TurnBudget;
   /** Fold a batch's counts into the metrics and the reasoning store. */
   recordCounts(r: OpsResult, conn: number): void;
   connectionClosed(c: Connection): void;
@@ -216,8 +219,49 @@ export class Connection {
    */
   onFrame(data: Uint8Array | string): void {
     if (this.ended) return;
-    const svc = this.service;
+    if (this.deferred !== null) {
+      this.deferred.push(data);
+      return;
+    }
     const started = performance.now();
+    if (this.service.turn.spent(started)) {
+      // this turn's frames have had their share (./turn.ts): the rest wait for the check phase, the socket paused
+      this.deferred = [data];
+      this.setReading();
+      setImmediate(this.runDeferred);
+      return;
+    }
+    this.readFrame(data, started);
+  }
+
+  /** Frames read past a turn's budget (./turn.ts), in order from `deferredAt`; null when none wait. */
+  private deferred: (Uint8Array | string)[] | null = null;
+  private deferredAt = 0;
+
+  /** The waiting frames, as many as one turn's budget takes (one at least: every waiting connection moves on). */
+  private readonly runDeferred = (): void => {
+    const frames = this.deferred;
+    if (frames === null) return;
+    const turn = this.service.turn;
+    do {
+      if (this.ended) return this.dropDeferred();
+      const data = frames[this.deferredAt]!;
+      frames[this.deferredAt++] = "";
+      this.readFrame(data, performance.now());
+    } while (this.deferredAt < frames.length && !turn.spent(performance.now()));
+    if (this.deferredAt < frames.length) setImmediate(this.runDeferred);
+    else this.dropDeferred();
+  };
+
+  /** No frame waits any more (all read, or the connection ended): reading goes on as the flow control has it. */
+  private dropDeferred(): void {
+    this.deferred = null;
+    this.deferredAt = 0;
+    if (!this.ended) this.setReading();
+  }
+
+  private readFrame(data: Uint8Array | string, started: number): void {
+    const svc = this.service;
     const json = typeof data === "string";
     // decode
     const { maxIdsPerFrame, maxOpsPerFrame } = svc.limits;
@@ -251,7 +295,7 @@ export class Connection {
    * was done, and the ops go the frame's way (onOps).
    */
   tokensNow(ops: OpList, ids: Uint32Array): boolean {
-    if (this.ended || this.queued !== 0 || this.inflight !== 0) return false;
+    if (this.ended || this.queued !== 0 || this.inflight !== 0 || this.deferred !== null) return false;
     const pool = this.service.pool;
     const host = pool.inlineHost;
     if (host === null) return false;
@@ -379,7 +423,13 @@ export class Connection {
   async drain(): Promise<void> {
     if (this.ended) return;
     this.draining = true;
-    this.transport.pause();
+    this.setReading();
+    // frames read before the drain and waiting for a turn are answered before the streams are closed
+    const waiting = this.deferred;
+    if (waiting !== null) {
+      for (let i = this.deferredAt; i < waiting.length && !this.ended; i++) this.readFrame(waiting[i]!, performance.now());
+      this.dropDeferred();
+    }
     const open = this.streams.all();
     const names = open.map((st) => st.name);
     if (names.length > 0) {
@@ -674,10 +724,21 @@ export class Connection {
     const congested = this.inflight >= l.maxInflightFrames || buffered >= l.maxBufferedBytes;
     if (congested && !this.paused) {
       this.paused = true;
-      this.transport.pause();
+      this.setReading();
     } else if (!congested && this.paused && this.inflight < l.maxInflightFrames / 2 && buffered < l.maxBufferedBytes / 2) {
       this.paused = false;
-      this.transport.resume();
+      this.setReading();
     }
+  }
+
+  /** Whether the transport reads: not while congested (updateFlow), frames wait for a turn, or the connection drains. */
+  private reading = true;
+
+  private setReading(): void {
+    const want = !this.paused && this.deferred === null && !this.draining;
+    if (want === this.reading) return;
+    this.reading = want;
+    if (want) this.transport.resume();
+    else this.transport.pause();
   }
 }

@@ -29,6 +29,7 @@ import { ResponseStore } from "../store/responses.js";
 import { Connection, type ConnectionGroup, type ConnectionHost, type Transport } from "./connection.js";
 import type { Limits } from "./limits.js";
 import { createMetrics, type Metrics } from "./metrics.js";
+import { TurnBudget } from "./turn.js";
 
 export { DEFAULT_LIMITS, type Limits } from "./limits.js";
 
@@ -193,6 +194,7 @@ export class Service implements ConnectionHost {
   pool!: ParserPool;
   /** The in-process store (with a shared store: the local cache in front of it). */
   readonly cot: CotStore;
+  readonly turn = new TurnBudget();
   /** The o200k_harmony encoding (set by start): for the few ids the OpenAI front writes itself. */
   encoding!: HarmonyEncoding;
 

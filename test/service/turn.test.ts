@@ -1,0 +1,113 @@
+/**
+ * The clients' share of an event-loop turn (src/service/turn.ts). libuv reads
+ * a socket up to 32 times before it looks at another, and ws emits every
+ * frame of those reads at once: a client that writes faster than its frames
+ * are parsed held the main thread for 250–330 ms (bench/hostile (l)), with
+ * /healthz unread. Here a connection's frames are given as ws gives them, all
+ * in one callback, through a transport that records what is asked of it.
+ */
+import { pino } from "pino";
+import { afterEach, describe, expect, it } from "vitest";
+import type { CloseCode } from "../../src/core/errors.js";
+import type { Transport } from "../../src/service/connection.js";
+import { DEFAULT_LIMITS } from "../../src/service/service.js";
+import { TurnBudget } from "../../src/service/turn.js";
+import { Server } from "../../src/server.js";
+import { harmony } from "../helpers.js";
+
+const { enc } = harmony();
+const running: Server[] = [];
+
+afterEach(async () => {
+  await Promise.all(running.splice(0).map((s) => s.stop()));
+});
+
+async function start(): Promise<Server> {
+  const svc = new Server({
+    host: "127.0.0.1",
+    port: 0,
+    grpcPort: 0,
+    workers: 1,
+    drainTimeoutMs: 5000,
+    logger: pino({ level: "silent" }),
+    limits: { ...DEFAULT_LIMITS },
+  });
+  running.push(svc);
+  await svc.start();
+  return svc;
+}
+
+/** A transport that keeps what it was asked, in order: the answers' JSON, and "pause" / "resume". */
+function recording(log: string[], sent: string[] = [], name = ""): Transport {
+  return {
+    kind: "ws",
+    send(frame, done) {
+      log.push(typeof frame === "string" ? frame : `bytes ${frame.length}`);
+      sent.push(name);
+      done();
+    },
+    pause: () => void log.push("pause"),
+    resume: () => void log.push("resume"),
+    end: (code: CloseCode) => void log.push(`end ${code}`),
+  };
+}
+
+const answers = (log: string[]) => log.filter((l) => l !== "pause" && l !== "resume");
+
+async function until(f: () => boolean): Promise<void> {
+  while (!f()) await new Promise((r) => setTimeout(r, 5));
+}
+
+describe("the turn budget", () => {
+  it("ends a turn at the loop's check phase", async () => {
+    const turn = new TurnBudget(5);
+    expect(turn.spent(100)).toBe(false); // the first call starts the turn
+    expect(turn.spent(104)).toBe(false);
+    expect(turn.spent(105)).toBe(true);
+    await new Promise((r) => setImmediate(r));
+    expect(turn.spent(200)).toBe(false); // a new turn
+    expect(turn.spent(205)).toBe(true);
+  });
+
+  it("defers a connection's frames past the turn's budget, pauses its reading, and answers every frame in order", async () => {
+    const svc = await start();
+    const log: string[] = [];
+    // which connection each answer went to, in the order they went
+    const sent: string[] = [];
+    const conn = svc.service.newConnection(recording(log, sent, "a"), "t");
+    // 200 frames of 5,000 content tokens: far more than TURN_MS of decoding and parsing on any machine
+    const word = enc.encode(" lorem")[0]!;
+    const head = JSON.stringify({
+      ops: [{ open: { stream: "a" } }, { tokens: { stream: "a", ids: enc.encode("<|channel|>final<|message|>") } }],
+    });
+    const frame = JSON.stringify({ ops: [{ tokens: { stream: "a", ids: new Array<number>(5000).fill(word) } }] });
+    const FRAMES = 200;
+    conn.onFrame(head);
+    for (let i = 0; i < FRAMES; i++) conn.onFrame(frame);
+    // the frames given in this one callback past the budget wait: the transport was paused, not all were answered
+    expect(log).toContain("pause");
+    expect(answers(log).length).toBeLessThan(FRAMES + 1);
+    // a second connection's frame given now is answered before the first's last: each waiting connection moves every turn
+    const log2: string[] = [];
+    const other = svc.service.newConnection(recording(log2, sent, "b"), "t");
+    other.onFrame(
+      JSON.stringify({ ops: [{ open: { stream: "b" } }, { tokens: { stream: "b", ids: enc.encode("<|channel|>final<|message|>Hi") } }] }),
+    );
+    await until(() => answers(log).length === FRAMES + 1 && answers(log2).length === 1);
+    const beforeOther = sent.indexOf("b");
+    expect(beforeOther).toBeGreaterThan(0);
+    expect(beforeOther).toBeLessThan(FRAMES + 1);
+    // all read, reading resumed: every pause was followed by its resume
+    expect(log.lastIndexOf("resume")).toBeGreaterThan(log.lastIndexOf("pause"));
+    expect(log.filter((l) => l === "pause").length).toBe(log.filter((l) => l === "resume").length);
+    // in order: every content token of every frame, as the answers' text deltas
+    let text = "";
+    for (const a of answers(log)) {
+      const frameOut = JSON.parse(a) as { events?: { delta?: { text?: string } }[] };
+      for (const ev of frameOut.events ?? []) text += ev.delta?.text ?? "";
+    }
+    expect(text).toBe(" lorem".repeat(FRAMES * 5000));
+    conn.close();
+    other.close();
+  });
+});
