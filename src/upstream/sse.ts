@@ -340,9 +340,12 @@ export function readEvents(
             // the engine's silence is timed again from here, not while the consumer held it back
             c.hold(false);
             c.refresh();
+            turn = performance.now();
           }
           waiting = false;
           run();
+          // what pull() reads next is this same stretch of work: one budget for both (not a fresh one for the piece)
+          lastEnd = performance.now();
           pull();
         },
         (e: unknown) => settle(e, true),
