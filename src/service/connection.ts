@@ -240,18 +240,23 @@ export class Connection {
 
   /** The waiting frames, as many as one turn's budget takes (one at least: every waiting connection moves on). */
   private readonly runDeferred = (): void => {
+    if (this.readDeferred(this.service.turn)) setImmediate(this.runDeferred);
+  };
+
+  /** The waiting frames in order: as many as `turn`'s budget takes (one at least), or all of them (null). Whether some still wait. */
+  private readDeferred(turn: TurnBudget | null): boolean {
     const frames = this.deferred;
-    if (frames === null) return;
-    const turn = this.service.turn;
+    if (frames === null) return false;
     do {
-      if (this.ended) return this.dropDeferred();
+      if (this.ended) break;
       const data = frames[this.deferredAt]!;
       frames[this.deferredAt++] = "";
       this.readFrame(data, performance.now());
-    } while (this.deferredAt < frames.length && !turn.spent(performance.now()));
-    if (this.deferredAt < frames.length) setImmediate(this.runDeferred);
-    else this.dropDeferred();
-  };
+    } while (this.deferredAt < frames.length && (turn === null || !turn.spent(performance.now())));
+    if (!this.ended && this.deferredAt < frames.length) return true;
+    this.dropDeferred();
+    return false;
+  }
 
   /** No frame waits any more (all read, or the connection ended): reading goes on as the flow control has it. */
   private dropDeferred(): void {
@@ -425,11 +430,7 @@ export class Connection {
     this.draining = true;
     this.setReading();
     // frames read before the drain and waiting for a turn are answered before the streams are closed
-    const waiting = this.deferred;
-    if (waiting !== null) {
-      for (let i = this.deferredAt; i < waiting.length && !this.ended; i++) this.readFrame(waiting[i]!, performance.now());
-      this.dropDeferred();
-    }
+    this.readDeferred(null);
     const open = this.streams.all();
     const names = open.map((st) => st.name);
     if (names.length > 0) {

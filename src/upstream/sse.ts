@@ -468,7 +468,6 @@ export function readEvents(
         return settle(e, false);
       }
       if (queued > had) c.refresh();
-      if (waiting) return;
       run();
       lastEnd = performance.now();
     };

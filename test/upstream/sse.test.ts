@@ -6,10 +6,10 @@
  */
 import http from "node:http";
 import type { AddressInfo } from "node:net";
+import { Readable } from "node:stream";
 import fc from "fast-check";
 import { afterEach, describe, expect, it } from "vitest";
 import { UpstreamError } from "../../src/upstream/engine.js";
-import { Readable } from "node:stream";
 import { getText, readEvents, SseEvents, streamSse } from "../../src/upstream/sse.js";
 
 const servers: http.Server[] = [];
