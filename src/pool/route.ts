@@ -37,6 +37,8 @@ export interface Dispatched {
 export class FrameRoute {
   private host: SessionHost | null;
   private inlineUsed = false;
+  /** The inline slot's answers to the frame's ops read before a pause, in order. */
+  private inlineDone: OpsResult[] | null = null;
   private readonly perSlot: (Group | undefined)[] = [];
   private readonly inlineSlot: number;
 
@@ -94,9 +96,22 @@ export class FrameRoute {
     }
   }
 
+  /**
+   * The frame's reading stops until a later turn (src/service/turn.ts): the
+   * inline sessions' answer so far is taken now, since another
+   * connection's frame may use the main thread's host meanwhile; the
+   * ops read after go into a batch of their own.
+   */
+  pause(): void {
+    if (!this.inlineUsed) return;
+    (this.inlineDone ??= []).push(this.host!.finish());
+    this.inlineUsed = false;
+  }
+
   /** Start one task per worker slot used; the results in the order they are to be answered. */
   dispatch(): Dispatched {
     const results: (Promise<OpsResult | null> | OpsResult | null)[] = [];
+    if (this.inlineDone !== null) for (const r of this.inlineDone) results.push(r);
     if (this.inlineUsed) results.push(this.pool.inlineHost!.finish());
     let pending = false;
     for (let slot = 0; slot < this.perSlot.length; slot++) {

@@ -110,6 +110,22 @@ class FrameErrors {
   }
 }
 
+/** A frame's ops being read (over several turns when they are many): what is read so far, and its answer's parts. */
+interface FrameRead {
+  read: ReadFrame;
+  form: AnswerForm;
+  started: number;
+  immediate: WireEvent[];
+  route: FrameRoute;
+  closedHere: Map<string | number, number> | null;
+  renders: Promise<void>[] | null;
+  /** The next op to read. */
+  at: number;
+}
+
+/** How many of a frame's ops are read between looks at the turn's budget (and at least, per turn). */
+const OPS_PER_CHECK = 64;
+
 /** Holds a render op's place in a frame's answer until its render is done. */
 const RENDERING: WireEvent = Object.freeze({ stream: "" }) as WireEvent;
 
@@ -226,34 +242,44 @@ export class Connection {
     const started = performance.now();
     if (this.service.turn.spent(started)) {
       // this turn's frames have had their share (./turn.ts): the rest wait for the check phase, the socket paused
-      this.deferred = [data];
-      this.setReading();
-      setImmediate(this.runDeferred);
+      this.waitTurn([data]);
       return;
     }
-    this.readFrame(data, started);
+    if (!this.readFrame(data, started, this.service.turn)) this.waitTurn([]);
+  }
+
+  /** Frames (and a frame's ops, when `partial`) wait for a later turn, the socket paused. */
+  private waitTurn(frames: (Uint8Array | string)[]): void {
+    this.deferred = frames;
+    this.setReading();
+    this.service.turn.defer(this.runDeferred);
   }
 
   /** Frames read past a turn's budget (./turn.ts), in order from `deferredAt`; null when none wait. */
   private deferred: (Uint8Array | string)[] | null = null;
   private deferredAt = 0;
+  /** A frame whose ops were read in part when the turn's budget ran out: the rest are read first. */
+  private partial: FrameRead | null = null;
 
-  /** The waiting frames, as many as one turn's budget takes (one at least: every waiting connection moves on). */
-  private readonly runDeferred = (): void => {
-    if (this.readDeferred(this.service.turn)) setImmediate(this.runDeferred);
-  };
+  /** The waiting frames, as many as the turn's budget takes (one at least); whether some still wait (TurnBudget.defer). */
+  private readonly runDeferred = (): boolean => this.readDeferred(this.service.turn);
 
   /** The waiting frames in order: as many as `turn`'s budget takes (one at least), or all of them (null). Whether some still wait. */
   private readDeferred(turn: TurnBudget | null): boolean {
     const frames = this.deferred;
     if (frames === null) return false;
-    do {
-      if (this.ended) break;
-      const data = frames[this.deferredAt]!;
-      frames[this.deferredAt++] = "";
-      this.readFrame(data, performance.now());
-    } while (this.deferredAt < frames.length && (turn === null || !turn.spent(performance.now())));
-    if (!this.ended && this.deferredAt < frames.length) return true;
+    for (let first = true; !this.ended; first = false) {
+      const part = this.partial;
+      if (part !== null) {
+        this.partial = null;
+        if (!this.readOps(part, turn)) return true;
+      } else if (this.deferredAt < frames.length) {
+        if (!first && turn !== null && turn.spent(performance.now())) return true;
+        const data = frames[this.deferredAt]!;
+        frames[this.deferredAt++] = "";
+        if (!this.readFrame(data, performance.now(), turn)) return true;
+      } else break;
+    }
     this.dropDeferred();
     return false;
   }
@@ -262,10 +288,12 @@ export class Connection {
   private dropDeferred(): void {
     this.deferred = null;
     this.deferredAt = 0;
+    this.partial = null;
     if (!this.ended) this.setReading();
   }
 
-  private readFrame(data: Uint8Array | string, started: number): void {
+  /** Read a frame; false when its ops are read in part (`partial`), the turn's budget spent. */
+  private readFrame(data: Uint8Array | string, started: number, turn: TurnBudget | null): boolean {
     const svc = this.service;
     const json = typeof data === "string";
     // decode
@@ -273,7 +301,7 @@ export class Connection {
     const read: ReadFrame = json
       ? readJsonFrame(data, maxIdsPerFrame, maxOpsPerFrame)
       : this.reader.read(data, svc.schema, maxIdsPerFrame, maxOpsPerFrame);
-    this.onRead(read, json ? "json" : "bin", started);
+    return this.onRead(read, json ? "json" : "bin", started, turn);
   }
 
   /**
@@ -283,7 +311,8 @@ export class Connection {
    */
   onOps(read: ReadFrame): void {
     if (this.ended) return;
-    this.onRead(read, "objects", performance.now());
+    // (an in-process client's ops are one engine chunk's: read whole)
+    this.onRead(read, "objects", performance.now(), null);
   }
 
   /** The streams of a {@link tokensNow} call (kept: one array per connection, not one per call). */
@@ -333,8 +362,14 @@ export class Connection {
     this.service.logger.error({ conn: this.id, err: e }, "inline parser sessions failed");
   }
 
-  /** A read frame's ops validated, routed and answered, in frame order. */
-  private onRead(read: ReadFrame, form: AnswerForm, started: number): void {
+  /**
+   * A read frame's ops validated, routed and answered, in frame order. With
+   * a turn, the ops are read while its budget lasts (OPS_PER_CHECK at
+   * least): a frame of thousands of opens is read over several turns, the
+   * connection's later frames waiting, so that it does not hold the loop
+   * for tens of milliseconds. False when ops are left (`partial`).
+   */
+  private onRead(read: ReadFrame, form: AnswerForm, started: number, turn: TurnBudget | null): boolean {
     const svc = this.service;
     this.lastActivity = Date.now();
     svc.metrics.countFrame(this.transport.kind);
@@ -342,16 +377,26 @@ export class Connection {
     const immediate: WireEvent[] = [];
     if (read.fatal) immediate.push(this.opError(read.fatal));
     for (const e of read.errors) immediate.push(this.opError(e));
-    // validate and route, op by op, in frame order
     const route = new FrameRoute(svc.pool, this.id, json, read.ids, (e) => this.inlineFailed(e), form === "objects");
-    // where the streams closed in this frame were, by what their events carry
-    // (handle, else name): a stream opened later in the frame whose events
-    // carry the same goes there, so the old stream's last events come first
-    let closedHere: Map<string | number, number> | null = null;
-    // renders (rare) run on the render thread; their answers take their place in the frame's order
-    let renders: Promise<void>[] | null = null;
-    const ops = read.ops;
-    for (let i = 0; i < ops.n; i++) {
+    return this.readOps({ read, form, started, immediate, route, closedHere: null, renders: null, at: 0 }, turn);
+  }
+
+  /** {@link onRead}'s op loop, from `f.at`: validate and route op by op, in frame order, then answer; false when ops are left. */
+  private readOps(f: FrameRead, turn: TurnBudget | null): boolean {
+    const { immediate, route } = f;
+    const ops = f.read.ops;
+    let i = f.at;
+    for (let checkAt = i + OPS_PER_CHECK; i < ops.n; i++) {
+      if (i === checkAt) {
+        checkAt += OPS_PER_CHECK;
+        if (turn !== null && turn.spent(performance.now())) {
+          // the rest in a later turn; the main thread's sessions answer what they have read so far
+          f.at = i;
+          route.pause();
+          this.partial = f;
+          return false;
+        }
+      }
       const kind = ops.kinds[i]!;
       const name = ops.names[i]!;
       const handle = ops.handles[i]!;
@@ -363,20 +408,30 @@ export class Connection {
         if (st) route.tokens(st, ops.starts[i]!, ops.ends[i]!);
         else this.opErrors.add(immediate, this.lateOp(name, handle));
       } else if (kind === OP_OPEN) {
-        const refused = this.openStream(ops.rare[i] as OpenOp, name, handle, closedHere, route);
+        // where the streams closed in this frame were, by what their events carry
+        // (handle, else name): a stream opened later in the frame whose events
+        // carry the same goes there, so the old stream's last events come first
+        const refused = this.openStream(ops.rare[i] as OpenOp, name, handle, f.closedHere, route);
         if (refused) this.opErrors.add(immediate, refused);
       } else if (kind === OP_CLOSE) {
         const st = this.closeStream(ops.rare[i] as CloseOp, name, handle, route, immediate);
-        if (st) (closedHere ??= new Map()).set(st.handle !== 0 ? st.handle : st.name, st.slot);
+        if (st) (f.closedHere ??= new Map()).set(st.handle !== 0 ? st.handle : st.name, st.slot);
       } else if (kind === OP_RENDER) {
-        // answered in frame order with the rest of this frame
+        // renders (rare) run on the render thread; their answers take their place in the frame's order
         const at = immediate.push(RENDERING) - 1;
-        (renders ??= []).push(this.render(name, (ops.rare[i] as RenderOp).json).then((ev) => void (immediate[at] = ev)));
+        (f.renders ??= []).push(this.render(name, (ops.rare[i] as RenderOp).json).then((ev) => void (immediate[at] = ev)));
       }
     }
     this.opErrors.flush(immediate);
-    // answer
-    const { results, pending } = route.dispatch();
+    this.answer(f);
+    return true;
+  }
+
+  /** Answer a frame whose ops are all read: now when nothing is ahead of it or to wait for, else in frame order. */
+  private answer(f: FrameRead): void {
+    const svc = this.service;
+    const { form, immediate, renders, started } = f;
+    const { results, pending } = f.route.dispatch();
     const answer = (done: (OpsResult | null)[]) => {
       this.sendFrame(form, immediate, done);
       svc.metrics.frameLatency.observe((performance.now() - started) / 1000);
@@ -444,7 +499,7 @@ export class Connection {
       for (let i = 0; i < names.length; i += per) {
         const ops = new OpList();
         for (const stream of names.slice(i, i + per)) ops.other({ kind: OP_CLOSE, stream, handle: 0, reason: "abort" });
-        this.onRead({ ops, ids: new Uint32Array(0), errors: [] }, form, performance.now());
+        this.onRead({ ops, ids: new Uint32Array(0), errors: [] }, form, performance.now(), null);
       }
     }
     await this.tail;
@@ -614,7 +669,7 @@ export class Connection {
 
   /** An error event for a stream name, or for how an op or a stream is named. */
   private errorEvent(ref: string | StreamRef, code: ServiceErrorCode, message: string): WireEvent {
-    this.service.metrics.errors.inc({ code });
+    this.service.metrics.countError(code);
     this.service.metrics.countEvents("error", 1);
     return { ...(typeof ref === "string" ? { stream: ref } : ref), error: { code, message, at: 0 } } as WireEvent;
   }

@@ -38,6 +38,8 @@ export interface Metrics {
    */
   countFrame(transport: string): void;
   countEvents(type: string, n: number): void;
+  /** One error event of `code` (harmony_errors_total): a refused frame of 2,000 opens counts 2,000. */
+  countError(code: string): void;
   countTokens(n: number): void;
   /** Report a CoT store's size and evictions at scrape time. */
   watchCotStore(store: CotStore): void;
@@ -48,6 +50,7 @@ export function createMetrics(): Metrics {
   collectDefaultMetrics({ register: registry, prefix: "harmony_process_" });
   const frameTally = new Map<string, number>();
   const eventTally = new Map<string, number>();
+  const errorTally = new Map<string, number>();
   let tokenTally = 0;
   const m: Metrics = {
     registry,
@@ -93,7 +96,16 @@ export function createMetrics(): Metrics {
       labelNames: ["kind"],
       registers: [registry],
     }),
-    errors: new Counter({ name: "harmony_errors_total", help: "Error events, by code", labelNames: ["code"], registers: [registry] }),
+    errors: new Counter({
+      name: "harmony_errors_total",
+      help: "Error events, by code",
+      labelNames: ["code"],
+      registers: [registry],
+      collect() {
+        for (const [code, n] of errorTally) if (n > 0) this.inc({ code }, n);
+        errorTally.clear();
+      },
+    }),
     frameLatency: new Histogram({
       name: "harmony_frame_latency_seconds",
       help: "Time from receiving a client frame to handing its answer to the socket",
@@ -168,6 +180,9 @@ export function createMetrics(): Metrics {
     },
     countEvents(type, n) {
       eventTally.set(type, (eventTally.get(type) ?? 0) + n);
+    },
+    countError(code) {
+      errorTally.set(code, (errorTally.get(code) ?? 0) + 1);
     },
     countTokens(n) {
       tokenTally += n;

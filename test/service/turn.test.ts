@@ -22,7 +22,7 @@ afterEach(async () => {
   await Promise.all(running.splice(0).map((s) => s.stop()));
 });
 
-async function start(): Promise<Server> {
+async function start(turn?: TurnBudget): Promise<Server> {
   const svc = new Server({
     host: "127.0.0.1",
     port: 0,
@@ -33,6 +33,8 @@ async function start(): Promise<Server> {
     limits: { ...DEFAULT_LIMITS },
   });
   running.push(svc);
+  // a budget of 0 ms: every look at it past the first in a turn finds it spent (reading split as finely as it can be)
+  if (turn !== undefined) Object.assign(svc.service, { turn });
   await svc.start();
   return svc;
 }
@@ -109,5 +111,54 @@ describe("the turn budget", () => {
     expect(text).toBe(" lorem".repeat(FRAMES * 5000));
     conn.close();
     other.close();
+  });
+
+  it("reads a frame of thousands of ops over several turns, answers it as the same one frame, and serves others between its parts", async () => {
+    // 2,000 streams opened, fed and closed in one frame, with a refused open among them (its error in the answer)
+    const ops: unknown[] = [];
+    for (let i = 0; i < 2000; i++) {
+      ops.push({ open: { stream: `s${i}` } });
+      ops.push({ tokens: { stream: `s${i}`, ids: enc.encode(`<|channel|>final<|message|>Hi ${i}<|return|>`) } });
+      if (i === 1000) ops.push({ open: { stream: "s1000" } });
+      ops.push({ close: { stream: `s${i}` } });
+    }
+    const big = JSON.stringify({ ops });
+    const small = JSON.stringify({
+      ops: [{ open: { stream: "b" } }, { tokens: { stream: "b", ids: enc.encode("<|channel|>final<|message|>Hi") } }],
+    });
+    const read = async (turn: TurnBudget) => {
+      const svc = await start(turn);
+      const sent: string[] = [];
+      const log: string[] = [];
+      const log2: string[] = [];
+      const a = svc.service.newConnection(recording(log, sent, "a"), "t");
+      const b = svc.service.newConnection(recording(log2, sent, "b"), "t");
+      a.onFrame(big);
+      b.onFrame(small);
+      await until(() => answers(log).length === 1 && answers(log2).length === 1);
+      a.close();
+      b.close();
+      return { answer: answers(log)[0]!, small: answers(log2)[0]!, order: sent.join(""), paused: log.includes("pause") };
+    };
+    const whole = await read(new TurnBudget(60_000));
+    const split = await read(new TurnBudget(0));
+    // one turn for all of it: the big frame answered first, its connection never paused
+    expect(whole.order).toBe("ab");
+    expect(whole.paused).toBe(false);
+    // read in parts: the other connection's frame answered between them, the big one's reading paused meanwhile
+    expect(split.order).toBe("ba");
+    expect(split.paused).toBe(true);
+    // and the same answers, event for event
+    expect(split.answer).toBe(whole.answer);
+    expect(split.small).toBe(whole.small);
+    const events = (JSON.parse(split.answer) as { events: { stream: string; delta?: { text: string }; error?: { code: string } }[] })
+      .events;
+    expect(events.filter((e) => e.error?.code === "duplicate_stream").map((e) => e.stream)).toEqual(["s1000"]);
+    expect(
+      events
+        .filter((e) => e.stream === "s1999" && e.delta)
+        .map((e) => e.delta!.text)
+        .join(""),
+    ).toBe("Hi 1999");
   });
 });
