@@ -112,14 +112,31 @@ export class SessionHost {
     return this.open;
   }
 
-  /** Forget a connection's streams (it went away). */
+  /**
+   * Forget a connection's streams (it went away). Their sessions are kept
+   * as spares, as a close's are: a client that opens a thousand streams,
+   * leaves and comes back (bench/hostile (n)) otherwise left a thousand
+   * sessions a round to the old generation.
+   */
   drop(conn: number): number {
     const m = this.conns.get(conn);
     if (m) {
       this.open -= m.size;
       this.conns.delete(conn);
+      for (const session of m.values()) {
+        if (this.spare.length >= MAX_SPARE_SESSIONS) break;
+        this.keepSpare(session);
+      }
     }
     return this.open;
+  }
+
+  /** A session whose stream has ended, kept for a later open: what the stream held let go until then. */
+  private keepSpare(session: Session): void {
+    session.parser.restart();
+    session.adapter = null;
+    session.cot?.clear();
+    this.spare.push(session);
   }
 
   // the batch being answered: begin(), then ops in order, then finish()
@@ -238,13 +255,7 @@ export class SessionHost {
     this.open--;
     // a client's abort is not malformed model output: counted, not logged
     if (events.length > 0) this.count(session, events, reason === "abort" ? null : this.notes);
-    if (this.spare.length < MAX_SPARE_SESSIONS) {
-      // let go of what the closed stream held until the session is reused
-      session.parser.restart();
-      session.adapter = null;
-      session.cot?.clear();
-      this.spare.push(session);
-    }
+    if (this.spare.length < MAX_SPARE_SESSIONS) this.keepSpare(session);
   }
 
   /** The batch's events, encoded, with what it counted. */

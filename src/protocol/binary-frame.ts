@@ -55,6 +55,9 @@ function fitHandle(v: number): number {
   return v;
 }
 
+/** The tools of an open that declares none (frozen: shared by every such open). */
+const NO_TOOLS = Object.freeze([]) as unknown as string[];
+
 /** The message of an op dropped for a string field that is not UTF-8. */
 const NOT_UTF8 = "has a string field that is not valid UTF-8";
 
@@ -89,7 +92,7 @@ function readOpen(r: Reader, buf: Uint8Array, names: Map<number, string> | null)
   let handle = 0;
   let afterStop = "";
   let calls = "";
-  const tools: string[] = [];
+  let tools: string[] | null = null;
   let bad = false;
   while (r.pos < r.end) {
     const t = r.varint();
@@ -115,7 +118,7 @@ function readOpen(r: Reader, buf: Uint8Array, names: Map<number, string> | null)
       else if (f === OPEN_FORMAT) format = v;
       else if (f === OPEN_REASONING_FIELD) reasoningField = v;
       else if (f === OPEN_AFTER_STOP) afterStop = v;
-      else if (f === OPEN_TOOLS) tools.push(v);
+      else if (f === OPEN_TOOLS) (tools ??= []).push(v);
       else if (f === OPEN_CALLS) calls = v;
       else model = v;
     } else if (w === VARINT && (f === OPEN_WHOLE_MESSAGES || f === OPEN_NON_STRICT || f === OPEN_HANDLE)) {
@@ -138,7 +141,8 @@ function readOpen(r: Reader, buf: Uint8Array, names: Map<number, string> | null)
     reasoning_field: reasoningField,
     model,
     after_stop: afterStop,
-    tools,
+    // most opens declare no tools: one frozen empty list for all of them (a step frame opens many)
+    tools: tools ?? NO_TOOLS,
     calls,
   };
 }

@@ -93,10 +93,14 @@ class FrameErrors {
   private readonly seen = new Map<string, number>();
 
   add(immediate: WireEvent[], ev: WireEvent): void {
-    const code = (ev.error as { code: string }).code;
+    if (this.take((ev.error as { code: string }).code)) immediate.push(ev);
+  }
+
+  /** Count an error of `code`: whether the answer lists it (else it need not even be made). */
+  take(code: string): boolean {
     const n = (this.seen.get(code) ?? 0) + 1;
     this.seen.set(code, n);
-    if (n <= MAX_ERRORS_PER_CODE) immediate.push(ev);
+    return n <= MAX_ERRORS_PER_CODE;
   }
 
   /** Append the counts of what was left out, and start over for the next frame. */
@@ -406,13 +410,12 @@ export class Connection {
       } else if (kind === OP_TOKENS) {
         const st = this.streams.find(name, handle);
         if (st) route.tokens(st, ops.starts[i]!, ops.ends[i]!);
-        else this.opErrors.add(immediate, this.lateOp(name, handle));
+        else this.lateOp(immediate, name, handle);
       } else if (kind === OP_OPEN) {
         // where the streams closed in this frame were, by what their events carry
         // (handle, else name): a stream opened later in the frame whose events
         // carry the same goes there, so the old stream's last events come first
-        const refused = this.openStream(ops.rare[i] as OpenOp, name, handle, f.closedHere, route);
-        if (refused) this.opErrors.add(immediate, refused);
+        this.openStream(ops.rare[i] as OpenOp, name, handle, f.closedHere, route, immediate);
       } else if (kind === OP_CLOSE) {
         const st = this.closeStream(ops.rare[i] as CloseOp, name, handle, route, immediate);
         if (st) (f.closedHere ??= new Map()).set(st.handle !== 0 ? st.handle : st.name, st.slot);
@@ -581,7 +584,7 @@ export class Connection {
   }
 
   /**
-   * Open a stream and route its open; an error event when it is refused.
+   * Open a stream and route its open, or refuse it (an error in `immediate`).
    * An open always has a name: its errors name the stream by it (its handle may be another stream's).
    */
   private openStream(
@@ -590,28 +593,19 @@ export class Connection {
     handle: number,
     closedHere: Map<string | number, number> | null,
     route: FrameRoute,
-  ): WireEvent | null {
-    if (this.draining) return this.errorEvent(name, "shutting_down", "the server is draining; no new streams");
-    if (this.streams.has(name)) return this.errorEvent(name, "duplicate_stream", `stream ${describeValue(name)} is already open`);
-    const holder = handle !== 0 ? this.streams.holder(handle) : undefined;
-    if (holder)
-      return this.errorEvent(name, "duplicate_stream", `handle ${handle} is already in use by stream ${describeValue(holder.name)}`);
-    const l = this.service.limits;
-    const max = l.maxStreamsPerConnection;
-    if (this.streams.size >= max) return this.errorEvent(name, "too_many_streams", `at most ${max} open streams per connection`);
-    if (name.length > l.maxStreamName) {
-      // named by its first 64 characters: echoing a 4 MB name would make the answer as big as the attack
-      return this.errorEvent(name.slice(0, 64), "bad_option", `a stream name is at most ${l.maxStreamName} characters`);
+    immediate: WireEvent[],
+  ): void {
+    const refused = this.openRefusal(name, handle);
+    if (refused !== null) {
+      // a frame of 2,000 opens past the budget: counted, and only the listed ones made (bench/hostile (n))
+      if (this.listed(refused)) immediate.push(this.openRefused(refused, name, handle));
+      return;
     }
-    const held = this.group !== null ? this.group.streamBytes : this.streams.bytes;
-    if (held + STREAM_BYTES + 2 * name.length > l.maxConnectionBytes) {
-      const whose = this.group !== null ? "the HTTP/2 connection's calls" : "the connection's streams";
-      return this.errorEvent(name, "over_budget", `${whose} are at their budget (${l.maxConnectionBytes} bytes)`);
-    }
-    if (this.service.overBudget())
-      return this.errorEvent(name, "over_budget", "the server is near its memory budget; no new streams for now");
     const spec = this.openSpec(op, name, handle);
-    if (typeof spec === "string") return this.errorEvent(name, "bad_option", spec);
+    if (typeof spec === "string") {
+      this.opErrors.add(immediate, this.errorEvent(name, "bad_option", spec));
+      return;
+    }
     const pool = this.service.pool;
     // keyed the way the streams' events are: by handle when there is one, else by name
     const prior = closedHere?.get(handle !== 0 ? handle : name);
@@ -620,14 +614,52 @@ export class Connection {
     this.slotsUsed.add(slot);
     this.service.metrics.openStreams.inc();
     route.open(st, spec);
+  }
+
+  /** Why an open of `name` (and `handle`) is refused before its options are read, or null. */
+  private openRefusal(name: string, handle: number): ServiceErrorCode | null {
+    if (this.draining) return "shutting_down";
+    if (this.streams.has(name) || (handle !== 0 && this.streams.holder(handle))) return "duplicate_stream";
+    const l = this.service.limits;
+    if (this.streams.size >= l.maxStreamsPerConnection) return "too_many_streams";
+    if (name.length > l.maxStreamName) return "bad_option";
+    if (this.heldStreamBytes() + STREAM_BYTES + 2 * name.length > l.maxConnectionBytes) return "over_budget";
+    if (this.service.overBudget()) return "over_budget";
     return null;
+  }
+
+  /** What the streams of this connection (or its HTTP/2 connection's calls) count against maxConnectionBytes. */
+  private heldStreamBytes(): number {
+    return this.group !== null ? this.group.streamBytes : this.streams.bytes;
+  }
+
+  /** The error event of an open refused with `code` by openRefusal (its checks made again, for the message). */
+  private openRefused(code: ServiceErrorCode, name: string, handle: number): WireEvent {
+    const l = this.service.limits;
+    let message: string;
+    if (code === "shutting_down") message = "the server is draining; no new streams";
+    else if (code === "duplicate_stream") {
+      const holder = this.streams.has(name) ? undefined : this.streams.holder(handle);
+      message =
+        holder === undefined
+          ? `stream ${describeValue(name)} is already open`
+          : `handle ${handle} is already in use by stream ${describeValue(holder.name)}`;
+    } else if (code === "too_many_streams") message = `at most ${l.maxStreamsPerConnection} open streams per connection`;
+    else if (code === "bad_option") {
+      // named by its first 64 characters: echoing a 4 MB name would make the answer as big as the attack
+      return this.makeError(name.slice(0, 64), code, `a stream name is at most ${l.maxStreamName} characters`);
+    } else if (this.heldStreamBytes() + STREAM_BYTES + 2 * name.length > l.maxConnectionBytes) {
+      const whose = this.group !== null ? "the HTTP/2 connection's calls" : "the connection's streams";
+      message = `${whose} are at their budget (${l.maxConnectionBytes} bytes)`;
+    } else message = "the server is near its memory budget; no new streams for now";
+    return this.makeError(name, code, message);
   }
 
   /** Close a stream and route its close; the stream closed, or null (with an error event added) when refused. */
   private closeStream(op: CloseOp, name: string, handle: number, route: FrameRoute, immediate: WireEvent[]): StreamState | null {
     const st = this.streams.find(name, handle);
     if (!st) {
-      this.opErrors.add(immediate, this.lateOp(name, handle));
+      this.lateOp(immediate, name, handle);
       return null;
     }
     const reason = op.reason === "" ? "eos" : op.reason;
@@ -662,15 +694,27 @@ export class Connection {
   }
 
   /** The error for tokens or close naming a stream that is not open here (or a handle and a name that disagree). */
-  private lateOp(name: string, handle: number): WireEvent {
-    const why = this.streams.whyNot(name, handle);
-    return this.errorEvent(opRef(name, handle), why.code, why.message);
+  private lateOp(immediate: WireEvent[], name: string, handle: number): void {
+    const code = this.streams.lateCode(name, handle);
+    if (this.listed(code)) immediate.push(this.makeError(opRef(name, handle), code, this.streams.whyNot(name, handle).message));
   }
 
-  /** An error event for a stream name, or for how an op or a stream is named. */
+  /** Count an op's error of `code`: whether the frame's answer lists it (the first MAX_ERRORS_PER_CODE of its code). */
+  private listed(code: ServiceErrorCode): boolean {
+    this.service.metrics.countError(code);
+    this.service.metrics.countEvents("error", 1);
+    return this.opErrors.take(code);
+  }
+
+  /** An error event for a stream name, or for how an op or a stream is named (counted). */
   private errorEvent(ref: string | StreamRef, code: ServiceErrorCode, message: string): WireEvent {
     this.service.metrics.countError(code);
     this.service.metrics.countEvents("error", 1);
+    return this.makeError(ref, code, message);
+  }
+
+  /** {@link errorEvent}, made only: its count was taken (listed). */
+  private makeError(ref: string | StreamRef, code: ServiceErrorCode, message: string): WireEvent {
     return { ...(typeof ref === "string" ? { stream: ref } : ref), error: { code, message, at: 0 } } as WireEvent;
   }
 

@@ -123,6 +123,12 @@ export class StreamBook {
   }
 
   /** Why `find(name, handle)` found nothing. */
+  /** whyNot's code alone (no message made). */
+  lateCode(name: string, handle: number): LateOp["code"] {
+    if (handle !== 0 && this.handles.get(handle)) return "unknown_stream";
+    return (handle === 0 ? this.closed.has(name) : this.closedHandles.has(handle)) ? "stream_closed" : "unknown_stream";
+  }
+
   whyNot(name: string, handle: number): LateOp {
     const st = handle !== 0 ? this.handles.get(handle) : undefined;
     if (st) return { code: "unknown_stream", message: `handle ${handle} is stream ${describeValue(st.name)}, not ${describeValue(name)}` };

@@ -41,7 +41,7 @@ function heldBytes(): number {
 }
 
 describe("SessionHost", () => {
-  it("a dropped connection's sessions are freed, including those of the last batch it answered", () => {
+  it("a dropped connection's sessions are freed but for the spares kept, including those of the last batch it answered", () => {
     const host = new SessionHost(vocab, schema());
     const ids = Uint32Array.from(enc.encode("<|channel|>analysis<|message|>We need to think about this carefully"));
     const open = (conn: number, n: number) => {
@@ -60,8 +60,11 @@ describe("SessionHost", () => {
     expect(full - before).toBeGreaterThan(4 * 2 ** 20); // the sessions are really held (~1.7 KiB each)
     expect(host.drop(2)).toBe(0);
     const after = heldBytes();
-    // what may stay is the host's reusable answer buffer (at most 1 MiB), not the sessions
-    expect(after - before).toBeLessThan(1.5 * 2 ** 20);
+    // what may stay is the host's reusable answer buffer (at most 1 MiB) and 1,024 of the sessions kept as
+    // spares (emptied: ~1.7 KiB each, their windows), not the other 3,976
+    expect((host as unknown as { spare: unknown[] }).spare).toHaveLength(1024);
+    expect(after - before).toBeLessThan(1.5 * 2 ** 20 + 1024 * 2 * 1024);
+    expect(full - after).toBeGreaterThan(3976 * 1024);
   });
 
   it("answers a batch in op order and counts what it did", () => {
@@ -232,6 +235,32 @@ describe("SessionHost", () => {
     host.begin(2, false);
     expect(host.openStream(1, spec("again"))).toBe(sessions[1023]);
     host.finish();
+  });
+
+  it("keeps a dropped connection's sessions as spares too, emptied, and they parse the next streams as new ones do", () => {
+    const host = new SessionHost(vocab, schema());
+    const text = Uint32Array.from(enc.encodeOrdinary("a strict header that never ends ".repeat(500)));
+    const sessions = [];
+    host.begin(1, true);
+    for (let sid = 1; sid <= 1100; sid++) sessions.push(host.openStream(sid, { ...spec(`s${sid}`), mode: "strict" }));
+    host.tokens(1, text, 0, text.length);
+    expect(sessions[0]!.parser.heldBytes()).toBeGreaterThan(10_000);
+    host.finish();
+    // the client went away without closing anything (bench/hostile (n)): its streams are forgotten, their sessions kept
+    expect(host.drop(1)).toBe(0);
+    expect((host as unknown as { spare: unknown[] }).spare).toHaveLength(1024);
+    expect(sessions[0]!.parser.heldBytes()).toBeLessThan(4096);
+    // a reused session answers as a fresh host's does
+    const answer = (h: SessionHost) => {
+      h.begin(2, true);
+      h.openStream(7, spec("again"));
+      const ids = Uint32Array.from(enc.encode("<|channel|>final<|message|>Hi<|return|>"));
+      h.tokens(7, ids, 0, ids.length);
+      h.closeStream(7, "eos");
+      return h.finish().json;
+    };
+    expect(answer(host)).toEqual(answer(new SessionHost(vocab, schema())));
+    expect((host as unknown as { spare: unknown[] }).spare).toHaveLength(1024);
   });
 
   it("reasoning kept from token bytes stops at the limit on a character boundary, as from text", () => {
