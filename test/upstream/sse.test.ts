@@ -214,4 +214,43 @@ describe("readEvents against a body that comes faster than it is read", () => {
     // with 'data' events, a body held near its high-water mark is read one HTTP chunk per `_read`: ~N reads
     expect(body.reads).toBeLessThan(N / 100);
   });
+
+  it("splits a piece of megabytes a slice at a time: the consumer holds the body back inside the piece, and the end waits for the rest", async () => {
+    // one piece of ~2.6 MB (a body that held everything the engine ran ahead by), then the end
+    const N = 40_000;
+    const text = Array.from({ length: N }, (_, i) => `data: {"i":${i},"choices":[{"index":0,"token_ids":[${i}]}]}\n\n`).join("");
+    const body = new Readable({ read() {} });
+    body.push(Buffer.from(text));
+    body.push(null);
+    const seen: number[] = [];
+    // which events were given in the same turn as the one before (no hold between them)
+    let runs = 0;
+    let inTurn = false;
+    const opts = { baseUrl: "http://unused", idleTimeoutMs: 60_000, signal: new AbortController().signal, done: false };
+    await readEvents(
+      body,
+      opts,
+      false,
+      (c) => {
+        seen.push(c.i as number);
+        if (!inTurn) {
+          inTurn = true;
+          runs++;
+        }
+        // a consumer behind every 1,000th event: the reading of the piece stops there and resumes after
+        if ((c.i as number) % 1000 !== 999) return undefined;
+        return new Promise<void>((r) =>
+          setImmediate(() => {
+            inTurn = false;
+            r();
+          }),
+        );
+      },
+      undefined,
+      { refresh: () => undefined, hold: () => undefined, clocks: () => null },
+    );
+    // every event, in order, none after the end was read too early
+    expect(seen).toEqual(Array.from({ length: N }, (_, i) => i));
+    expect(runs).toBeGreaterThanOrEqual(N / 1000);
+  });
 });
