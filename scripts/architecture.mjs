@@ -39,7 +39,7 @@ export const LAYERS = [
   ["cli", "the `harmony-sidecar` binary"],
   [
     "workers",
-    "the worker threads' entry points (top-level `workers/`, thin wiring: the parser pool's, the render thread's, the answer check's, the inspector's parse)",
+    "the worker threads' entry points (top-level `workers/`, thin wiring: the parser pool's, the render thread's, the answer check's, the inspector's parse, `parse --batch`'s helper)",
   ],
 ];
 

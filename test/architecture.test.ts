@@ -124,6 +124,7 @@ describe("architecture", () => {
     const entries = graph.filter((n) => marker.test(readFileSync(new URL(`../${n.file}`, import.meta.url), "utf8")));
     expect(entries.map((n) => n.file).filter((f) => !f.startsWith("workers/"))).toEqual([]);
     expect(graph.filter((n) => n.module === "workers").map((n) => n.file)).toEqual([
+      "workers/batch.ts",
       "workers/check.ts",
       "workers/inspect.ts",
       "workers/parser-entry.cts",

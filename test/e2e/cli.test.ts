@@ -2,7 +2,7 @@
 import { PassThrough, Readable } from "node:stream";
 import { describe, expect, it } from "vitest";
 import fc from "fast-check";
-import { parseIdList, readLines, runParse, type ParseCommandOptions } from "../../src/commands/parse.js";
+import { BATCH_TUNING, parseIdList, readLines, runParse, type ParseCommandOptions } from "../../src/commands/parse.js";
 import { fcParams, harmony, loadJsonl } from "../helpers.js";
 
 const { enc } = harmony();
@@ -102,6 +102,49 @@ describe("parse", () => {
       .join("\n");
     const r = await run(input, { batch: true, strict: true });
     expect(r.lines).toHaveLength(1200);
+  });
+
+  it("answers a batch the same with a helper thread as without, every kind of line and its number, in order", async () => {
+    // the helper (workers/batch.ts, a real thread) from the first byte, a unit every few lines: each line's
+    // answer may come from either thread, and the answers must be the one thread's, byte for byte
+    const cases = loadJsonl("wellformed.jsonl");
+    const lines: string[] = [];
+    for (const [i, c] of cases.entries()) {
+      const r = i % 11;
+      if (r === 1) lines.push("");
+      else if (r === 2) lines.push(`{"id":"x${i}","tokens":[1,2,"a"]}`);
+      else if (r === 3) lines.push(`not json ${i}`);
+      else if (r === 4) lines.push(JSON.stringify({ id: `r${i}`, role: null, tokens: c.tokens }));
+      else if (r === 5) lines.push(`{"id": "s${i}", "tokens": ${JSON.stringify(c.tokens)}}\r`);
+      else if (r === 6) lines.push("[1,2,3]");
+      lines.push(JSON.stringify({ id: c.id, tokens: c.tokens }));
+    }
+    const input = lines.join("\n");
+    const answer = async (helper: boolean) => {
+      const stdout = new PassThrough();
+      const stderr = new PassThrough();
+      let out = "";
+      let err = "";
+      stdout.on("data", (c) => (out += c));
+      stderr.on("data", (c) => (err += c));
+      // the input cut into pieces of ~2 KiB, as a pipe cuts it (a unit is what one read gives)
+      const pieces: string[] = [];
+      for (let at = 0; at < input.length; at += 2048) pieces.push(input.slice(at, at + 2048));
+      const code = await runParse({ ...defaults, batch: true }, { stdin: Readable.from(pieces), stdout, stderr }, enc, {
+        ...BATCH_TUNING,
+        helper,
+        helperAfterBytes: 0,
+        unitBytes: 1024,
+      });
+      return { code, out, err };
+    };
+    const one = await answer(false);
+    const two = await answer(true);
+    expect(one.code).toBe(2);
+    expect(two).toEqual(one);
+    expect(one.out.split("\n").filter((l) => l.includes('"bad_json"')).length).toBeGreaterThan(10);
+    // the line numbers in the messages are the input's (line 6 is the first "not json": lines 2 and 4 are a blank and a bad id)
+    expect(one.out).toContain("line 6 is not usable JSON");
   });
 
   it("answers a batch line of the plain shape as the general path answers the same case spaced out", async () => {
