@@ -15,14 +15,15 @@ const defaults: ParseCommandOptions = {
   batch: false,
 };
 
-async function run(stdin: string, opts: Partial<ParseCommandOptions>) {
+async function run(stdin: string | string[], opts: Partial<ParseCommandOptions>, tuning = BATCH_TUNING) {
   const stdout = new PassThrough();
   const stderr = new PassThrough();
   let out = "";
   let err = "";
   stdout.on("data", (c) => (out += c));
   stderr.on("data", (c) => (err += c));
-  const code = await runParse({ ...defaults, ...opts }, { stdin: Readable.from([stdin]), stdout, stderr }, enc);
+  const pieces = typeof stdin === "string" ? [stdin] : stdin;
+  const code = await runParse({ ...defaults, ...opts }, { stdin: Readable.from(pieces), stdout, stderr }, enc, tuning);
   return {
     code,
     lines: out
@@ -120,31 +121,18 @@ describe("parse", () => {
       lines.push(JSON.stringify({ id: c.id, tokens: c.tokens }));
     }
     const input = lines.join("\n");
-    const answer = async (helper: boolean) => {
-      const stdout = new PassThrough();
-      const stderr = new PassThrough();
-      let out = "";
-      let err = "";
-      stdout.on("data", (c) => (out += c));
-      stderr.on("data", (c) => (err += c));
-      // the input cut into pieces of ~2 KiB, as a pipe cuts it (a unit is what one read gives)
-      const pieces: string[] = [];
-      for (let at = 0; at < input.length; at += 2048) pieces.push(input.slice(at, at + 2048));
-      const code = await runParse({ ...defaults, batch: true }, { stdin: Readable.from(pieces), stdout, stderr }, enc, {
-        ...BATCH_TUNING,
-        helper,
-        helperAfterBytes: 0,
-        unitBytes: 1024,
-      });
-      return { code, out, err };
-    };
+    // the input cut into pieces of ~2 KiB, as a pipe cuts it (a unit is what one read gives)
+    const pieces: string[] = [];
+    for (let at = 0; at < input.length; at += 2048) pieces.push(input.slice(at, at + 2048));
+    const answer = (helper: boolean) => run(pieces, { batch: true }, { ...BATCH_TUNING, helper, helperAfterBytes: 0, unitBytes: 1024 });
     const one = await answer(false);
     const two = await answer(true);
     expect(one.code).toBe(2);
     expect(two).toEqual(one);
-    expect(one.out.split("\n").filter((l) => l.includes('"bad_json"')).length).toBeGreaterThan(10);
+    const errors = one.lines.filter((l) => l.error?.code === "bad_json");
+    expect(errors.length).toBeGreaterThan(10);
     // the line numbers in the messages are the input's (line 6 is the first "not json": lines 2 and 4 are a blank and a bad id)
-    expect(one.out).toContain("line 6 is not usable JSON");
+    expect(errors[0].error.message).toMatch(/^line 6 is not usable JSON/);
   });
 
   it("answers a batch line of the plain shape as the general path answers the same case spaced out", async () => {

@@ -165,6 +165,17 @@ describe("getText", () => {
 });
 
 describe("readEvents against a body that comes faster than it is read", () => {
+  /** readEvents with no [DONE] needed, no clocks and no drained hook. */
+  const readBody = (body: Readable, onEvent: (c: Record<string, unknown>) => Promise<void> | undefined) =>
+    readEvents(
+      body,
+      { baseUrl: "http://unused", idleTimeoutMs: 60_000, signal: new AbortController().signal, done: false },
+      false,
+      onEvent,
+      undefined,
+      { refresh: () => undefined, hold: () => undefined, clocks: () => null },
+    );
+
   /**
    * A body as undici's is: each `_read` parses what the socket holds into
    * pushes until one says the buffer is full (undici's parser pauses there,
@@ -194,21 +205,13 @@ describe("readEvents against a body that comes faster than it is read", () => {
     const body = new ParsedBody(events, 64 * 1024);
     const seen: number[] = [];
     let holds = 0;
-    const opts = { baseUrl: "http://unused", idleTimeoutMs: 60_000, signal: new AbortController().signal, done: false };
-    await readEvents(
-      body,
-      opts,
-      false,
-      (c) => {
-        seen.push(c.i as number);
-        // a consumer behind every 100th event (a turn of its own): the body is left unread meanwhile
-        if ((c.i as number) % 100 !== 99) return undefined;
-        holds++;
-        return new Promise<void>((r) => setImmediate(r));
-      },
-      undefined,
-      { refresh: () => undefined, hold: () => undefined, clocks: () => null },
-    );
+    await readBody(body, (c) => {
+      seen.push(c.i as number);
+      // a consumer behind every 100th event (a turn of its own): the body is left unread meanwhile
+      if ((c.i as number) % 100 !== 99) return undefined;
+      holds++;
+      return new Promise<void>((r) => setImmediate(r));
+    });
     expect(seen).toEqual(events.map((_, i) => i));
     expect(holds).toBe(N / 100);
     // with 'data' events, a body held near its high-water mark is read one HTTP chunk per `_read`: ~N reads
@@ -226,29 +229,21 @@ describe("readEvents against a body that comes faster than it is read", () => {
     // which events were given in the same turn as the one before (no hold between them)
     let runs = 0;
     let inTurn = false;
-    const opts = { baseUrl: "http://unused", idleTimeoutMs: 60_000, signal: new AbortController().signal, done: false };
-    await readEvents(
-      body,
-      opts,
-      false,
-      (c) => {
-        seen.push(c.i as number);
-        if (!inTurn) {
-          inTurn = true;
-          runs++;
-        }
-        // a consumer behind every 1,000th event: the reading of the piece stops there and resumes after
-        if ((c.i as number) % 1000 !== 999) return undefined;
-        return new Promise<void>((r) =>
-          setImmediate(() => {
-            inTurn = false;
-            r();
-          }),
-        );
-      },
-      undefined,
-      { refresh: () => undefined, hold: () => undefined, clocks: () => null },
-    );
+    await readBody(body, (c) => {
+      seen.push(c.i as number);
+      if (!inTurn) {
+        inTurn = true;
+        runs++;
+      }
+      // a consumer behind every 1,000th event: the reading of the piece stops there and resumes after
+      if ((c.i as number) % 1000 !== 999) return undefined;
+      return new Promise<void>((r) =>
+        setImmediate(() => {
+          inTurn = false;
+          r();
+        }),
+      );
+    });
     // every event, in order, none after the end was read too early
     expect(seen).toEqual(Array.from({ length: N }, (_, i) => i));
     expect(runs).toBeGreaterThanOrEqual(N / 1000);
