@@ -122,24 +122,23 @@ export class StreamBook {
     return !st || (handle !== 0 && name !== "" && st.name !== name) ? undefined : st;
   }
 
-  /** Why `find(name, handle)` found nothing. */
-  /** whyNot's code alone (no message made). */
+  /** Why `find(name, handle)` found nothing: whyNot's code alone, no message made (most such ops are not listed in the answer). */
   lateCode(name: string, handle: number): LateOp["code"] {
     if (handle !== 0 && this.handles.get(handle)) return "unknown_stream";
     return (handle === 0 ? this.closed.has(name) : this.closedHandles.has(handle)) ? "stream_closed" : "unknown_stream";
   }
 
+  /** Why `find(name, handle)` found nothing: lateCode's code, and what it means for this op. */
   whyNot(name: string, handle: number): LateOp {
-    const st = handle !== 0 ? this.handles.get(handle) : undefined;
-    if (st) return { code: "unknown_stream", message: `handle ${handle} is stream ${describeValue(st.name)}, not ${describeValue(name)}` };
+    const code = this.lateCode(name, handle);
     const byName = handle === 0;
-    if (byName ? this.closed.has(name) : this.closedHandles.has(handle)) {
-      return {
-        code: "stream_closed",
-        message: byName ? `stream ${describeValue(name)} is closed` : `the stream with handle ${handle} is closed`,
-      };
-    }
-    return { code: "unknown_stream", message: byName ? `no open stream ${describeValue(name)}` : `no open stream with handle ${handle}` };
+    const st = byName ? undefined : this.handles.get(handle);
+    let message: string;
+    if (st) message = `handle ${handle} is stream ${describeValue(st.name)}, not ${describeValue(name)}`;
+    else if (code === "stream_closed")
+      message = byName ? `stream ${describeValue(name)} is closed` : `the stream with handle ${handle} is closed`;
+    else message = byName ? `no open stream ${describeValue(name)}` : `no open stream with handle ${handle}`;
+    return { code, message };
   }
 
   /** The stream is closed (or lost): forget it, and remember its name and handle as closed. */
