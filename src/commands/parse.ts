@@ -116,12 +116,11 @@ type Line = string | null;
  * line is skipped and the line is null.
  */
 export async function* readLines(input: Readable, maxBytes: number = MAX_BATCH_LINE_BYTES): AsyncGenerator<Line[]> {
-  for await (const lines of readLineBytes(input, maxBytes))
-    yield lines.map((b) => (b === null ? null : Buffer.from(b.buffer, b.byteOffset, b.byteLength).toString("utf8")));
+  for await (const lines of readLineBytes(input, maxBytes)) yield lines.map((b) => (b === null ? null : b.toString("utf8")));
 }
 
 /** {@link readLines}, each line's bytes (a view of the input's chunk when the line is within one: not copied). */
-async function* readLineBytes(input: Readable, maxBytes: number): AsyncGenerator<LineBytes[]> {
+async function* readLineBytes(input: Readable, maxBytes: number): AsyncGenerator<(Buffer | null)[]> {
   let parts: Buffer[] = []; // the current line's bytes so far
   let held = 0;
   let skipping = false;
@@ -133,7 +132,7 @@ async function* readLineBytes(input: Readable, maxBytes: number): AsyncGenerator
   };
   for await (const chunk of input) {
     const c = typeof chunk === "string" ? Buffer.from(chunk) : (chunk as Buffer);
-    const out: LineBytes[] = [];
+    const out: (Buffer | null)[] = [];
     let from = 0;
     for (let nl = c.indexOf(0x0a); nl !== -1; nl = c.indexOf(0x0a, from)) {
       if (skipping || held + (nl - from) > maxBytes) out.push(null);
@@ -236,8 +235,7 @@ class BatchHelper {
   private failed: Error | null = null;
   private ready = false;
 
-  constructor(enc: HarmonyEncoding, opts: ParseCommandOptions, defaultRole: string | null) {
-    const base = parserOptions(opts, null);
+  constructor(enc: HarmonyEncoding, base: ParserOptions, defaultRole: string | null) {
     const { port1, port2 } = new MessageChannel();
     this.answers = port1;
     this.worker = new Worker(new URL("../../workers/batch.js", import.meta.url), {
@@ -298,8 +296,12 @@ async function runBatch(
   defaultRole: string | null,
   tuning: BatchTuning,
 ): Promise<number> {
-  const cases = new BatchCases(new Vocabulary(enc.table), parserOptions(opts, null), defaultRole);
-  let helper: BatchHelper | null = null;
+  const base = parserOptions(opts, null);
+  const cases = new BatchCases(new Vocabulary(enc.table), base, defaultRole);
+  /** A helper for a batch of `bytes` so far, when it is worth one. */
+  const helperFor = (bytes: number) => (tuning.helper && bytes > tuning.helperAfterBytes ? new BatchHelper(enc, base, defaultRole) : null);
+  // a file's size is known now: a large one gets its helper from the start
+  let helper: BatchHelper | null = helperFor(inputBytes(io.stdin));
   // the units' answers in input order: a helper's while it works on them, then what it gave
   const answers: (BatchPart | Promise<BatchPart>)[] = [];
   let head = 0;
@@ -332,35 +334,29 @@ async function runBatch(
       await answers[head];
     }
   };
-  // a file's size is known now: a large one gets its helper from the start
-  if (tuning.helper && inputBytes(io.stdin) > tuning.helperAfterBytes) helper = new BatchHelper(enc, opts, defaultRole);
   try {
     let unit: LineBytes[] = [];
     let unitBytes = 0;
     let lineNo = 0;
-    let firstLine = 1;
     let read = 0;
+    /** The unit so far is given; the next begins after line `lineNo`. */
+    const cut = () => {
+      give(unit, lineNo - unit.length + 1);
+      unit = [];
+      unitBytes = 0;
+    };
     for await (const lines of readLineBytes(io.stdin, MAX_BATCH_LINE_BYTES)) {
       for (const line of lines) {
         lineNo++;
         unit.push(line);
-        unitBytes += (line === null ? 0 : line.length) + 1;
-        if (unitBytes >= tuning.unitBytes) {
-          give(unit, firstLine);
-          unit = [];
-          unitBytes = 0;
-          firstLine = lineNo + 1;
-        }
-        read += (line === null ? 0 : line.length) + 1;
+        const size = (line === null ? 0 : line.length) + 1;
+        unitBytes += size;
+        read += size;
+        if (unitBytes >= tuning.unitBytes) cut();
       }
       // what this read gave goes now, not when a unit is full: a client that writes a case and waits for its answer gets it
-      if (unit.length > 0) {
-        give(unit, firstLine);
-        unit = [];
-        unitBytes = 0;
-        firstLine = lineNo + 1;
-      }
-      if (helper === null && tuning.helper && read > tuning.helperAfterBytes) helper = new BatchHelper(enc, opts, defaultRole);
+      if (unit.length > 0) cut();
+      helper ??= helperFor(read);
       await flush(false);
     }
     await flush(true);

@@ -473,7 +473,7 @@ export function readEvents(
         const end = Math.min(piece.length, at + PIECE_SLICE_BYTES);
         const had = queued;
         try {
-          reader.push(end === piece.length && at === 0 ? piece : piece.subarray(at, end), collect);
+          reader.push(piece.subarray(at, end), collect);
         } catch (e) {
           return settle(e, false);
         }
