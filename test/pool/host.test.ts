@@ -218,15 +218,21 @@ describe("SessionHost", () => {
     );
   });
 
-  it("keeps at most 1024 closed sessions, and none holds what its stream held beyond small buffers", () => {
+  /** A host with 1,100 strict streams open on connection 1 in a batch begun (`json`), the first holding a huge header. */
+  const heldSessions = (json: boolean) => {
     const host = new SessionHost(vocab, schema());
     const text = Uint32Array.from(enc.encodeOrdinary("a strict header that never ends ".repeat(500)));
     const sessions = [];
-    host.begin(1, false);
+    host.begin(1, json);
     for (let sid = 1; sid <= 1100; sid++) sessions.push(host.openStream(sid, { ...spec(`s${sid}`), mode: "strict" }));
     // one huge strict header (no size limit in strict mode)
     host.tokens(1, text, 0, text.length);
     expect(sessions[0]!.parser.heldBytes()).toBeGreaterThan(10_000);
+    return { host, sessions };
+  };
+
+  it("keeps at most 1024 closed sessions, and none holds what its stream held beyond small buffers", () => {
+    const { host, sessions } = heldSessions(false);
     for (let sid = 1; sid <= 1100; sid++) host.closeStream(sid, "abort");
     host.finish();
     expect((host as unknown as { spare: unknown[] }).spare).toHaveLength(1024);
@@ -238,13 +244,7 @@ describe("SessionHost", () => {
   });
 
   it("keeps a dropped connection's sessions as spares too, emptied, and they parse the next streams as new ones do", () => {
-    const host = new SessionHost(vocab, schema());
-    const text = Uint32Array.from(enc.encodeOrdinary("a strict header that never ends ".repeat(500)));
-    const sessions = [];
-    host.begin(1, true);
-    for (let sid = 1; sid <= 1100; sid++) sessions.push(host.openStream(sid, { ...spec(`s${sid}`), mode: "strict" }));
-    host.tokens(1, text, 0, text.length);
-    expect(sessions[0]!.parser.heldBytes()).toBeGreaterThan(10_000);
+    const { host, sessions } = heldSessions(true);
     host.finish();
     // the client went away without closing anything (bench/hostile (n)): its streams are forgotten, their sessions kept
     expect(host.drop(1)).toBe(0);
