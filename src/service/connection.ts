@@ -244,8 +244,9 @@ export class Connection {
       return;
     }
     const started = performance.now();
-    if (this.service.turn.spent(started)) {
-      // this turn's frames have had their share (./turn.ts): the rest wait for the check phase, the socket paused
+    // this turn's frames have had their share (./turn.ts), or the client leaves its answers unread (a frame
+    // the socket had read before it was paused): the rest wait for the check phase, the socket paused
+    if (this.paused || this.service.turn.spent(started)) {
       this.waitTurn([data]);
       return;
     }
@@ -264,15 +265,25 @@ export class Connection {
   private deferredAt = 0;
   /** A frame whose ops were read in part when the turn's budget ran out: the rest are read first. */
   private partial: FrameRead | null = null;
+  /** The waiting frames are held back until the client reads its answers (updateFlow queues them again). */
+  private heldBack = false;
 
   /** The waiting frames, as many as the turn's budget takes (one at least); whether some still wait (TurnBudget.defer). */
   private readonly runDeferred = (): boolean => this.readDeferred(this.service.turn);
 
-  /** The waiting frames in order: as many as `turn`'s budget takes (one at least), or all of them (null). Whether some still wait. */
+  /**
+   * The waiting frames in order: as many as `turn`'s budget takes (one at least), or all of them (null).
+   * Whether some still wait for the next turn; none are read while the connection is congested (heldBack).
+   */
   private readDeferred(turn: TurnBudget | null): boolean {
     const frames = this.deferred;
     if (frames === null) return false;
     for (let first = true; !this.ended; first = false) {
+      // a client that leaves its answers unread is not read either: what it sent waits until it reads them
+      if (turn !== null && this.paused) {
+        this.heldBack = true;
+        return false;
+      }
       const part = this.partial;
       if (part !== null) {
         this.partial = null;
@@ -293,6 +304,7 @@ export class Connection {
     this.deferred = null;
     this.deferredAt = 0;
     this.partial = null;
+    this.heldBack = false;
     if (!this.ended) this.setReading();
   }
 
@@ -828,6 +840,11 @@ export class Connection {
     } else if (!congested && this.paused && this.inflight < l.maxInflightFrames / 2 && buffered < l.maxBufferedBytes / 2) {
       this.paused = false;
       this.setReading();
+      if (this.heldBack) {
+        // the frames it sent before it stopped reading go on, in a turn of their own
+        this.heldBack = false;
+        this.service.turn.defer(this.runDeferred);
+      }
     }
   }
 

@@ -56,6 +56,16 @@ function recording(log: string[], sent: string[] = [], name = ""): Transport {
 
 const answers = (log: string[]) => log.filter((l) => l !== "pause" && l !== "resume");
 
+/** The text deltas of every answer, in order. */
+function deltaText(log: string[]): string {
+  let text = "";
+  for (const a of answers(log)) {
+    const frameOut = JSON.parse(a) as { events?: { delta?: { text?: string } }[] };
+    for (const ev of frameOut.events ?? []) text += ev.delta?.text ?? "";
+  }
+  return text;
+}
+
 async function until(f: () => boolean): Promise<void> {
   while (!f()) await new Promise((r) => setTimeout(r, 5));
 }
@@ -103,11 +113,7 @@ describe("the turn budget", () => {
     expect(log.lastIndexOf("resume")).toBeGreaterThan(log.lastIndexOf("pause"));
     expect(log.filter((l) => l === "pause").length).toBe(log.filter((l) => l === "resume").length);
     // in order: every content token of every frame, as the answers' text deltas
-    let text = "";
-    for (const a of answers(log)) {
-      const frameOut = JSON.parse(a) as { events?: { delta?: { text?: string } }[] };
-      for (const ev of frameOut.events ?? []) text += ev.delta?.text ?? "";
-    }
+    const text = deltaText(log);
     expect(text).toBe(" lorem".repeat(FRAMES * 5000));
     conn.close();
     other.close();
@@ -160,5 +166,49 @@ describe("the turn budget", () => {
         .map((e) => e.delta!.text)
         .join(""),
     ).toBe("Hi 1999");
+  });
+
+  it("reads none of a congested connection's waiting frames until its client reads its answers, then all of them in order", async () => {
+    const svc = await start(new TurnBudget(0));
+    const log: string[] = [];
+    // answers the client has not read yet: their `done` is called when it reads them
+    const unread: (() => void)[] = [];
+    const conn = svc.service.newConnection(
+      {
+        ...recording(log),
+        send(frame, done) {
+          log.push(typeof frame === "string" ? frame : `bytes ${frame.length}`);
+          unread.push(done);
+        },
+      },
+      "t",
+    );
+    const word = enc.encode(" lorem")[0]!;
+    conn.onFrame(
+      JSON.stringify({ ops: [{ open: { stream: "a" } }, { tokens: { stream: "a", ids: enc.encode("<|channel|>final<|message|>") } }] }),
+    );
+    // 100 frames of 20,000 content tokens: ~120 KB of answer each, past the 8 MiB bound long before the last
+    const FRAMES = 100;
+    const frame = JSON.stringify({ ops: [{ tokens: { stream: "a", ids: new Array<number>(20_000).fill(word) } }] });
+    for (let i = 0; i < FRAMES; i++) conn.onFrame(frame);
+    // the frames the service has read (harmony_frames_total{transport="ws"})
+    const framesRead = async () => {
+      const text = await svc.service.metrics.registry.getSingleMetricAsString("harmony_frames_total");
+      return Number(/transport="ws"\} (\d+)/.exec(text)?.[1] ?? 0);
+    };
+    await until(() => log.includes("pause") && answers(log).length > 1);
+    // turn after turn: a congested connection's waiting frames stay unread
+    const before = await framesRead();
+    for (let i = 0; i < 50; i++) await new Promise((r) => setImmediate(r));
+    expect(await framesRead()).toBe(before);
+    expect(before).toBeLessThan(FRAMES + 1);
+    // the client reads: the rest are read and answered, in order
+    while (answers(log).length < FRAMES + 1) {
+      for (const done of unread.splice(0)) done();
+      await new Promise((r) => setImmediate(r));
+    }
+    const text = deltaText(log);
+    expect(text).toBe(" lorem".repeat(FRAMES * 20_000));
+    conn.close();
   });
 });
