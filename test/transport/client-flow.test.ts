@@ -1,8 +1,9 @@
 /** A streamed answer's writes: one at once for a client that keeps up, what is ready coalesced into one write for a client behind. */
-import type http from "node:http";
+import http from "node:http";
+import net, { type AddressInfo } from "node:net";
 import { Writable } from "node:stream";
-import { describe, expect, it } from "vitest";
-import { ClientFlow } from "../../src/transport/client-flow.js";
+import { afterEach, describe, expect, it } from "vitest";
+import { chunkOf, ClientFlow, directSocket } from "../../src/transport/client-flow.js";
 
 /** A client socket that takes one write and holds it until `release()`: past its high-water mark at once. */
 function client() {
@@ -60,5 +61,148 @@ describe("ClientFlow", () => {
     expect(c.writes.join("")).toBe("123");
     expect(c.writes.length).toBe(2);
     c.release(); // the second write taken: the drain ends the wait
+  });
+});
+
+describe("ClientFlow on a real socket", () => {
+  const servers: http.Server[] = [];
+  afterEach(async () => {
+    await Promise.all(servers.splice(0).map((s) => new Promise((r) => s.close(r))));
+  });
+
+  /** A node:http server whose handler gets each request; its port once it listens (127.0.0.1, port 0). */
+  async function serve(handler: (req: http.IncomingMessage, res: http.ServerResponse) => void): Promise<number> {
+    const server = http.createServer(handler);
+    servers.push(server);
+    await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
+    return (server.address() as AddressInfo).port;
+  }
+
+  /** `request` (raw bytes) sent on a fresh connection; everything the server sent, once it closes or `until` holds. */
+  function raw(port: number, request: string, until: (got: string) => boolean): Promise<string> {
+    return new Promise((resolve, reject) => {
+      let got = "";
+      const sock = net.connect(port, "127.0.0.1", () => sock.write(request));
+      sock.setEncoding("latin1");
+      sock.on("data", (d: string) => {
+        got += d;
+        if (until(got)) {
+          sock.destroy();
+          resolve(got);
+        }
+      });
+      sock.on("end", () => resolve(got));
+      sock.on("error", reject);
+    });
+  }
+
+  const sse = (res: http.ServerResponse) => res.writeHead(200, { "content-type": "text/event-stream" });
+  // multi-byte text: a chunk's size line counts bytes, not characters
+  const CHUNKS = ["data: a\n\n", 'data: {"t":"é"}\n\n', "data: 🦀 \u00e9t\u00e9\n\n", "data: b\n\n"];
+  const utf8 = (s: string) => Buffer.from(s).toString("latin1");
+
+  it("writes each chunk to the socket as one HTTP/1.1 chunk, byte for byte what node frames, and node's own end after them", async () => {
+    let direct: unknown = "unset";
+    const port = await serve((_req, res) => {
+      sse(res);
+      direct = directSocket(res);
+      const flow = new ClientFlow(res, 60_000, () => undefined);
+      for (const c of CHUNKS) flow.write(c);
+      res.end("data: [DONE]\n\n");
+    });
+    const got = await raw(port, "POST / HTTP/1.1\r\nhost: x\r\ncontent-length: 0\r\n\r\n", (g) => g.endsWith("\r\n0\r\n\r\n"));
+    expect(direct).not.toBeNull();
+    const body = got.slice(got.indexOf("\r\n\r\n") + 4);
+    expect(got).toMatch(/transfer-encoding: chunked/i);
+    expect(body).toBe(utf8(CHUNKS.map(chunkOf).join("") + chunkOf("data: [DONE]\n\n") + "0\r\n\r\n"));
+    expect(chunkOf("é")).toBe("2\r\né\r\n");
+    // and a real HTTP client reads the same text
+    const text = await new Promise<string>((resolve, reject) => {
+      const req = http.request({ host: "127.0.0.1", port, method: "POST", agent: false }, (res) => {
+        res.setEncoding("utf8");
+        let all = "";
+        res.on("data", (d: string) => (all += d));
+        res.on("end", () => resolve(all));
+      });
+      req.on("error", reject);
+      req.end();
+    });
+    expect(text).toBe(CHUNKS.join("") + "data: [DONE]\n\n");
+  });
+
+  it("an HTTP/1.0 client (no chunks) gets the plain body through res.write", async () => {
+    let direct: unknown = "unset";
+    const port = await serve((_req, res) => {
+      sse(res);
+      direct = directSocket(res);
+      const flow = new ClientFlow(res, 60_000, () => undefined);
+      for (const c of CHUNKS) flow.write(c);
+      res.end();
+    });
+    const got = await raw(port, "POST / HTTP/1.0\r\ncontent-length: 0\r\n\r\n", () => false);
+    expect(direct).toBeNull();
+    expect(got.slice(got.indexOf("\r\n\r\n") + 4)).toBe(utf8(CHUNKS.join("")));
+  });
+
+  it("a pipelined response waits for the one before it: its chunks are not written ahead of it", async () => {
+    let release!: () => void;
+    const firstMayEnd = new Promise<void>((r) => (release = r));
+    let second: unknown = "unset";
+    const port = await serve((req, res) => {
+      sse(res);
+      const flow = new ClientFlow(res, 60_000, () => undefined);
+      if (req.url === "/1") {
+        flow.write("data: first\n\n");
+        void firstMayEnd.then(() => res.end("data: first end\n\n"));
+        return;
+      }
+      // the second request's response has no socket yet: its writes are held by node, in order
+      second = directSocket(res);
+      flow.write("data: second\n\n");
+      res.end();
+      release();
+    });
+    const req = (path: string) => `POST ${path} HTTP/1.1\r\nhost: x\r\ncontent-length: 0\r\n\r\n`;
+    const got = await raw(port, req("/1") + req("/2"), (g) => (g.match(/\r\n0\r\n\r\n/g) ?? []).length === 2);
+    expect(second).toBeNull();
+    // the first answer whole (its end chunk included), then the second's head, then its chunk
+    const order = [
+      got.indexOf("first\n"),
+      got.indexOf("first end"),
+      got.indexOf("0\r\n\r\n"),
+      got.indexOf("HTTP/1.1 200", 1),
+      got.indexOf("second\n"),
+    ];
+    expect(order.every((at) => at > 0)).toBe(true);
+    expect([...order].sort((a, b) => a - b)).toEqual(order);
+  });
+
+  it("a client that stops reading holds the engine back on the socket's own drain, and gets every chunk in order once it reads", async () => {
+    const big = "x".repeat(64 * 1024);
+    let waited = 0;
+    let wrote = 0;
+    const port = await serve((_req, res) => {
+      sse(res);
+      const flow = new ClientFlow(res, 60_000, () => undefined);
+      void (async () => {
+        // as the generation does: the next chunk only once wait() lets it (the socket over its mark holds it)
+        for (let i = 0; i < 64; i++) {
+          flow.write(`data: ${i} ${big}\n\n`);
+          wrote++;
+          const w = flow.wait();
+          if (w !== null) {
+            waited++;
+            await w;
+          }
+        }
+        res.end("data: [DONE]\n\n");
+      })();
+    });
+    const got = await raw(port, "POST / HTTP/1.1\r\nhost: x\r\ncontent-length: 0\r\n\r\n", (g) => g.endsWith("\r\n0\r\n\r\n"));
+    expect(wrote).toBe(64);
+    expect(waited).toBeGreaterThan(0);
+    const body = got.slice(got.indexOf("\r\n\r\n") + 4);
+    const texts = Array.from({ length: 64 }, (_, i) => `data: ${i} ${big}\n\n`);
+    expect(body).toBe(texts.map(chunkOf).join("") + chunkOf("data: [DONE]\n\n") + "0\r\n\r\n");
   });
 });
