@@ -49,11 +49,13 @@ export class ResponsesOutput {
   /** Custom calls in progress, by output index. */
   private readonly custom = new Set<number>();
 
-  constructor(private readonly options: OutputOptions) {}
+  /** Whether anything is rewritten at all (a plain request's events pass through untouched); asked of every event, so found once. */
+  readonly active: boolean;
 
-  /** Whether anything is rewritten at all (a plain request's events pass through untouched). */
-  get active(): boolean {
-    return this.options.summary || this.options.carry || [...this.options.routes.values()].some((r) => r.kind === "custom" || r.namespace);
+  constructor(private readonly options: OutputOptions) {
+    let routed = false;
+    for (const r of options.routes.values()) if (r.kind === "custom" || r.namespace) routed = true;
+    this.active = options.summary || options.carry || routed;
   }
 
   /** An output item in the client's terms (a new object; `item` is left as it is). */
