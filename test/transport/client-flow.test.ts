@@ -101,17 +101,23 @@ describe("ClientFlow on a real socket", () => {
   const CHUNKS = ["data: a\n\n", 'data: {"t":"é"}\n\n', "data: 🦀 \u00e9t\u00e9\n\n", "data: b\n\n"];
   const utf8 = (s: string) => Buffer.from(s).toString("latin1");
 
-  it("writes each chunk to the socket as one HTTP/1.1 chunk, byte for byte what node frames, and node's own end after them", async () => {
-    let direct: unknown = "unset";
+  /** A server that answers each request with CHUNKS through a ClientFlow and then `res.end(last)`; `seen.direct`: what directSocket said of the last one. */
+  async function serveChunks(last?: string): Promise<{ port: number; seen: { direct: unknown } }> {
+    const seen: { direct: unknown } = { direct: "unset" };
     const port = await serve((_req, res) => {
       sse(res);
-      direct = directSocket(res);
+      seen.direct = directSocket(res);
       const flow = new ClientFlow(res, 60_000, () => undefined);
       for (const c of CHUNKS) flow.write(c);
-      res.end("data: [DONE]\n\n");
+      res.end(last);
     });
+    return { port, seen };
+  }
+
+  it("writes each chunk to the socket as one HTTP/1.1 chunk, byte for byte what node frames, and node's own end after them", async () => {
+    const { port, seen } = await serveChunks("data: [DONE]\n\n");
     const got = await raw(port, "POST / HTTP/1.1\r\nhost: x\r\ncontent-length: 0\r\n\r\n", (g) => g.endsWith("\r\n0\r\n\r\n"));
-    expect(direct).not.toBeNull();
+    expect(seen.direct).not.toBeNull();
     const body = got.slice(got.indexOf("\r\n\r\n") + 4);
     expect(got).toMatch(/transfer-encoding: chunked/i);
     expect(body).toBe(utf8(CHUNKS.map(chunkOf).join("") + chunkOf("data: [DONE]\n\n") + "0\r\n\r\n"));
@@ -131,16 +137,9 @@ describe("ClientFlow on a real socket", () => {
   });
 
   it("an HTTP/1.0 client (no chunks) gets the plain body through res.write", async () => {
-    let direct: unknown = "unset";
-    const port = await serve((_req, res) => {
-      sse(res);
-      direct = directSocket(res);
-      const flow = new ClientFlow(res, 60_000, () => undefined);
-      for (const c of CHUNKS) flow.write(c);
-      res.end();
-    });
+    const { port, seen } = await serveChunks();
     const got = await raw(port, "POST / HTTP/1.0\r\ncontent-length: 0\r\n\r\n", () => false);
-    expect(direct).toBeNull();
+    expect(seen.direct).toBeNull();
     expect(got.slice(got.indexOf("\r\n\r\n") + 4)).toBe(utf8(CHUNKS.join("")));
   });
 
