@@ -72,6 +72,8 @@ export class ClientFlow {
 
   /** One write of `text`; false once the client's buffer is over its mark. */
   private send(text: string): boolean {
+    // (an empty chunk is the body's end in HTTP/1.1: nothing is written for nothing, as res.write does)
+    if (text === "") return true;
     const res = this.res;
     if (this.sock === undefined && res.headersSent) this.sock = directSocket(res);
     const sock = this.sock;

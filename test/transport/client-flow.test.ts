@@ -108,7 +108,10 @@ describe("ClientFlow on a real socket", () => {
       sse(res);
       seen.direct = directSocket(res);
       const flow = new ClientFlow(res, 60_000, () => undefined);
-      for (const c of CHUNKS) flow.write(c);
+      for (const c of CHUNKS) {
+        flow.write(c);
+        flow.write(""); // nothing: an empty chunk would end the body
+      }
       res.end(last);
     });
     return { port, seen };
