@@ -4,6 +4,8 @@
  *
  * - `engine`: the clients read the engine stand-in (./engine.ts) directly;
  * - `relay`: through a plain node:http SSE pass-through (./relay.ts);
+ * - `floor`: Chat chunks through the least a Node front does to make them
+ *   (./floor.ts: the sidecar's parser and chunk adapter, nothing else);
  * - `chat LABEL`, `responses LABEL`: through a sidecar's `/v1/chat/completions`
  *   and `/v1/responses` (`node CLI serve --upstream ENGINE`);
  * - `ws LABEL`: the sidecar's WebSocket edge, streams opened with
@@ -55,7 +57,14 @@ const opts = new Command()
   )
   .option("--sidecar-args <flags>", "extra `serve` flags for every sidecar, space-separated", "")
   .option("--sidecar-node <flags>", "node flags for every sidecar, space-separated (e.g. --cpu-prof --cpu-prof-dir=DIR)", "")
-  .option("--setups <list>", "which set-ups: engine, relay, chat, responses, ws", list, ["engine", "relay", "chat", "responses", "ws"])
+  .option("--setups <list>", "which set-ups: engine, relay, floor, chat, responses, ws", list, [
+    "engine",
+    "relay",
+    "floor",
+    "chat",
+    "responses",
+    "ws",
+  ])
   .option("--json <file>", "also write every run's figures and the medians as JSON")
   .option("--report <file>", "run nothing: print the tables of an earlier run's --json file")
   .parse()
@@ -129,6 +138,15 @@ async function main(): Promise<void> {
       const relay = await spawnNode("relay", [path.join(here, "relay.js"), "--upstream", engineUrl], (r) => r.ready === true);
       started.push(relay);
       setups.push({ name: "relay", kind: "completions", url: `http://127.0.0.1:${relay.port}`, front: relay });
+    }
+    if (opts.setups.includes("floor")) {
+      const floor = await spawnNode(
+        "floor",
+        [path.join(here, "floor.js"), "--upstream", engineUrl, "--model", MODEL],
+        (r) => r.ready === true,
+      );
+      started.push(floor);
+      setups.push({ name: "floor", kind: "chat", url: `http://127.0.0.1:${floor.port}`, front: floor });
     }
     for (const { label, cli } of sidecars()) {
       if (!["chat", "responses", "ws"].some((s) => opts.setups.includes(s))) break;

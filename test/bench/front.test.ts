@@ -1,6 +1,6 @@
 /**
  * bench/front end to end, tiny: two streams of a short completion flat out,
- * one round, every set-up, two sidecars by label. Checks what the figures
+ * one round, every set-up (the floor too), two sidecars by label. Checks what the figures
  * rest on: every set-up's row is reported, every token the engine sent
  * arrived through each of them (the same count everywhere), the fronts'
  * deltas add up to the text of the engine's message bodies, and each
@@ -39,7 +39,7 @@ describe("bench/front", () => {
     const args = [MAIN, "--streams", "2", "--tokens", "24", "--rate", "0", "--rounds", "1", "--warmup", "0", "--json", json];
     args.push("--sidecar", `a=${CLI}`, "--sidecar", `b=${CLI}`);
     const { stdout } = await promisify(execFile)(process.execPath, args, { timeout: 180_000 });
-    const setups = ["engine", "relay", "chat a", "responses a", "ws a", "chat b", "responses b", "ws b"];
+    const setups = ["engine", "relay", "floor", "chat a", "responses a", "ws a", "chat b", "responses b", "ws b"];
     for (const s of setups) expect(stdout).toContain(`| 2 | ${s} |`);
     expect(stdout).not.toContain("**no**");
     // the second sidecar against the first, set-up by set-up
