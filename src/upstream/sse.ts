@@ -230,6 +230,7 @@ export async function streamSse(
     return null;
   };
   const needDone = opts.done !== false;
+  let read = false;
   try {
     let res: Dispatcher.ResponseData;
     try {
@@ -265,11 +266,14 @@ export async function streamSse(
       hold: (h) => (holding = h),
       clocks,
     });
+    // the body was let go at its end or destroyed (which aborts the request): nothing to abort, and no
+    // AbortError (a DOMException, its stack captured) made for every request
+    read = true;
   } finally {
     clearTimeout(idle);
     clearTimeout(deadline);
     opts.signal.removeEventListener("abort", abort);
-    ctrl.abort();
+    if (!read) ctrl.abort();
   }
 }
 
@@ -311,10 +315,18 @@ export function readEvents(
     let turn = performance.now();
     // when the last piece's work ended
     let lastEnd = 0;
-    const settle = (e: unknown, own: boolean) => {
+    /**
+     * Settled with what the consumer gave so far: `e` null (the consumer
+     * stopped the stream, or it ended) or why it failed. The body is
+     * destroyed, which aborts the request (undici makes an error, with its
+     * stack, for a body destroyed before its end), except after the stream's
+     * own end (`clean`: [DONE] or the body's end), where it is let go.
+     */
+    const settle = (e: unknown, own: boolean, clean = false) => {
       if (settled) return;
       settled = true;
-      body.destroy();
+      if (clean) letGo(body);
+      else body.destroy();
       if (e === null) return resolve();
       // what the consumer threw is its own; the body's failures are mapped
       if (own) return reject(e);
@@ -330,7 +342,7 @@ export function readEvents(
       if (needDone && !opts.signal.aborted) {
         return settle(new UpstreamError(502, "upstream_broken_stream", "the upstream stream ended without [DONE]"), true);
       }
-      settle(null, true);
+      settle(null, true, true);
     };
     /** Hold the body back until `p` settles: the consumer's promise (`consumer`), or a turn of the event loop. */
     const resumeAfter = (p: Promise<void | typeof STOP>, consumer: boolean) => {
@@ -389,7 +401,7 @@ export function readEvents(
     // [DONE] was read (what came before it may still be with the consumer)
     let sawDone = false;
     const run = (): void => {
-      if (sawDone) return settle(null, true);
+      if (sawDone) return settle(null, true, true);
       for (;;) {
         if (settled) return;
         // a body that arrives faster than it is read, and the consumer's time between events (parsing what it got):
@@ -404,7 +416,7 @@ export function readEvents(
         if (data === "[DONE]") {
           sawDone = true;
           if (drained() || settled) return;
-          return settle(null, true);
+          return settle(null, true, true);
         }
         // an event past 64 Ki characters is all but certainly a long list of ids: the depth check that skips runs
         const parsed = data.length > 65536 ? parseJson(data, MAX_JSON_DEPTH, jsonTooDeepLong) : parseJson(data);
@@ -512,6 +524,30 @@ export function readEvents(
       if (!ended) settle(new Error("terminated"), false);
     });
   });
+}
+
+/**
+ * How long a body may go on after its stream's end ([DONE]) before it is
+ * destroyed: its own end (the chunked body's last chunk) comes in the same
+ * write or the next, and an engine that keeps the answer open holds one
+ * connection of the pool this long.
+ */
+export const AFTER_DONE_MS = 1000;
+
+/**
+ * A body whose events were all read ([DONE], or its end): what may follow
+ * is read and dropped until the body ends, which is no abort (the request
+ * finished, its connection goes back to the pool); past AFTER_DONE_MS
+ * without its end it is destroyed.
+ */
+function letGo(body: Readable): void {
+  if (body.readableEnded || body.destroyed) return;
+  const cut = setTimeout(() => body.destroy(), AFTER_DONE_MS);
+  cut.unref();
+  body.once("close", () => clearTimeout(cut));
+  // a 'readable' listener keeps a body from flowing: the reader's goes
+  body.removeAllListeners("readable");
+  body.resume();
 }
 
 /** How to GET from the engine: its key, and the most of the answer held. */

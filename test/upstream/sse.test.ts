@@ -10,7 +10,7 @@ import { Readable } from "node:stream";
 import fc from "fast-check";
 import { afterEach, describe, expect, it } from "vitest";
 import { UpstreamError } from "../../src/upstream/engine.js";
-import { getText, readEvents, SseEvents, streamSse } from "../../src/upstream/sse.js";
+import { AFTER_DONE_MS, getText, readEvents, SseEvents, streamSse } from "../../src/upstream/sse.js";
 
 const servers: http.Server[] = [];
 afterEach(async () => {
@@ -247,5 +247,93 @@ describe("readEvents against a body that comes faster than it is read", () => {
     // every event, in order, none after the end was read too early
     expect(seen).toEqual(Array.from({ length: N }, (_, i) => i));
     expect(runs).toBeGreaterThanOrEqual(N / 1000);
+  });
+});
+
+describe("the body after [DONE]", () => {
+  /** readEvents as streamSse calls it for an OpenAI-style endpoint ([DONE] needed), no clocks. */
+  const readDone = (body: Readable, seen: Record<string, unknown>[]) =>
+    readEvents(
+      body,
+      { baseUrl: "http://unused", idleTimeoutMs: 60_000, signal: new AbortController().signal },
+      true,
+      (c) => void seen.push(c),
+      undefined,
+      { refresh: () => undefined, hold: () => undefined, clocks: () => null },
+    );
+
+  /**
+   * A body that records how it was destroyed: before its end or after it.
+   * undici's BodyReadable aborts its request for a destroy before its end
+   * (`_destroy` makes a RequestAbortedError when `endEmitted` is not set).
+   */
+  class Recorded extends Readable {
+    /** Whether the destroy came before the end: an abort, for undici's body. */
+    aborted: boolean | undefined = undefined;
+    constructor() {
+      super({ read() {} });
+    }
+    override _destroy(err: Error | null, cb: (e?: Error | null) => void): void {
+      this.aborted = err !== null || !this.readableEnded;
+      cb(err);
+    }
+  }
+
+  it("a body that ends after [DONE] is read to its end, not destroyed before it (no abort of a finished request)", async () => {
+    const body = new Recorded();
+    const ended = new Promise<void>((r) => body.once("end", r));
+    // [DONE] and the body's end in the same read, as an engine's last write gives them
+    body.push(Buffer.from('data: {"a":1}\n\ndata: [DONE]\n\n'));
+    body.push(null);
+    const seen: Record<string, unknown>[] = [];
+    await readDone(body, seen);
+    await ended;
+    expect(seen).toEqual([{ a: 1 }]);
+    // destroyed by its own end (autoDestroy): no abort
+    await new Promise<void>((r) => (body.closed ? r() : body.once("close", () => r())));
+    expect(body.aborted).toBe(false);
+  });
+
+  it("a body that goes on after [DONE] is read and dropped, and destroyed once it has gone on for AFTER_DONE_MS without its end", async () => {
+    const body = new Recorded();
+    body.push(Buffer.from("data: [DONE]\n\n"));
+    const seen: Record<string, unknown>[] = [];
+    await readDone(body, seen);
+    const at = performance.now();
+    // what comes after [DONE] is no event, and the body is still read (an engine's writes do not pile up)
+    body.push(Buffer.from('data: {"late":1}\n\n'));
+    expect(body.destroyed).toBe(false);
+    await new Promise<void>((r) => body.once("close", () => r()));
+    // (a timer never fires early; 5 ms for the clocks' rounding)
+    expect(performance.now() - at).toBeGreaterThanOrEqual(AFTER_DONE_MS - 5);
+    expect(seen).toEqual([]);
+    expect(body.readableLength).toBe(0);
+    expect(body.aborted).toBe(true);
+  });
+
+  it("an engine that keeps its answer open after [DONE]: the stream is done at once, the connection cut later", async () => {
+    let cut!: () => void;
+    const closed = new Promise<void>((r) => (cut = r));
+    const base = await serve((_req, res) => {
+      res.writeHead(200, { "content-type": "text/event-stream" });
+      res.write('data: {"ok":1}\n\ndata: [DONE]\n\n');
+      res.on("close", cut);
+    });
+    const r = await collect(base);
+    expect(r).toEqual({ chunks: [{ ok: 1 }], error: null });
+    await closed;
+  });
+
+  it("streams that end cleanly leave their connection to the next request (two connections for eight, in turn)", async () => {
+    const sockets = new Set<unknown>();
+    const base = await serve((req, res) => {
+      sockets.add(req.socket);
+      res.writeHead(200, { "content-type": "text/event-stream" });
+      res.end('data: {"ok":1}\n\ndata: [DONE]\n\n');
+    });
+    for (let i = 0; i < 8; i++) expect(await collect(base)).toEqual({ chunks: [{ ok: 1 }], error: null });
+    // a stream is done at [DONE], before undici has read its body's end and freed the connection: the next
+    // request takes another; a destroyed one would be a new connection each time
+    expect(sockets.size).toBeLessThanOrEqual(2);
   });
 });
