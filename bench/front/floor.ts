@@ -15,6 +15,13 @@
  * layers. A yardstick for issue #35, never a front to serve with (it
  * trusts the engine, and a slow client's bytes pile up in its memory).
  *
+ * With `--in-place` (the `in-place` set-up) it also skips what the issue's
+ * "parse in place, encode once" would skip: no SSE split and no JSON.parse
+ * (each event's `token_ids` digits are read straight from the engine's bytes),
+ * and a delta of one content or reasoning string is written from a
+ * per-request template with only its text JSON-encoded. It reads the
+ * stand-in's vLLM shape and nothing else (a yardstick: it checks nothing).
+ *
  * Run by ./main.ts as a child process: `node floor.js --upstream URL`;
  * prints `{"ready":true,"port":…}` when it listens.
  */
@@ -23,7 +30,7 @@ import type { AddressInfo } from "node:net";
 import { Command } from "commander";
 import { HarmonyParser } from "../../src/core/parser.js";
 import { Vocabulary } from "../../src/core/vocab.js";
-import { ChatCompletionChunkAdapter } from "../../src/openai/chat.js";
+import { ChatCompletionChunkAdapter, type HarmonyChatCompletionChunk } from "../../src/openai/chat.js";
 import { SseEvents } from "../../src/upstream/sse.js";
 import { loadHarmonyEncoding } from "../../src/vocab/index.js";
 
@@ -31,8 +38,9 @@ const opts = new Command()
   .requiredOption("--upstream <url>", "the engine")
   .option("--port <n>", "port (0: any free port)", (v) => Number(v), 0)
   .option("--model <name>", "the served model", "openai/gpt-oss-20b")
+  .option("--in-place", "read ids from the bytes and write deltas from a template", false)
   .parse()
-  .opts<{ upstream: string; port: number; model: string }>();
+  .opts<{ upstream: string; port: number; model: string; inPlace: boolean }>();
 
 const up = new URL(opts.upstream);
 const agent = new http.Agent({ keepAlive: true, maxSockets: Infinity });
@@ -48,6 +56,44 @@ const UPSTREAM_BODY = JSON.stringify({
   return_token_ids: true,
 });
 
+const TOKEN_IDS = Buffer.from('"token_ids":[');
+const PROMPT_TOKENS = Buffer.from('"prompt_tokens":');
+const EVENT_END = Buffer.from("\n\n");
+
+/** The decimal integers from `at` up to the first `]` or `}` (or the end): each pushed to `out`; where the reading stopped. */
+function readInts(bytes: Buffer, at: number, out: number[]): number {
+  let n = 0;
+  let digits = false;
+  for (; at < bytes.length; at++) {
+    const b = bytes[at]!;
+    if (b >= 0x30 && b <= 0x39) {
+      n = n * 10 + (b - 0x30);
+      digits = true;
+      continue;
+    }
+    if (digits) out.push(n);
+    n = 0;
+    digits = false;
+    if (b === 0x5d || b === 0x7d) break;
+  }
+  if (digits) out.push(n);
+  return at;
+}
+
+/** A chunk whose only part is one choice's delta of one content or reasoning string: that field and its text, else null. */
+function templated(c: HarmonyChatCompletionChunk): [string, string] | null {
+  const choice = c.choices.length === 1 && c.usage === undefined ? c.choices[0]! : null;
+  if (choice === null || choice.index !== 0 || choice.finish_reason !== null || choice.logprobs != null) return null;
+  const d = choice.delta;
+  let only: [string, string] | null = null;
+  for (const k in d) {
+    const v = (d as Record<string, unknown>)[k];
+    if (only !== null || (k !== "content" && k !== "reasoning") || typeof v !== "string") return null;
+    only = [k, v];
+  }
+  return only;
+}
+
 let served = 0;
 
 function serve(res: http.ServerResponse): void {
@@ -58,8 +104,13 @@ function serve(res: http.ServerResponse): void {
   const reader = new SseEvents(4 * 1024 * 1024);
   let completion = 0;
   let prompt = 0;
-  const send = (chunks: readonly object[]) => {
-    for (const c of chunks) res.write(`data: ${JSON.stringify(c)}\n\n`);
+  const head = `data: {"id":"${id}","object":"chat.completion.chunk","created":${created},"model":${JSON.stringify(opts.model)},"choices":[{"index":0,"delta":{"`;
+  const send = (chunks: readonly HarmonyChatCompletionChunk[]) => {
+    for (const c of chunks) {
+      const text = opts.inPlace ? templated(c) : null;
+      if (text !== null) res.write(`${head}${text[0]}":${JSON.stringify(text[1])}},"logprobs":null,"finish_reason":null}]}\n\n`);
+      else res.write(`data: ${JSON.stringify(c)}\n\n`);
+    }
   };
   const onEvent = (data: string) => {
     if (data === "[DONE]") return;
@@ -84,7 +135,26 @@ function serve(res: http.ServerResponse): void {
     },
     (r) => {
       res.writeHead(200, { "content-type": "text/event-stream", "cache-control": "no-cache" });
-      r.on("data", (piece: Buffer) => reader.push(piece, onEvent));
+      let carry: Buffer | null = null;
+      r.on("data", (piece: Buffer) => {
+        if (!opts.inPlace) return reader.push(piece, onEvent);
+        // whole events only: what follows the last blank line waits for the next piece
+        const bytes: Buffer = carry === null ? piece : Buffer.concat([carry, piece]);
+        const end = bytes.lastIndexOf(EVENT_END) + EVENT_END.length;
+        carry = end < bytes.length ? Buffer.from(bytes.subarray(Math.max(end, 0))) : null;
+        for (let at = bytes.indexOf(TOKEN_IDS); at >= 0 && at < end; at = bytes.indexOf(TOKEN_IDS, at)) {
+          const ids: number[] = [];
+          at = readInts(bytes, at + TOKEN_IDS.length, ids);
+          completion += ids.length;
+          for (const ev of parser.write(ids)) send(adapter.push(ev));
+        }
+        const u = bytes.indexOf(PROMPT_TOKENS);
+        if (u >= 0 && u < end) {
+          const n: number[] = [];
+          readInts(bytes, u + PROMPT_TOKENS.length, n);
+          prompt = n[0] ?? prompt;
+        }
+      });
       r.on("end", () => {
         for (const ev of parser.end("eos")) send(adapter.push(ev));
         const usage = { prompt_tokens: prompt, completion_tokens: completion, total_tokens: prompt + completion };

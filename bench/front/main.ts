@@ -6,6 +6,8 @@
  * - `relay`: through a plain node:http SSE pass-through (./relay.ts);
  * - `floor`: Chat chunks through the least a Node front does to make them
  *   (./floor.ts: the sidecar's parser and chunk adapter, nothing else);
+ * - `in-place`: the floor with `--in-place`: ids read from the engine's bytes
+ *   where they lie, plain deltas written from a template;
  * - `chat LABEL`, `responses LABEL`: through a sidecar's `/v1/chat/completions`
  *   and `/v1/responses` (`node CLI serve --upstream ENGINE`);
  * - `ws LABEL`: the sidecar's WebSocket edge, streams opened with
@@ -57,10 +59,11 @@ const opts = new Command()
   )
   .option("--sidecar-args <flags>", "extra `serve` flags for every sidecar, space-separated", "")
   .option("--sidecar-node <flags>", "node flags for every sidecar, space-separated (e.g. --cpu-prof --cpu-prof-dir=DIR)", "")
-  .option("--setups <list>", "which set-ups: engine, relay, floor, chat, responses, ws", list, [
+  .option("--setups <list>", "which set-ups: engine, relay, floor, in-place, chat, responses, ws", list, [
     "engine",
     "relay",
     "floor",
+    "in-place",
     "chat",
     "responses",
     "ws",
@@ -147,6 +150,15 @@ async function main(): Promise<void> {
       );
       started.push(floor);
       setups.push({ name: "floor", kind: "chat", url: `http://127.0.0.1:${floor.port}`, front: floor });
+    }
+    if (opts.setups.includes("in-place")) {
+      const floor = await spawnNode(
+        "in-place",
+        [path.join(here, "floor.js"), "--upstream", engineUrl, "--model", MODEL, "--in-place"],
+        (r) => r.ready === true,
+      );
+      started.push(floor);
+      setups.push({ name: "in-place", kind: "chat", url: `http://127.0.0.1:${floor.port}`, front: floor });
     }
     for (const { label, cli } of sidecars()) {
       if (!["chat", "responses", "ws"].some((s) => opts.setups.includes(s))) break;

@@ -39,7 +39,7 @@ describe("bench/front", () => {
     const args = [MAIN, "--streams", "2", "--tokens", "24", "--rate", "0", "--rounds", "1", "--warmup", "0", "--json", json];
     args.push("--sidecar", `a=${CLI}`, "--sidecar", `b=${CLI}`);
     const { stdout } = await promisify(execFile)(process.execPath, args, { timeout: 180_000 });
-    const setups = ["engine", "relay", "floor", "chat a", "responses a", "ws a", "chat b", "responses b", "ws b"];
+    const setups = ["engine", "relay", "floor", "in-place", "chat a", "responses a", "ws a", "chat b", "responses b", "ws b"];
     for (const s of setups) expect(stdout).toContain(`| 2 | ${s} |`);
     expect(stdout).not.toContain("**no**");
     // the second sidecar against the first, set-up by set-up
