@@ -84,6 +84,21 @@ export interface ConnectionHost {
  */
 export type AnswerForm = "bin" | "json" | "objects";
 
+/** Random bytes for connections' id bases, drawn 12 at a time: one draw of the generator per 256 connections (the front opens one a request). */
+let idPool = Buffer.alloc(0);
+let idAt = 0;
+
+/** 12 random bytes as hex, never the same pool bytes twice. */
+export function randomHex12(): string {
+  if (idAt + 12 > idPool.length) {
+    idPool = randomBytes(12 * 256);
+    idAt = 0;
+  }
+  const hex = idPool.toString("hex", idAt, idAt + 12);
+  idAt += 12;
+  return hex;
+}
+
 /**
  * The errors about a frame's ops, bounded before the answer is built (as the
  * frame readers bound theirs): the first MAX_ERRORS_PER_CODE of each code
@@ -181,7 +196,7 @@ export class Connection {
   private lastActivity = Date.now();
   private readonly slotsUsed = new Set<number>();
   /** Random per connection; with a counter it makes tool call ids unique without a syscall per open. */
-  private readonly idBase = randomBytes(12).toString("hex");
+  private readonly idBase = randomHex12();
   private readonly memoScope: string;
   /** This frame's op errors by code: past MAX_ERRORS_PER_CODE of one code they are counted, not answered. */
   private readonly opErrors = new FrameErrors();

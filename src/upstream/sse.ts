@@ -337,6 +337,8 @@ export function readEvents(
       reject(new UpstreamError(502, "upstream_broken_stream", `the upstream stream broke: ${(e as Error).message}`));
     };
     const finish = () => {
+      // the body's end after [DONE] (it was let go): settled already, and no error (with its stack) made for nothing
+      if (settled) return;
       const late = c.clocks();
       if (late) return settle(late, true);
       if (needDone && !opts.signal.aborted) {
