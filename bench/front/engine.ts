@@ -40,6 +40,7 @@ import { Command } from "commander";
 import { HARMONY } from "../../src/core/preset.js";
 import { Vocabulary } from "../../src/core/vocab.js";
 import { loadHarmonyEncoding } from "../../src/vocab/index.js";
+import { bodyChars, completionIds } from "./completion.js";
 
 const opts = new Command()
   .option("--port <n>", "port (0: any free port)", (v) => Number(v), 0)
@@ -50,42 +51,13 @@ const opts = new Command()
   .parse()
   .opts<{ port: number; rate: number; stepTokens: number; tokens: number; model: string }>();
 
-/** Plain prose (no quote, backslash or control character, so its JSON is itself and a delta's length is its text's). */
-const PROSE =
-  "The sidecar reads the engine's token ids as they are generated and turns them into the events a client reads. " +
-  "Each step of the engine gives every running request one more token, and the front writes it on as soon as it can. " +
-  "A plain relay costs little per token because it only copies bytes; the front also parses, checks and renders. ";
-
-/** A completion of exactly `total` ids: a quarter reasoning, the rest the final answer, then `<|return|>`. */
-function completionIds(total: number, encode: (t: string) => number[]): number[] {
-  const T = HARMONY.tokens;
-  const text = (s: string) => encode(s);
-  const prose: number[] = [];
-  while (prose.length < total) for (const id of text(PROSE)) prose.push(id);
-  const analysisHead = [T.channel, ...text("analysis"), T.message];
-  const finalHead = [T.end, T.start, ...text("assistant"), T.channel, ...text("final"), T.message];
-  const body = Math.max(0, total - analysisHead.length - finalHead.length - 1);
-  const reasoning = Math.floor(body / 4);
-  const ids = [...analysisHead, ...prose.slice(0, reasoning), ...finalHead, ...prose.slice(reasoning, body), T.return];
-  return ids.slice(0, total);
-}
-
 const enc = loadHarmonyEncoding();
 const vocab = new Vocabulary(enc.table);
 const IDS = completionIds(opts.tokens, (t) => enc.encodeOrdinary(t));
 /** Each id's text as vLLM's detokenizer gives it with skip_special_tokens false, JSON-escaped; the stop token has none. */
 const TEXT = IDS.map((id, i) => (i === IDS.length - 1 && id === HARMONY.tokens.return ? "" : JSON.stringify(vocab.text(id)).slice(1, -1)));
-/** The text the fronts stream as deltas: every ordinary id of a message body (the headers' words are not deltas). */
-const CHARS = (() => {
-  let n = 0;
-  let inBody = false;
-  for (const id of IDS) {
-    if (id === HARMONY.tokens.message) inBody = true;
-    else if (id >= HARMONY.firstSpecial) inBody = false;
-    else if (inBody) n += vocab.text(id).length;
-  }
-  return n;
-})();
+/** The text the fronts stream as deltas. */
+const CHARS = bodyChars(IDS, (id) => vocab.text(id));
 
 interface Stream {
   res: http.ServerResponse;

@@ -3,7 +3,8 @@
  * generate (src/service/generate.ts), write (./chat-answer.ts).
  */
 import type http from "node:http";
-import { planChat } from "../../openai/plan.js";
+import { planChat, type ChatPlan } from "../../openai/plan.js";
+import type { DoorOpen } from "../../service/door.js";
 import { generate } from "../../service/generate.js";
 import type { Service } from "../../service/service.js";
 import type { Engine, UpstreamConfig } from "../../upstream/engine.js";
@@ -25,17 +26,15 @@ export async function handleChat(
   const prompt = await renderPrompt(svc, tenant, res, request);
   if (prompt === null) return;
   const answer = new ChatAnswer(svc, res, plan);
-  const open = {
-    format: "openai.chat",
-    model: plan.model,
-    reasoningField: plan.reasoningField,
-    tools: plan.tools,
-    calls: plan.calls,
-  } as const;
-  const gen = generate(svc, engine, { ...plan.engine, prompt, n: plan.n }, open, tenant, answer, forcedIds(svc, plan.force));
+  const gen = generate(svc, engine, { ...plan.engine, prompt, n: plan.n }, chatOpen(plan), tenant, answer, forcedIds(svc, plan.force));
   answer.endChoice = gen.endChoice;
   res.on("close", () => {
     if (!res.writableFinished) gen.abort(); // the client went away: stop the upstream, free the sessions
   });
   await answer.finish(await gen.done);
+}
+
+/** How a Chat answer's parser streams are opened: its chunks' model and reasoning field, the tools and calls the plan allows. */
+export function chatOpen(plan: ChatPlan): DoorOpen {
+  return { format: "openai.chat", model: plan.model, reasoningField: plan.reasoningField, tools: plan.tools, calls: plan.calls };
 }
