@@ -58,7 +58,7 @@ run: $(BUILD)
 	node dist/src/cli.js serve
 
 # one folder per benchmark, bench/<name>/main.ts, each run with its own flags: make bench-service FLAGS="--runs 1"
-.PHONY: bench-service bench-hostile bench-answer-check bench-bpe bench-startup
+.PHONY: bench-service bench-hostile bench-answer-check bench-bpe bench-startup bench-front-inproc
 bench: $(BUILD)
 	node dist/bench/parser/main.js $(FLAGS)
 
@@ -71,6 +71,10 @@ bench-hostile: $(BUILD)
 # the OpenAI front's cost per token beside a plain SSE relay (bench/front/README.md; FLAGS="..." passes flags)
 bench-front: $(BUILD)
 	node dist/bench/front/main.js $(FLAGS)
+
+# the front's own work per token in one process, tight and paced (bench/front/README.md)
+bench-front-inproc: $(BUILD)
+	node dist/bench/front/inproc.js $(FLAGS)
 
 bench-store: $(BUILD) $(REDIS_SERVER)
 	node dist/bench/store/main.js $(FLAGS)
