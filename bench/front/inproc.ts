@@ -27,7 +27,6 @@
  */
 import { spawn, type ChildProcess } from "node:child_process";
 import { writeFileSync } from "node:fs";
-import http from "node:http";
 import net from "node:net";
 import { createInterface } from "node:readline";
 import { Command } from "commander";
@@ -41,6 +40,7 @@ import { chatOpen } from "../../src/transport/front/chat.js";
 import { chunkOf } from "../../src/transport/client-flow.js";
 import type { Engine, EventAnswer, OnChunk } from "../../src/upstream/engine.js";
 import { bodyChars, completionIds } from "./completion.js";
+import { responseOn } from "./response-on.js";
 
 const opts = new Command()
   .description("the front's own work per token in one process, tight and paced (issue #35)")
@@ -73,18 +73,6 @@ function connect(port: number): Promise<net.Socket> {
     s.setNoDelay(true);
     s.once("error", reject);
   });
-}
-
-/** A streamed response on `sock`, as node's server makes one for an HTTP/1.1 POST. */
-function responseOn(sock: net.Socket): http.ServerResponse {
-  const req = new http.IncomingMessage(sock);
-  req.method = "POST";
-  req.httpVersionMajor = 1;
-  req.httpVersionMinor = 1;
-  req.httpVersion = "1.1";
-  const res = new http.ServerResponse(req);
-  res.assignSocket(sock);
-  return res;
 }
 
 /** One stream's step: its next id (a promise while something holds it back). */
@@ -150,6 +138,10 @@ async function runOnce(svc: Service, ids: readonly number[], drainPort: number, 
         event: (choice, obj) => {
           chars += deltaChars(obj);
           answer?.event(choice, obj);
+        },
+        text: (choice, field, text) => {
+          chars += text.length;
+          answer?.text(choice, field, text);
         },
         ids: (choice, got, lps) => answer?.ids(choice, got, lps),
         wait: () => answer?.wait() ?? null,

@@ -225,6 +225,19 @@ export class ChatCompletionChunkAdapter {
     return out;
   }
 
+  /**
+   * The delta field a text delta of message `index` and `kind` goes to when
+   * push() would make it one chunk of that text and nothing else (the role
+   * chunk sent, not finished, no call dropped or waiting to be, reasoning or
+   * final text); null when push() must decide. Changes nothing.
+   */
+  plainField(index: number, kind: DeltaKind): "content" | ReasoningField | null {
+    if (!this.started || this.finished || !this.droppedCalls.keeps(index)) return null;
+    if (kind === "content") return "content";
+    if (kind === "reasoning") return this.reasoningField;
+    return null;
+  }
+
   private toolCallStart(e: ToolCallStartEvent, out: HarmonyChatCompletionChunk[]): void {
     this.routeIndex = e.index;
     if (e.namespace !== this.namespace) {

@@ -21,6 +21,11 @@ export class DroppedCalls {
   private dropped = -1;
   private lastEnded = -1;
 
+  /** Whether a delta of message `index` is kept with nothing to note: no recovery waits for its message, and it is not the dropped one (what drops() says of it, without a change). */
+  keeps(index: number): boolean {
+    return !this.pending && index !== this.dropped;
+  }
+
   /** Whether `event` belongs to a dropped call (and is to be left out); notes the recoveries. */
   drops(event: HarmonyEvent): boolean {
     switch (event.type) {

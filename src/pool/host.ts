@@ -40,6 +40,8 @@ export interface Session {
   jsonRef: string;
   /** Turns events into OpenAI objects, for streams opened with an openai.* format. */
   adapter: { push(ev: HarmonyEvent): object[] } | null;
+  /** The adapter, when it makes Chat chunks (its plain text can go without them: tokensOf). */
+  chat: ChatCompletionChunkAdapter | null;
   /** The prefix of its memo keys (its tenant's scope). */
   memoScope: string;
   /** Reasoning since the last final answer; null when not remembering. */
@@ -205,6 +207,7 @@ export class SessionHost {
         memoScope: "",
         cot: null,
         adapter: null,
+        chat: null,
       };
     } else session.parser.restart(options);
     session.ref = ref;
@@ -214,6 +217,7 @@ export class SessionHost {
     session.cot = spec.rememberReasoning ? (session.cot ?? new CotBuffer()) : null;
     session.memoScope = spec.memoScope ?? "";
     session.adapter = adapterFor(spec);
+    session.chat = session.adapter instanceof ChatCompletionChunkAdapter ? session.adapter : null;
     this.streams.set(sid, session);
     return session;
   }
@@ -232,19 +236,36 @@ export class SessionHost {
     // vocabulary's bytes, with no event objects and no strings
     if (!this.json && session.adapter === null && parser.takeText(ids, start, end)) {
       const v = this.vocab;
-      const index = parser.messageIndex;
       const kind = parser.textKind;
-      this.writer.deltaTokens(session.field, index, kind, v.bytes, v.offsets, ids, start, end);
+      this.writer.deltaTokens(session.field, parser.messageIndex, kind, v.bytes, v.offsets, ids, start, end);
       this.stepDeltas++;
-      const cot = session.cot;
-      if (cot !== null && kind === "reasoning") {
-        const offsets = v.offsets;
-        for (let i = start; i < end; i++) cot.appendBytes(v.bytes, offsets[ids[i]!]!, offsets[ids[i]! + 1]!);
-      }
+      if (session.cot !== null && kind === "reasoning") this.keepReasoning(session.cot, ids, start, end);
       return;
+    }
+    // the same step of a Chat stream, for an in-process client (the OpenAI front's door): when its chunk would
+    // be that text and nothing else, the text alone goes (no event, no chunk object; the front writes its line)
+    const chat = session.chat;
+    const objects = this.objects;
+    if (objects !== null && chat !== null && "stream" in session.ref) {
+      const field = chat.plainField(parser.messageIndex, parser.textKind);
+      if (field !== null && parser.takeText(ids, start, end)) {
+        const v = this.vocab;
+        let text = "";
+        for (let i = start; i < end; i++) text += v.text(ids[i]!);
+        objects.push({ stream: session.ref.stream, chat_delta: { field, text } });
+        this.stepDeltas++;
+        if (session.cot !== null && parser.textKind === "reasoning") this.keepReasoning(session.cot, ids, start, end);
+        return;
+      }
     }
     const events = parser.write(ids, start, end);
     if (events.length > 0) this.count(session, events, this.notes);
+  }
+
+  /** A text step's reasoning into the stream's reasoning buffer, from the vocabulary's bytes. */
+  private keepReasoning(cot: CotBuffer, ids: Uint32Array, start: number, end: number): void {
+    const { bytes, offsets } = this.vocab;
+    for (let i = start; i < end; i++) cot.appendBytes(bytes, offsets[ids[i]!]!, offsets[ids[i]! + 1]!);
   }
 
   closeStream(sid: number, reason: "eos" | "length" | "abort"): void {

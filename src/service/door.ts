@@ -12,7 +12,12 @@ import type { CloseReason } from "../pool/route.js";
 import type { Connection, Transport } from "./connection.js";
 import type { Service } from "./service.js";
 
-/** One stream's event, as the sessions made it: `openai` (an OpenAI object), `error` or `done`. */
+/**
+ * One stream's event, as the sessions made it: `openai` (an OpenAI object),
+ * `error` or `done`; or, for a Chat stream, `chat_delta` (`{field, text}`):
+ * a text step whose chunk would be that text alone in that delta field, sent
+ * without the chunk (src/pool/host.ts; the answer writes its line).
+ */
 export type DoorEvent = WireEvent;
 
 export type DoorListener = (event: DoorEvent) => void;

@@ -52,6 +52,12 @@ export interface GenerationSink {
   /** A choice's OpenAI chunk or event (or `{harmony_error}`: a session's error event), with the usage so far. */
   event(choice: number, obj: Obj, usage: UpstreamUsage | null): void;
   /**
+   * A Chat choice's text where its chunk would be that text alone (the
+   * sessions send it so: src/pool/host.ts), in `field` of its delta.
+   * Only Chat streams send it; a sink of another format may leave it out.
+   */
+  text?(choice: number, field: string, text: string, usage: UpstreamUsage | null): void;
+  /**
    * Every id of each choice as it goes to the parser, with its log
    * probability when the engine gave one (null for ids the sidecar put in).
    */
@@ -111,6 +117,13 @@ export function generate(
   };
   names.forEach((name, choice) => {
     door.listen(name, (ev) => {
+      const plain = ev.chat_delta as { field: string; text: string } | undefined;
+      if (plain !== undefined) {
+        // a Chat text step (most of a stream's): never its last
+        if (quiet) return;
+        if (sink.text) return sink.text(choice, plain.field, plain.text, usage);
+        return fail({ code: "bug", message: "a Chat text step reached a sink that takes none" });
+      }
       if (ev.error && (ev.error as Obj).code !== "worker_crashed") return fail(ev.error);
       const last = ev.done !== undefined || isClosing(ev.openai as Obj | undefined);
       if (!quiet) {

@@ -7,7 +7,7 @@ import { HarmonyParser } from "../../src/core/parser.js";
 import { FLAG_WHOLE } from "../../src/core/vocab.js";
 import { MAX_COT_BYTES } from "../../src/store/cot-buffer.js";
 import { SessionHost } from "../../src/pool/host.js";
-import type { OpenWith } from "../../src/pool/task.js";
+import type { OpenWith, OpsResult } from "../../src/pool/task.js";
 import { toWire } from "../../src/protocol/events.js";
 import { FrameWriter, handleField, streamField } from "../../src/protocol/frame-writer.js";
 import { schema } from "../../src/protocol/schema.js";
@@ -38,6 +38,38 @@ function heldBytes(): number {
   gc();
   const m = process.memoryUsage();
   return m.heapUsed + m.external;
+}
+
+/**
+ * Feed `ids` to stream 1 of two hosts in the batches `cuts` makes (opened
+ * with `open` in the first batch, closed at the end in the last), the first
+ * host's batches answered as objects when `objects[0]` (else binary), the
+ * second's as JSON (`objects[1]`: objects instead); `check` gets each
+ * batch's two answers and its range of ids.
+ */
+function stepBoth(
+  ids: Uint32Array,
+  cuts: readonly number[],
+  open: OpenWith,
+  hosts: [SessionHost, SessionHost],
+  objects: [boolean, boolean],
+  check: (a: OpsResult, b: OpsResult, at: number, end: number) => void,
+): void {
+  let at = 0;
+  let k = 0;
+  for (let step = 0; at <= ids.length; step++) {
+    const end = Math.min(ids.length, at + cuts[k++ % cuts.length]!);
+    hosts[0].begin(1, objects[0], objects[0]);
+    hosts[1].begin(1, true, objects[1]);
+    for (const h of hosts) {
+      if (step === 0) h.openStream(1, open);
+      if (at < ids.length) h.tokens(1, ids, at, end);
+      else h.closeStream(1, "eos");
+    }
+    check(hosts[0].finish(), hosts[1].finish(), at, end);
+    if (at === ids.length) break;
+    at = end;
+  }
 }
 
 describe("SessionHost", () => {
@@ -119,36 +151,66 @@ describe("SessionHost", () => {
             }
             return Buffer.from(w.take());
           };
-          let at = 0;
-          let k = 0;
-          for (let step = 0; at <= ids.length; step++) {
-            const end = Math.min(ids.length, at + cuts[k++ % cuts.length]!);
-            fast.begin(1, false);
-            slow.begin(1, true);
-            if (step === 0) {
-              fast.openStream(1, open);
-              slow.openStream(1, open);
-            }
-            if (at < ids.length) {
-              fast.tokens(1, ids, at, end);
-              slow.tokens(1, ids, at, end);
-            } else {
-              fast.closeStream(1, "eos");
-              slow.closeStream(1, "eos");
-            }
+          // binary answers (text steps from the bytes) against JSON ones (every op through write())
+          stepBoth(ids, cuts, open, [fast, slow], [false, false], (a, b, at, end) => {
             const want = expectBatch(at < ids.length ? parser.write(ids, at, end) : parser.end("eos"));
-            const a = fast.finish();
-            const b = slow.finish();
             expectSameBytes(a.bin!, want);
             expect(a.memos).toEqual(b.memos);
             expect(a.counts).toEqual(b.counts);
-            if (at === ids.length) break;
-            at = end;
-          }
+          });
         },
       ),
       fcParams(150),
     );
+  });
+
+  it("a Chat stream's text steps for an in-process client are its text alone, the chunks the events would make, for any chunking", () => {
+    const wire = schema();
+    const cases = [...loadJsonl("wellformed.jsonl"), ...loadJsonl("malformed.jsonl")].filter((_, i) => i % 3 === 0);
+    const format = { kind: "openai.chat" as const, id: "chatcmpl-t", model: "m", created: 1, reasoningField: "reasoning" as const };
+    fc.assert(
+      fc.property(
+        fc.integer({ min: 0, max: cases.length - 1 }),
+        fc.array(fc.integer({ min: 1, max: 9 }), { minLength: 1, maxLength: 20 }),
+        // calls "none": a call the model makes anyway is read as text and dropped (the text step must not carry it)
+        fc.constantFrom<"any" | "none">("any", "none"),
+        (which, cuts, calls) => {
+          const { tokens, role } = cases[which]!;
+          const ids = Uint32Array.from(tokens);
+          const open = { ...spec("s"), role, format, calls, tools: calls === "none" ? null : ["f", "get_weather"] };
+          const fast = new SessionHost(vocab, wire); // objects: the door's answers
+          const slow = new SessionHost(vocab, wire); // JSON: every event through the adapter
+          stepBoth(ids, cuts, open, [fast, slow], [true, false], (a, b) => {
+            // a text step as the chunk the adapter makes of its delta
+            const got = a.objects!.map((o) => {
+              const plain = o.chat_delta as { field: string; text: string } | undefined;
+              if (plain === undefined) return JSON.stringify(o);
+              const delta = { [plain.field]: plain.text };
+              const chunk = {
+                id: format.id,
+                object: "chat.completion.chunk",
+                created: 1,
+                model: "m",
+                choices: [{ index: 0, delta, finish_reason: null, logprobs: null }],
+              };
+              return JSON.stringify({ stream: o.stream, openai: chunk });
+            });
+            expect(got).toEqual(b.json);
+            expect(a.memos).toEqual(b.memos);
+            expect(a.counts).toEqual(b.counts);
+          });
+        },
+      ),
+      fcParams(150),
+    );
+    // and text steps are taken at all: a plain answer goes as its text alone after its first chunk
+    const host = new SessionHost(vocab, wire);
+    const ids = Uint32Array.from(enc.encode("<|channel|>final<|message|>Hello there, how are you today?<|return|>"));
+    host.begin(1, true, true);
+    host.openStream(1, { ...spec("s"), format });
+    for (let i = 0; i < ids.length; i++) host.tokens(1, ids, i, i + 1);
+    const objects = host.finish().objects!;
+    expect(objects.filter((o) => (o as { chat_delta?: unknown }).chat_delta !== undefined).length).toBeGreaterThan(3);
   });
 
   it("a closed stream's session serves a later open, whose answers are those of a new host", () => {

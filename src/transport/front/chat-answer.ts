@@ -118,14 +118,51 @@ export class ChatAnswer implements GenerationSink {
     keys = 0;
     for (const k in c) if (k !== CHOICE_KEYS[keys++]) return null;
     if (keys !== CHOICE_KEYS.length) return null;
-    const key = `${c.index}:${field}`;
+    return `${this.head(c.index, field)}${JSON.stringify(text)}${TEXT_FOOT}`;
+  }
+
+  /** The fixed text before the JSON of a text delta of `choice` in `field`. */
+  private head(choice: number, field: string): string {
+    const key = `${choice}:${field}`;
     let head = this.heads.get(key);
     if (head === undefined) {
-      const fixed = JSON.stringify({ ...this.extraChunk({}), choices: [{ index: c.index, delta: { [field]: "" } }] });
+      const fixed = JSON.stringify({ ...this.extraChunk({}), choices: [{ index: choice, delta: { [field]: "" } }] });
       head = `data: ${fixed.slice(0, fixed.length - '""}}]}'.length)}`;
       this.heads.set(key, head);
     }
-    return `${head}${JSON.stringify(text)}${TEXT_FOOT}`;
+    return head;
+  }
+
+  /** The model the parser sessions' chunks name (set by the first of them: a choice's role chunk comes before its text). */
+  private chunkModel: unknown = undefined;
+
+  /**
+   * A choice's text where the parser sessions' chunk would be that text
+   * alone (src/pool/host.ts). Streamed, with no stop strings, answer check or
+   * hidden reasoning to apply and the chunks naming the plan's model, its
+   * line is written from the fixed text around it: the bytes sendChunk
+   * writes for that chunk. Otherwise the chunk itself goes to event().
+   */
+  text(choice: number, field: string, text: string): void {
+    const plan = this.plan;
+    if (plan.stream && this.stops === null && plan.format === null && this.chunkModel === plan.model) {
+      if (field === "content" || plan.includeReasoning) {
+        if (!this.started) {
+          setupSse(this.res);
+          this.started = true;
+        }
+        this.flow.write(`${this.head(choice, field)}${JSON.stringify(text)}${TEXT_FOOT}`);
+      }
+      return;
+    }
+    const chunk = {
+      id: this.id,
+      object: "chat.completion.chunk",
+      created: this.created,
+      model: this.chunkModel,
+      choices: [{ index: choice, delta: { [field]: text }, finish_reason: null, logprobs: null }],
+    };
+    this.event(choice, chunk as unknown as Obj);
   }
 
   /** Every id of a choice as it goes to the parser: kept for the repair log, and its logprobs (streamed as they come). */
@@ -148,6 +185,7 @@ export class ChatAnswer implements GenerationSink {
     if (obj.harmony_error) return;
     const { plan } = this;
     const chunk = obj as unknown as HarmonyChatCompletionChunk;
+    if (this.chunkModel === undefined) this.chunkModel = chunk.model;
     // one completion id across choices; each choice its own index
     chunk.id = this.id;
     chunk.created = this.created;
