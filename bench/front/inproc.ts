@@ -8,6 +8,8 @@
  * stream per step, every stream in each step:
  * - `write`: one write a token of a fixed Chat delta, as one HTTP/1.1 chunk,
  *   to a socket (what a relay does per token, less its read): the baseline;
+ * - `host`: the service's session host alone (the parser and its Chat
+ *   adapter), a batch per stream per step as the door's connection feeds it;
  * - `path`: src/service/generate.ts with a stand-in engine (its chunks handed
  *   over already read and checked), through the sessions' door, connection
  *   and host (the parser and its Chat adapter), into a sink that counts the
@@ -32,6 +34,7 @@ import { createInterface } from "node:readline";
 import { Command } from "commander";
 import { pino } from "pino";
 import type { JsonObject } from "../../src/core/json.js";
+import type { OpsResult } from "../../src/pool/task.js";
 import { planChat, type ChatPlan } from "../../src/openai/plan.js";
 import { generate, type GenerationSink } from "../../src/service/generate.js";
 import { DEFAULT_LIMITS, DEFAULTS, Service } from "../../src/service/service.js";
@@ -52,7 +55,7 @@ const opts = new Command()
   .parse()
   .opts<{ streams: number; tokens: number; pace: number; rounds: number; json?: string }>();
 
-const SETUPS = ["write", "path", "answer"] as const;
+const SETUPS = ["write", "host", "path", "answer"] as const;
 type Setup = (typeof SETUPS)[number];
 type Mode = "tight" | "paced";
 
@@ -117,17 +120,65 @@ interface Run {
 const REQUEST = { model: "openai/gpt-oss-20b", messages: [{ role: "user", content: "Write a few sentences about relays." }], stream: true };
 const LINE = `data: ${JSON.stringify({ id: "chatcmpl-0123456789ab", object: "chat.completion.chunk", created: 1765080000, model: REQUEST.model, choices: [{ index: 0, delta: { content: " relay" }, finish_reason: null, logprobs: null }] })}\n\n`;
 
+/** How the door's connection opens a Chat stream (src/service/connection.ts openSpec), but for its format and name. */
+const HOST_OPEN = {
+  role: "assistant",
+  mode: "resilient",
+  wholeMessages: false,
+  nonStrict: false,
+  callIdPrefix: "call_0123456789ab_",
+  rememberReasoning: true,
+  memoScope: "",
+  afterStop: "drop",
+  tools: null,
+  calls: "any",
+} as const;
+/** The host set-up's connection numbers (one a run, never a real connection's). */
+let hostConns = 1_000_000;
+
 async function runOnce(svc: Service, ids: readonly number[], drainPort: number, setup: Setup, mode: Mode, round: number): Promise<Run> {
   const n = opts.streams;
   const socks = await Promise.all(Array.from({ length: n }, () => connect(drainPort)));
   const feeds: Feed[] = [];
   const ends: Promise<unknown>[] = [];
+  /** What is undone once the run is measured. */
+  const afterwards: (() => void)[] = [];
   let chars = 0;
   if (setup === "write") {
     for (const s of socks)
       feeds.push(() => {
         if (!s.write(chunkOf(LINE))) return new Promise<void>((r) => s.once("drain", r));
       });
+  } else if (setup === "host") {
+    // the service's inline session host alone, fed as the door's connection feeds it: a batch per stream per step
+    const host = svc.pool.inlineHost!;
+    const conn = ++hostConns;
+    const take = (r: OpsResult) => {
+      for (const o of r.objects ?? []) {
+        const plain = o.chat_delta as { text: string } | undefined;
+        chars += plain !== undefined ? plain.text.length : deltaChars((o.openai ?? {}) as JsonObject);
+      }
+    };
+    const u32 = Uint32Array.from(ids);
+    const format = {
+      kind: "openai.chat",
+      id: "chatcmpl-0123456789ab",
+      model: REQUEST.model,
+      created: 1,
+      reasoningField: "reasoning",
+    } as const;
+    host.begin(conn, true, true);
+    const sessions = socks.map((_, k) => host.openStream(k + 1, { ...HOST_OPEN, format, name: `gen-${k + 1}`, handle: 0 }));
+    take(host.finish());
+    sessions.forEach((session, k) =>
+      feeds.push((step) => {
+        host.begin(conn, true, true);
+        host.tokensOf(session, u32, step, step + 1);
+        if (step === ids.length - 1) host.closeStream(k + 1, "eos");
+        take(host.finish());
+      }),
+    );
+    afterwards.push(() => host.drop(conn));
   } else {
     const engine = feedEngine(ids, feeds);
     const plan = planChat(REQUEST, "reasoning") as ChatPlan;
@@ -172,6 +223,7 @@ async function runOnce(svc: Service, ids: readonly number[], drainPort: number, 
     written += s.bytesWritten;
     s.destroy();
   }
+  for (const f of afterwards) f();
   const tokens = n * steps;
   return { setup, mode, round, usPerToken: (c.user + c.system) / tokens, busyUsPerToken: (busy * 1000) / tokens, chars, written };
 }
@@ -184,7 +236,7 @@ async function runOnce(svc: Service, ids: readonly number[], drainPort: number, 
 function delivered(r: Run, expectedChars: number): boolean {
   if (r.setup === "write") return r.written === opts.streams * opts.tokens * Buffer.byteLength(chunkOf(LINE));
   if (r.chars !== expectedChars) return false;
-  return r.setup === "path" ? r.written === 0 : r.written > expectedChars;
+  return r.setup === "answer" ? r.written > expectedChars : r.written === 0;
 }
 
 /** A set-up's medians in one mode. */

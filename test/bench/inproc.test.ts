@@ -1,8 +1,8 @@
 /**
  * bench/front/inproc, tiny: two streams of a short completion, one round,
  * tight and paced. Checks what its figures rest on: a row for every set-up
- * in both modes, every delta's text reached the sink in the path and answer
- * set-ups (the count bodyChars gives for the completion), the answer's
+ * in both modes, every delta's text reached the sink in the host, path and
+ * answer set-ups (the count bodyChars gives for the completion), the answer's
  * chunks and the baseline's writes reached the sockets, and each run's CPU
  * was read.
  */
@@ -40,7 +40,8 @@ describe("bench/front/inproc", () => {
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
-    for (const mode of ["tight", "paced"]) for (const s of ["write", "path", "answer"]) expect(stdout).toContain(`| ${mode} | ${s} |`);
+    for (const mode of ["tight", "paced"])
+      for (const s of ["write", "host", "path", "answer"]) expect(stdout).toContain(`| ${mode} | ${s} |`);
     expect(stdout).not.toContain("**no**");
 
     const out = JSON.parse(text) as { expectedChars: number; runs: Run[] };
@@ -49,13 +50,13 @@ describe("bench/front/inproc", () => {
     const ids = completionIds(24, (t) => enc.encodeOrdinary(t));
     expect(out.expectedChars).toBe(2 * bodyChars(ids, (id) => vocab.text(id)));
     expect(out.expectedChars).toBeGreaterThan(0);
-    expect(out.runs).toHaveLength(6);
+    expect(out.runs).toHaveLength(8);
     for (const r of out.runs) {
       expect(r.usPerToken, `${r.mode} ${r.setup}`).toBeGreaterThan(0);
       if (r.setup === "write") expect(r.written).toBeGreaterThan(0);
       else expect(r.chars, `${r.mode} ${r.setup}`).toBe(out.expectedChars);
       if (r.setup === "answer") expect(r.written).toBeGreaterThan(out.expectedChars);
-      if (r.setup === "path") expect(r.written).toBe(0);
+      if (r.setup === "path" || r.setup === "host") expect(r.written).toBe(0);
     }
   });
 });
