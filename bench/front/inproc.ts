@@ -43,6 +43,7 @@ import { chatOpen } from "../../src/transport/front/chat.js";
 import { chunkOf } from "../../src/transport/client-flow.js";
 import type { Engine, EventAnswer, OnChunk } from "../../src/upstream/engine.js";
 import { bodyChars, completionIds } from "./completion.js";
+import { median } from "./report.js";
 import { responseOn } from "./response-on.js";
 
 const opts = new Command()
@@ -250,12 +251,6 @@ interface Row {
   chars: number;
   delivered: boolean;
 }
-
-const median = (xs: number[]): number => {
-  const s = [...xs].sort((a, b) => a - b);
-  const m = Math.floor(s.length / 2);
-  return s.length % 2 ? s[m]! : (s[m - 1]! + s[m]!) / 2;
-};
 
 async function main(): Promise<void> {
   const svc = new Service({ ...DEFAULTS, workers: 0, limits: DEFAULT_LIMITS, logger: pino({ level: "silent" }) });

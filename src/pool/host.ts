@@ -247,14 +247,15 @@ export class SessionHost {
     const chat = session.chat;
     const objects = this.objects;
     if (objects !== null && chat !== null && "stream" in session.ref) {
-      const field = chat.plainField(parser.messageIndex, parser.textKind);
+      const kind = parser.textKind;
+      const field = chat.plainField(parser.messageIndex, kind);
       if (field !== null && parser.takeText(ids, start, end)) {
         const v = this.vocab;
         let text = "";
         for (let i = start; i < end; i++) text += v.text(ids[i]!);
         objects.push({ stream: session.ref.stream, chat_delta: { field, text } });
         this.stepDeltas++;
-        if (session.cot !== null && parser.textKind === "reasoning") this.keepReasoning(session.cot, ids, start, end);
+        if (session.cot !== null && kind === "reasoning") this.keepReasoning(session.cot, ids, start, end);
         return;
       }
     }

@@ -72,11 +72,16 @@ export class ChatAnswer implements GenerationSink {
   }
 
   private send(chunk: object): void {
+    this.writeLine(`data: ${JSON.stringify(chunk)}\n\n`);
+  }
+
+  /** One SSE line to the client (the stream's head set first). */
+  private writeLine(line: string): void {
     if (!this.started) {
       setupSse(this.res);
       this.started = true;
     }
-    this.flow.write(`data: ${JSON.stringify(chunk)}\n\n`);
+    this.flow.write(line);
   }
 
   /**
@@ -87,11 +92,7 @@ export class ChatAnswer implements GenerationSink {
   private sendChunk(chunk: HarmonyChatCompletionChunk): void {
     const line = this.textLine(chunk);
     if (line === null) return this.send(chunk);
-    if (!this.started) {
-      setupSse(this.res);
-      this.started = true;
-    }
-    this.flow.write(line);
+    this.writeLine(line);
   }
 
   /** The fixed text before a text delta's JSON, by choice and field. */
@@ -146,13 +147,7 @@ export class ChatAnswer implements GenerationSink {
   text(choice: number, field: string, text: string): void {
     const plan = this.plan;
     if (plan.stream && this.stops === null && plan.format === null && this.chunkModel === plan.model) {
-      if (field === "content" || plan.includeReasoning) {
-        if (!this.started) {
-          setupSse(this.res);
-          this.started = true;
-        }
-        this.flow.write(`${this.head(choice, field)}${JSON.stringify(text)}${TEXT_FOOT}`);
-      }
+      if (field === "content" || plan.includeReasoning) this.writeLine(`${this.head(choice, field)}${JSON.stringify(text)}${TEXT_FOOT}`);
       return;
     }
     const chunk = {
