@@ -104,12 +104,21 @@ describe("the table file", () => {
           const bytes = Uint8Array.from(good);
           for (const [at, v] of edits) bytes[at] = v;
           const out = decodeTableFile(bytes.buffer, expected);
-          const same = edits.every(([at, v]) => header[at] === v);
+          // judged on the header as left, not edit by edit: a later edit may put a byte back
+          const same = bytes.subarray(0, 64).every((b, i) => b === header[i]);
           if (same) expect(typeof out).toBe("object");
           else expect(typeof out).toBe("string");
         },
       ),
-      params(300),
+      // the kind of case CI failed on: byte 8 changed, then put back (the old oracle wanted a refusal)
+      params(300, [
+        [
+          [
+            [8, 1],
+            [8, header[8]!],
+          ],
+        ],
+      ]),
     );
   });
 });
