@@ -244,23 +244,42 @@ export class SessionHost {
     }
     // the same step of a Chat stream, for an in-process client (the OpenAI front's door): when its chunk would
     // be that text and nothing else, the text alone goes (no event, no chunk object; the front writes its line)
-    const chat = session.chat;
     const objects = this.objects;
-    if (objects !== null && chat !== null && "stream" in session.ref) {
-      const kind = parser.textKind;
-      const field = chat.plainField(parser.messageIndex, kind);
-      if (field !== null && parser.takeText(ids, start, end)) {
-        const v = this.vocab;
-        let text = "";
-        for (let i = start; i < end; i++) text += v.text(ids[i]!);
-        objects.push({ stream: session.ref.stream, chat_delta: { field, text } });
+    if (objects !== null && "stream" in session.ref) {
+      const text = this.plainText(session, ids, start, end);
+      if (text !== null) {
+        objects.push({ stream: session.ref.stream, chat_delta: { field: this.plainField, text } });
         this.stepDeltas++;
-        if (session.cot !== null && kind === "reasoning") this.keepReasoning(session.cot, ids, start, end);
         return;
       }
     }
     const events = parser.write(ids, start, end);
     if (events.length > 0) this.count(session, events, this.notes);
+  }
+
+  /** The delta field of the text {@link plainText} last returned. */
+  plainField = "";
+
+  /**
+   * A Chat stream's step whose chunk would be its text alone in one delta
+   * field (most steps): taken, and that text returned (its field in
+   * {@link plainField}); else null, and nothing was taken. Counted by the
+   * caller: inside a batch by tokensOf, outside one (the front's door, one
+   * step at a time: src/service/connection.ts `textNow`) by the connection.
+   */
+  plainText(session: Session, ids: Uint32Array, start: number, end: number): string | null {
+    const chat = session.chat;
+    if (chat === null) return null;
+    const parser = session.parser;
+    const kind = parser.textKind;
+    const field = chat.plainField(parser.messageIndex, kind);
+    if (field === null || !parser.takeText(ids, start, end)) return null;
+    const v = this.vocab;
+    let text = "";
+    for (let i = start; i < end; i++) text += v.text(ids[i]!);
+    if (session.cot !== null && kind === "reasoning") this.keepReasoning(session.cot, ids, start, end);
+    this.plainField = field;
+    return text;
   }
 
   /** A text step's reasoning into the stream's reasoning buffer, from the vocabulary's bytes. */

@@ -388,6 +388,46 @@ export class Connection {
     return true;
   }
 
+  /** The text {@link textNow} took (null: it took the step but the sessions failed), and its delta field. */
+  textTaken: string | null = null;
+  textField = "";
+
+  /**
+   * One stream's ids from an in-process client, when {@link tokensNow} would
+   * feed them and they are a Chat text step (src/pool/host.ts `plainText`):
+   * taken and counted as a batch of them would be, their text left in
+   * `textTaken` (its field in `textField`) for the client to write, with no
+   * batch, event object or delivery. False when any of that does not hold:
+   * nothing was done, and the ids go tokensNow's way.
+   */
+  textNow(stream: string, ids: Uint32Array, start: number, end: number): boolean {
+    if (this.ended || this.queued !== 0 || this.inflight !== 0 || this.deferred !== null) return false;
+    const pool = this.service.pool;
+    const host = pool.inlineHost;
+    if (host === null) return false;
+    const st = this.streams.find(stream, 0);
+    if (st === undefined || st.slot !== pool.inlineSlot || st.session === null) return false;
+    let text: string | null;
+    try {
+      text = host.plainText(st.session, ids, start, end);
+    } catch (e) {
+      // as tokensNow: the inline sessions are lost as in a worker crash (the crash handler tells the streams)
+      this.inlineFailed(e);
+      pool.inlineFailed();
+      this.textTaken = null;
+      return true;
+    }
+    if (text === null) return false;
+    this.lastActivity = Date.now();
+    const m = this.service.metrics;
+    m.countFrame(this.transport.kind);
+    m.countTokens(end - start);
+    m.countEvents("delta", 1);
+    this.textTaken = text;
+    this.textField = host.plainField;
+    return true;
+  }
+
   /** The main thread's parser sessions threw (a bug): logged, for this connection. */
   private inlineFailed(e: unknown): void {
     this.service.logger.error({ conn: this.id, err: e }, "inline parser sessions failed");

@@ -22,6 +22,9 @@ export type DoorEvent = WireEvent;
 
 export type DoorListener = (event: DoorEvent) => void;
 
+/** A Chat stream's text step, taken alone (src/service/connection.ts `textNow`): its delta field and text. */
+export type DoorTextListener = (field: string, text: string) => void;
+
 /** How a stream of the front's is opened: its OpenAI format and what the parser lets through. */
 export interface DoorOpen {
   format: "openai.chat" | "openai.responses";
@@ -36,6 +39,7 @@ export interface DoorOpen {
 export class SessionDoor {
   private readonly conn: Connection;
   private readonly listeners = new Map<string, DoorListener>();
+  private readonly textListeners = new Map<string, DoorTextListener>();
   private n = 0;
   private stray: DoorListener | null = null;
   private flowing: Promise<void> | null = null;
@@ -86,6 +90,17 @@ export class SessionDoor {
 
   listen(stream: string, listener: DoorListener): void {
     this.listeners.set(stream, listener);
+  }
+
+  /**
+   * A Chat stream's text steps, when the ids of a flush are that stream's
+   * alone and the connection takes them as one (most steps of a Chat
+   * stream): their text goes here, with no event object. Its other steps'
+   * events (a text step among others' included, as `chat_delta`) go to
+   * `listen`'s listener, in order with these.
+   */
+  listenText(stream: string, listener: DoorTextListener): void {
+    this.textListeners.set(stream, listener);
   }
 
   /** Events no listener takes: an op's own errors, which would otherwise go nowhere. */
@@ -149,6 +164,18 @@ export class SessionDoor {
     if (this.ops.n === 0) return;
     const n = this.nIds;
     this.nIds = 0;
+    const ops = this.ops;
+    // one stream's ids alone, a text step: taken and written with no batch (the connection's textNow)
+    if (ops.n === 1 && ops.kinds[0] === OP_TOKENS && ops.handles[0] === 0) {
+      const stream = ops.names[0]!;
+      const text = this.textListeners.get(stream);
+      if (text !== undefined && this.conn.textNow(stream, this.ids, ops.starts[0]!, ops.ends[0]!)) {
+        ops.clear();
+        const taken = this.conn.textTaken;
+        if (taken !== null) text(this.conn.textField, taken);
+        return;
+      }
+    }
     try {
       // an engine chunk's ids for streams on the main thread, nothing ahead of them: fed at once (the ops' ranges index this.ids)
       if (!this.conn.tokensNow(this.ops, this.ids)) this.conn.onOps({ ops: this.ops, ids: this.ids.subarray(0, n), errors: [] });
@@ -160,6 +187,7 @@ export class SessionDoor {
   /** Leave: the connection's streams are freed, and nothing waits on it any more. */
   leave(): void {
     this.listeners.clear();
+    this.textListeners.clear();
     this.conn.close();
     this.resumed?.();
     this.flowing = null;

@@ -133,6 +133,13 @@ export function generate(
       if (last && --pending === 0) finishAll();
     });
   });
+  const text = sink.text;
+  if (text !== undefined)
+    names.forEach((name, choice) =>
+      door.listenText(name, (field, t) => {
+        if (!quiet) text.call(sink, choice, field, t, usage);
+      }),
+    );
   door.onStray((ev) => {
     if (ev.error) fail(ev.error);
   });
