@@ -19,7 +19,7 @@
  * The sockets' other end is a child process that reads and drops, so this
  * process's CPU (user + system, every thread) is the front's alone. Each
  * set-up runs `tight` (the steps back to back, a turn of the event loop
- * every 64) and `paced` (`--pace` ms between steps), in every round, the
+ * between them) and `paced` (`--pace` ms between steps), in every round, the
  * order rotated. "busy" is the wall time of the steps' own work.
  *
  * The engine's HTTP body, its SSE split, JSON.parse and chunk checks are not
@@ -215,7 +215,8 @@ async function runOnce(svc: Service, ids: readonly number[], drainPort: number, 
     }
     busy += performance.now() - w0;
     if (mode === "paced") await new Promise((r) => setTimeout(r, opts.pace));
-    else if (step % 64 === 63) await new Promise((r) => setImmediate(r));
+    // (a turn a step: the answer's writes go at a turn's end, src/transport/client-flow.ts)
+    else await new Promise((r) => setImmediate(r));
   }
   await Promise.all(ends);
   const c = process.cpuUsage(t0);

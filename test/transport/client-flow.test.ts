@@ -1,4 +1,8 @@
-/** A streamed answer's writes: one at once for a client that keeps up, what is ready coalesced into one write for a client behind. */
+/**
+ * A streamed answer's writes: what a turn of the event loop writes goes in one
+ * write at the turn's end (at once past a socket buffer's worth) for a client
+ * that keeps up; what is ready while it is behind, in one write at its drain.
+ */
 import http from "node:http";
 import net, { type AddressInfo } from "node:net";
 import { Writable } from "node:stream";
@@ -23,18 +27,38 @@ function client() {
   return { sock: sock as unknown as http.ServerResponse, writes, release };
 }
 
+/** The rest of this turn of the event loop (what is due at its end has gone). */
+const turn = () => new Promise((r) => setImmediate(r));
+
 describe("ClientFlow", () => {
-  it("writes a single chunk at once when the client is not behind", () => {
+  it("writes what a turn wrote in one write at the turn's end when the client is not behind", async () => {
     const c = client();
     const flow = new ClientFlow(c.sock, 60_000, () => undefined);
     flow.write("data: a\n\n");
-    expect(c.writes).toEqual(["data: a\n\n"]);
+    flow.write("data: b\n\n");
+    expect(c.writes).toEqual([]);
+    expect(flow.wait()).toBeNull();
+    await turn();
+    expect(c.writes).toEqual(["data: a\n\ndata: b\n\n"]);
+    c.release();
+  });
+
+  it("writes at once what passes a socket buffer's worth in one turn, and hears the client's backpressure then", () => {
+    const c = client();
+    const flow = new ClientFlow(c.sock, 60_000, () => undefined);
+    const big = `data: ${"x".repeat(16 * 1024)}\n\n`;
+    flow.write("data: a\n\n");
+    flow.write(big);
+    expect(c.writes).toEqual([`data: a\n\n${big}`]);
+    expect(flow.wait()).not.toBeNull();
+    c.release();
   });
 
   it("coalesces what is ready while the client is behind into one write at its drain", async () => {
     const c = client();
     const flow = new ClientFlow(c.sock, 60_000, () => undefined);
-    flow.write("data: a\n\n"); // over the mark: the client is behind
+    flow.write("data: a\n\n");
+    await turn(); // written, and over the mark: the client is behind
     const behind = flow.wait();
     expect(behind).not.toBeNull();
     flow.write("data: b\n\n");
@@ -46,21 +70,29 @@ describe("ClientFlow", () => {
     c.release();
     expect(flow.wait()).toBeNull();
     flow.write("data: d\n\n");
+    await turn();
     expect(c.writes.at(-1)).toBe("data: d\n\n");
     c.release();
   });
 
-  it("flush writes what is held, in order, before the answer's last writes", () => {
+  it("flush writes what this turn wrote and what is held, in order, before the answer's last writes", async () => {
     const c = client();
     const flow = new ClientFlow(c.sock, 60_000, () => undefined);
     flow.write("1");
     flow.write("2");
-    flow.write("3");
     flow.flush();
+    expect(c.writes).toEqual(["12"]);
+    await turn(); // nothing left for the turn's end
+    expect(c.writes).toEqual(["12"]);
     c.release();
-    expect(c.writes.join("")).toBe("123");
-    expect(c.writes.length).toBe(2);
-    c.release(); // the second write taken: the drain ends the wait
+    flow.write("3");
+    await turn(); // over the mark: the next writes are held
+    flow.write("4");
+    flow.write("5");
+    flow.flush();
+    c.release(); // "3" taken: the socket takes the next
+    expect(c.writes).toEqual(["12", "3", "45"]);
+    c.release(); // the last write taken: the drain ends the wait
   });
 });
 
@@ -108,11 +140,16 @@ describe("ClientFlow on a real socket", () => {
       sse(res);
       seen.direct = directSocket(res);
       const flow = new ClientFlow(res, 60_000, () => undefined);
-      for (const c of CHUNKS) {
-        flow.write(c);
-        flow.write(""); // nothing: an empty chunk would end the body
-      }
-      res.end(last);
+      void (async () => {
+        // each chunk in a turn of its own, so in a write of its own
+        for (const c of CHUNKS) {
+          flow.write(c);
+          flow.write(""); // nothing: an empty chunk would end the body
+          await turn();
+        }
+        flow.flush(); // as the answers do before their last writes
+        res.end(last);
+      })();
     });
     return { port, seen };
   }
@@ -155,12 +192,16 @@ describe("ClientFlow on a real socket", () => {
       const flow = new ClientFlow(res, 60_000, () => undefined);
       if (req.url === "/1") {
         flow.write("data: first\n\n");
-        void firstMayEnd.then(() => res.end("data: first end\n\n"));
+        void firstMayEnd.then(() => {
+          flow.flush();
+          res.end("data: first end\n\n");
+        });
         return;
       }
       // the second request's response has no socket yet: its writes are held by node, in order
       second = directSocket(res);
       flow.write("data: second\n\n");
+      flow.flush();
       res.end();
       release();
     });
