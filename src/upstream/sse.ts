@@ -7,9 +7,8 @@
  * means is each engine's business (./vllm.ts, ./sglang.ts, ./trtllm.ts,
  * ./llamacpp.ts).
  */
-import type { Readable } from "node:stream";
 import type { Dispatcher } from "undici";
-import { undici } from "./undici.js";
+import { streamAgent, undici } from "./undici.js";
 import { isObj, jsonTooDeepLong, MAX_JSON_DEPTH, parseJson } from "../core/json.js";
 import { UPSTREAM_DEFAULTS } from "../core/defaults.js";
 import { STOP, unauthorized, UpstreamError, type EventAnswer } from "./engine.js";
@@ -230,17 +229,27 @@ export async function streamSse(
     return null;
   };
   const needDone = opts.done !== false;
+  const call = new EngineCall();
+  const stop = () => call.abort();
+  ctrl.signal.addEventListener("abort", stop);
   let read = false;
   try {
-    let res: Dispatcher.ResponseData;
+    let status: number;
     try {
-      // undici's request, not fetch: fetch refuses the ports on its "bad port" list (6000 among them)
-      res = await undici().request(endpoint(opts.baseUrl, path), {
-        method: "POST",
-        headers: engineHeaders(opts.apiKey, { "content-type": "application/json", accept: "text/event-stream" }),
-        body: JSON.stringify(body),
-        signal: ctrl.signal,
-      });
+      const url = new URL(endpoint(opts.baseUrl, path));
+      // undici's dispatch, not its request (whose body is a Readable: a push, a 'readable' and a read() a
+      // piece) nor fetch (which refuses the ports on its "bad port" list, 6000 among them)
+      streamAgent().dispatch(
+        {
+          origin: url.origin,
+          path: url.pathname + url.search,
+          method: "POST",
+          headers: engineHeaders(opts.apiKey, { "content-type": "application/json", accept: "text/event-stream" }),
+          body: JSON.stringify(body),
+        },
+        call,
+      );
+      status = await call.head;
     } catch (e) {
       const late = clocks();
       if (late) throw late;
@@ -252,29 +261,291 @@ export async function streamSse(
       throw new UpstreamError(502, "upstream_unreachable", `cannot reach the upstream: ${cause}`);
     }
     idle.refresh();
-    if (res.statusCode < 200 || res.statusCode > 299) {
-      const text = await boundedText(res.body as unknown as AsyncIterable<Uint8Array>, MAX_ERROR_BODY_BYTES).catch(() => "");
-      const code = res.statusCode;
-      if (code === 401 || code === 403) throw unauthorized(code, `POST ${path}`);
+    if (status < 200 || status > 299) {
+      const text = await heldText(call.body, MAX_ERROR_BODY_BYTES).catch(() => "");
+      if (status === 401 || status === 403) throw unauthorized(status, `POST ${path}`);
       // a client mistake the upstream refused stays a 4xx; its own failures are a 502
-      const status = code >= 400 && code < 500 ? code : 502;
-      throw new UpstreamError(status, "upstream_error", `upstream answered ${code}: ${errorMessage(text)}`, code);
+      const code = status >= 400 && status < 500 ? status : 502;
+      throw new UpstreamError(code, "upstream_error", `upstream answered ${status}: ${errorMessage(text)}`, status);
     }
-    if (!res.body) throw new UpstreamError(502, "upstream_bad_response", "the upstream answered without a body");
-    await readEvents(res.body as unknown as Readable, opts, needDone, onEvent, onDrained, {
+    await readEvents(call.body, opts, needDone, onEvent, onDrained, {
       refresh: () => idle.refresh(),
       hold: (h) => (holding = h),
       clocks,
     });
-    // the body was let go at its end or destroyed (which aborts the request): nothing to abort, and no
-    // AbortError (a DOMException, its stack captured) made for every request
+    // the body was let go at its end or destroyed (which aborts the request): nothing to abort
     read = true;
   } finally {
     clearTimeout(idle);
     clearTimeout(deadline);
     opts.signal.removeEventListener("abort", abort);
-    if (!read) ctrl.abort();
+    ctrl.signal.removeEventListener("abort", stop);
+    if (!read) call.abort();
   }
+}
+
+/**
+ * How long a body may go on after its stream's end ([DONE]) before it is
+ * destroyed: its own end (the chunked body's last chunk) comes in the same
+ * write or the next, and an engine that keeps the answer open holds one
+ * connection of the pool this long.
+ */
+export const AFTER_DONE_MS = 1000;
+
+/** How much of an engine's answer is held unread before undici is told to stop parsing (its request body's high-water mark). */
+export const BODY_HIGH_WATER_BYTES = 64 * 1024;
+
+/**
+ * Why an engine request the sidecar stopped reading is aborted: one error for
+ * every abort (none made, with its stack, a request).
+ */
+const STOPPED = new Error("the sidecar stopped reading the engine's answer");
+
+/** What a {@link HeldBody} tells its reader. */
+export interface BodyListener {
+  /** Pieces are held (read() gives them). */
+  readable(): void;
+  /** The body ended, and every piece of it was read. */
+  end(): void;
+  /** The body broke (after what was held was offered). */
+  error(e: unknown): void;
+}
+
+/** What a {@link HeldBody} asks of the request it is the answer of. */
+export interface BodyControl {
+  /** Hold the rest back (undici stops parsing, TCP holds the engine back). */
+  pause(): void;
+  resume(): void;
+  /** End the request before its end. */
+  abort(): void;
+}
+
+/**
+ * An engine's answer body as its pieces came, held until they are read:
+ * `read()` takes all of them as one piece, and what is told to the reader
+ * (pieces held, the end, a failure) is told once the call that brought them
+ * has returned, in a microtask, so one socket read's pieces are taken
+ * together and nothing of the reader's runs inside undici's parser. Past
+ * {@link BODY_HIGH_WATER_BYTES} unread, the request is paused until they are.
+ */
+export class HeldBody {
+  private pieces: Buffer[] = [];
+  private bytes = 0;
+  private to: BodyListener | null = null;
+  private paused = false;
+  private ended = false;
+  private failure: { e: unknown } | null = null;
+  /** Nothing more is told: the end or the failure was told, or the body was destroyed. */
+  private over = false;
+  /** Let go: what comes is dropped until the end. */
+  private dropping = false;
+  private cut: ReturnType<typeof setTimeout> | null = null;
+  private telling = false;
+
+  constructor(private readonly control: BodyControl) {}
+
+  /** A piece of the body. */
+  push(piece: Buffer): void {
+    if (this.over || this.dropping) return;
+    this.pieces.push(piece);
+    this.bytes += piece.length;
+    if (this.bytes >= BODY_HIGH_WATER_BYTES && !this.paused) {
+      this.paused = true;
+      this.control.pause();
+    }
+    this.soon();
+  }
+
+  /** The body's end. */
+  end(): void {
+    if (this.over) return;
+    this.ended = true;
+    if (this.dropping) return this.close();
+    this.soon();
+  }
+
+  /** The body broke. */
+  fail(e: unknown): void {
+    if (this.over) return;
+    if (this.dropping) return this.close();
+    this.failure = { e };
+    this.soon();
+  }
+
+  /** The reader: told of what is held and what came, from now on. */
+  listen(to: BodyListener): void {
+    this.to = to;
+    this.soon();
+  }
+
+  /** Every piece held, as one; null when none is. */
+  read(): Buffer | null {
+    if (this.bytes === 0) return null;
+    const piece = this.pieces.length === 1 ? this.pieces[0]! : Buffer.concat(this.pieces, this.bytes);
+    this.pieces = [];
+    this.bytes = 0;
+    this.resume();
+    // the end (or failure) is told once what came before it was read
+    if (this.ended || this.failure) this.soon();
+    return piece;
+  }
+
+  /** Before the end: the request is aborted, and nothing more is told. */
+  destroy(): void {
+    if (this.over) return;
+    this.close();
+    this.control.abort();
+  }
+
+  /**
+   * Every event was read ([DONE]): what follows is read and dropped until
+   * the body ends, which is no abort (the request finished, its connection
+   * goes back to the pool); past AFTER_DONE_MS without its end the body is
+   * destroyed.
+   */
+  letGo(): void {
+    if (this.over || this.dropping) return;
+    if (this.ended) return this.close();
+    this.dropping = true;
+    this.pieces = [];
+    this.bytes = 0;
+    this.resume();
+    this.cut = setTimeout(() => this.destroy(), AFTER_DONE_MS);
+    this.cut.unref();
+  }
+
+  /** Bytes pushed and not yet read. */
+  get heldBytes(): number {
+    return this.bytes;
+  }
+
+  /** Whether nothing more will come of it (ended, broken, destroyed). */
+  get closed(): boolean {
+    return this.over;
+  }
+
+  private close(): void {
+    this.over = true;
+    this.pieces = [];
+    this.bytes = 0;
+    if (this.cut !== null) clearTimeout(this.cut);
+    this.cut = null;
+  }
+
+  private resume(): void {
+    if (!this.paused) return;
+    this.paused = false;
+    // not from inside the reader's read(): undici parses what the socket holds at once, into push()
+    queueMicrotask(() => {
+      if (!this.over && !this.paused) this.control.resume();
+    });
+  }
+
+  private soon(): void {
+    if (this.telling || this.to === null) return;
+    this.telling = true;
+    queueMicrotask(this.tell);
+  }
+
+  private readonly tell = (): void => {
+    this.telling = false;
+    const to = this.to;
+    if (this.over || to === null) return;
+    if (this.bytes > 0) to.readable();
+    if (this.over || this.bytes > 0) return;
+    if (this.failure) {
+      const { e } = this.failure;
+      this.close();
+      return to.error(e);
+    }
+    if (this.ended) {
+      this.close();
+      to.end();
+    }
+  };
+}
+
+/**
+ * One streamed request to the engine as undici's dispatch sees it: the
+ * status (`head`, its first final one), and the body's pieces into a
+ * {@link HeldBody}. A failure before the status rejects `head`; after it,
+ * the body fails.
+ */
+class EngineCall implements Dispatcher.DispatchHandler {
+  readonly head: Promise<number>;
+  readonly body: HeldBody;
+  private controller: Dispatcher.DispatchController | null = null;
+  private stopped = false;
+  private started = false;
+  private settleHead!: { ok: (status: number) => void; no: (e: unknown) => void };
+
+  constructor() {
+    this.head = new Promise<number>((ok, no) => (this.settleHead = { ok, no }));
+    this.body = new HeldBody({
+      pause: () => this.controller?.pause(),
+      resume: () => this.controller?.resume(),
+      abort: () => this.abort(),
+    });
+  }
+
+  /** End the request (before its end; nothing once it has ended). */
+  abort(): void {
+    if (this.stopped) return;
+    this.stopped = true;
+    this.controller?.abort(STOPPED);
+  }
+
+  onRequestStart(controller: Dispatcher.DispatchController): void {
+    this.controller = controller;
+    if (this.stopped) controller.abort(STOPPED);
+  }
+
+  onResponseStart(_c: Dispatcher.DispatchController, status: number): void {
+    // 1xx answers are not the answer
+    if (status < 200 || this.started) return;
+    this.started = true;
+    this.settleHead.ok(status);
+  }
+
+  onResponseData(_c: Dispatcher.DispatchController, piece: Buffer): void {
+    this.body.push(piece);
+  }
+
+  onResponseEnd(): void {
+    this.stopped = true;
+    this.body.end();
+  }
+
+  onResponseError(_c: Dispatcher.DispatchController, e: Error): void {
+    this.stopped = true;
+    if (!this.started) {
+      this.started = true;
+      return this.settleHead.no(e);
+    }
+    this.body.fail(e);
+  }
+}
+
+/** A held body as text, refused (`upstream_bad_response`) past `max` bytes (the request is then aborted). */
+export function heldText(body: HeldBody, max: number): Promise<string> {
+  return new Promise<string>((resolve, reject) => {
+    const pieces: Buffer[] = [];
+    let bytes = 0;
+    body.listen({
+      readable: () => {
+        for (let p = body.read(); p !== null; p = body.read()) {
+          bytes += p.length;
+          if (bytes > max) {
+            body.destroy();
+            return reject(new UpstreamError(502, "upstream_bad_response", `the upstream's answer is over ${max} bytes`));
+          }
+          pieces.push(p);
+        }
+      },
+      end: () => resolve(Buffer.concat(pieces, bytes).toString("utf8")),
+      error: reject,
+    });
+  });
 }
 
 /** What {@link readEvents} needs of its request's clocks. */
@@ -294,7 +565,7 @@ export interface Clocks {
  * of the event loop. (Exported for its tests; streamSse is the way in.)
  */
 export function readEvents(
-  body: Readable,
+  body: HeldBody,
   opts: SseOptions,
   needDone: boolean,
   onEvent: (chunk: Record<string, unknown>) => EventAnswer,
@@ -318,14 +589,13 @@ export function readEvents(
     /**
      * Settled with what the consumer gave so far: `e` null (the consumer
      * stopped the stream, or it ended) or why it failed. The body is
-     * destroyed, which aborts the request (undici makes an error, with its
-     * stack, for a body destroyed before its end), except after the stream's
+     * destroyed, which aborts the request, except after the stream's
      * own end (`clean`: [DONE] or the body's end), where it is let go.
      */
     const settle = (e: unknown, own: boolean, clean = false) => {
       if (settled) return;
       settled = true;
-      if (clean) letGo(body);
+      if (clean) body.letGo();
       else body.destroy();
       if (e === null) return resolve();
       // what the consumer threw is its own; the body's failures are mapped
@@ -502,54 +772,24 @@ export function readEvents(
       }
       lastEnd = performance.now();
     };
-    /**
-     * What the body holds, taken whole (`read()` with no size: one piece). Not its 'data' events: those take
-     * one HTTP chunk at a time, and a body kept near its high-water mark (an engine faster than its reader) then
-     * has undici copy its whole socket buffer into its parser for each ~100-byte chunk it parses (measured:
-     * 10.7 s of 14.5 s in undici's execute, the main thread held for seconds, bench/hostile (k)).
-     */
+    /** What the body holds, taken whole (one piece), until the consumer or a turn holds the reading back. */
     const pull = (): void => {
       while (!waiting && !settled) {
-        const piece = rest ?? (body.read() as Buffer | null);
+        const piece = rest ?? body.read();
         rest = null;
         if (piece === null) return;
         onPiece(piece);
       }
     };
-    body.on("readable", pull);
-    body.on("end", () => {
-      ended = true;
-      if (!waiting && next >= queued && rest === null) finish();
-    });
-    body.on("error", (e: unknown) => settle(e, false));
-    body.on("close", () => {
-      if (!ended) settle(new Error("terminated"), false);
+    body.listen({
+      readable: pull,
+      end: () => {
+        ended = true;
+        if (!waiting && next >= queued && rest === null) finish();
+      },
+      error: (e: unknown) => settle(e, false),
     });
   });
-}
-
-/**
- * How long a body may go on after its stream's end ([DONE]) before it is
- * destroyed: its own end (the chunked body's last chunk) comes in the same
- * write or the next, and an engine that keeps the answer open holds one
- * connection of the pool this long.
- */
-export const AFTER_DONE_MS = 1000;
-
-/**
- * A body whose events were all read ([DONE], or its end): what may follow
- * is read and dropped until the body ends, which is no abort (the request
- * finished, its connection goes back to the pool); past AFTER_DONE_MS
- * without its end it is destroyed.
- */
-function letGo(body: Readable): void {
-  if (body.readableEnded || body.destroyed) return;
-  const cut = setTimeout(() => body.destroy(), AFTER_DONE_MS);
-  cut.unref();
-  body.once("close", () => clearTimeout(cut));
-  // a 'readable' listener keeps a body from flowing: the reader's goes
-  body.removeAllListeners("readable");
-  body.resume();
 }
 
 /** How to GET from the engine: its key, and the most of the answer held. */

@@ -6,11 +6,10 @@
  */
 import http from "node:http";
 import type { AddressInfo } from "node:net";
-import { Readable } from "node:stream";
 import fc from "fast-check";
-import { afterEach, describe, expect, it } from "vitest";
+import { afterEach, describe, expect, it, vi } from "vitest";
 import { UpstreamError } from "../../src/upstream/engine.js";
-import { AFTER_DONE_MS, getText, readEvents, SseEvents, streamSse } from "../../src/upstream/sse.js";
+import { AFTER_DONE_MS, BODY_HIGH_WATER_BYTES, getText, HeldBody, readEvents, SseEvents, streamSse } from "../../src/upstream/sse.js";
 
 const servers: http.Server[] = [];
 afterEach(async () => {
@@ -85,6 +84,29 @@ describe("streamSse", () => {
     const h = await collect(huge);
     expect([h.error?.status, h.error?.code]).toEqual([502, "upstream_error"]);
     expect(h.error!.message.length).toBeLessThan(600);
+  });
+});
+
+describe("streamSse's dispatcher", () => {
+  it("its own: a global dispatcher set by anything else in the process (Node's fetch sets its older undici's) is not used", async () => {
+    const base = await serve((_req, res) => {
+      res.writeHead(200, { "content-type": "text/event-stream" });
+      res.end('data: {"ok":1}\n\ndata: [DONE]\n\n');
+    });
+    // undici keeps the global dispatcher under this symbol, shared by every copy of it in the process
+    const key = Symbol.for("undici.globalDispatcher.1");
+    const g = globalThis as unknown as Record<symbol, unknown>;
+    const was = g[key];
+    g[key] = {
+      dispatch() {
+        throw new Error("the global dispatcher was used");
+      },
+    };
+    try {
+      expect(await collect(base)).toEqual({ chunks: [{ ok: 1 }], error: null });
+    } finally {
+      g[key] = was;
+    }
   });
 });
 
@@ -164,72 +186,91 @@ describe("getText", () => {
   });
 });
 
-describe("readEvents against a body that comes faster than it is read", () => {
-  /** readEvents with no [DONE] needed, no clocks and no drained hook. */
-  const readBody = (body: Readable, onEvent: (c: Record<string, unknown>) => Promise<void> | undefined) =>
-    readEvents(
-      body,
-      { baseUrl: "http://unused", idleTimeoutMs: 60_000, signal: new AbortController().signal, done: false },
-      false,
-      onEvent,
-      undefined,
-      { refresh: () => undefined, hold: () => undefined, clocks: () => null },
-    );
-
-  /**
-   * A body as undici's is: each `_read` parses what the socket holds into
-   * pushes until one says the buffer is full (undici's parser pauses there,
-   * and copies the socket's whole buffer into its WASM memory again at the
-   * next `_read`). Every `_read` is counted.
-   */
-  class ParsedBody extends Readable {
-    reads = 0;
-    private sent = 0;
-    constructor(
-      private readonly events: string[],
-      highWaterMark: number,
-    ) {
-      super({ highWaterMark });
+/**
+ * The control a {@link HeldBody} is given, as undici's parser answers it: a
+ * feeder pushes its pieces one after another, synchronously, until the body
+ * pauses it (undici's onData answered false), and a resume feeds again at
+ * once (undici parses what the socket holds inside resume()). Aborts and
+ * pauses are counted.
+ */
+class Feeder {
+  paused = false;
+  pauses = 0;
+  aborts = 0;
+  /** The most the body held unread after a push. */
+  held = 0;
+  private sent = 0;
+  readonly body: HeldBody = new HeldBody({
+    pause: () => {
+      this.paused = true;
+      this.pauses++;
+    },
+    resume: () => {
+      this.paused = false;
+      this.feed();
+    },
+    abort: () => void this.aborts++,
+  });
+  constructor(
+    private readonly pieces: Buffer[],
+    private readonly end = true,
+  ) {}
+  feed(): void {
+    while (!this.paused && this.sent < this.pieces.length && !this.body.closed) {
+      const piece = this.pieces[this.sent++]!;
+      this.body.push(piece);
+      this.held = Math.max(this.held, this.body.heldBytes);
     }
-    override _read(): void {
-      this.reads++;
-      while (this.sent < this.events.length) if (!this.push(this.events[this.sent++]!)) return;
-      this.push(null);
-    }
+    if (this.sent === this.pieces.length && this.end) this.body.end();
   }
+}
 
-  it("takes the body's buffer whole: a few `_read`s for thousands of HTTP chunks, even while it holds the body back each turn", async () => {
+/** readEvents with no clocks and no drained hook; `done`: [DONE] needed. */
+const readBody = (body: HeldBody, onEvent: (c: Record<string, unknown>) => Promise<void> | undefined, done = false) =>
+  readEvents(
+    body,
+    { baseUrl: "http://unused", idleTimeoutMs: 60_000, signal: new AbortController().signal, done },
+    done,
+    onEvent,
+    undefined,
+    { refresh: () => undefined, hold: () => undefined, clocks: () => null },
+  );
+
+describe("readEvents against a body that comes faster than it is read", () => {
+  it("every HTTP chunk of a body that comes faster than it is read, in order, and undici held back at the high-water mark meanwhile", async () => {
     const N = 20_000;
-    const events = Array.from({ length: N }, (_, i) => `data: {"i":${i},"choices":[{"index":0,"token_ids":[${i}]}]}\n\n`);
-    // 64 KiB, undici's body high-water mark: about 1,000 events of ~60 bytes
-    const body = new ParsedBody(events, 64 * 1024);
+    const events = Array.from({ length: N }, (_, i) => Buffer.from(`data: {"i":${i},"choices":[{"index":0,"token_ids":[${i}]}]}\n\n`));
+    const feeder = new Feeder(events);
     const seen: number[] = [];
     let holds = 0;
-    await readBody(body, (c) => {
+    const reading = readBody(feeder.body, (c) => {
       seen.push(c.i as number);
       // a consumer behind every 100th event (a turn of its own): the body is left unread meanwhile
       if ((c.i as number) % 100 !== 99) return undefined;
       holds++;
       return new Promise<void>((r) => setImmediate(r));
     });
+    feeder.feed();
+    await reading;
     expect(seen).toEqual(events.map((_, i) => i));
     expect(holds).toBe(N / 100);
-    // with 'data' events, a body held near its high-water mark is read one HTTP chunk per `_read`: ~N reads
-    expect(body.reads).toBeLessThan(N / 100);
+    // ~60 bytes an event, 1.2 MB in all, pushed at once: paused at 64 KiB unread, again each time it is read and resumed
+    expect(feeder.pauses).toBeGreaterThanOrEqual(Math.floor((N * 60) / BODY_HIGH_WATER_BYTES) - 1);
+    // never more held than the high-water mark and the piece that passed it
+    expect(feeder.held).toBeLessThan(BODY_HIGH_WATER_BYTES + 100);
+    expect(feeder.aborts).toBe(0);
   });
 
   it("splits a piece of megabytes a slice at a time: the consumer holds the body back inside the piece, and the end waits for the rest", async () => {
     // one piece of ~2.6 MB (a body that held everything the engine ran ahead by), then the end
     const N = 40_000;
     const text = Array.from({ length: N }, (_, i) => `data: {"i":${i},"choices":[{"index":0,"token_ids":[${i}]}]}\n\n`).join("");
-    const body = new Readable({ read() {} });
-    body.push(Buffer.from(text));
-    body.push(null);
+    const feeder = new Feeder([Buffer.from(text)]);
     const seen: number[] = [];
     // which events were given in the same turn as the one before (no hold between them)
     let runs = 0;
     let inTurn = false;
-    await readBody(body, (c) => {
+    const reading = readBody(feeder.body, (c) => {
       seen.push(c.i as number);
       if (!inTurn) {
         inTurn = true;
@@ -244,71 +285,71 @@ describe("readEvents against a body that comes faster than it is read", () => {
         }),
       );
     });
+    feeder.feed();
+    await reading;
     // every event, in order, none after the end was read too early
     expect(seen).toEqual(Array.from({ length: N }, (_, i) => i));
     expect(runs).toBeGreaterThanOrEqual(N / 1000);
   });
+
+  it("an engine that writes faster than the consumer takes its events is held back through TCP (its write answers false), and nothing is lost", async () => {
+    // the consumer takes nothing after its first event until the engine's socket is full
+    let full!: () => void;
+    const isFull = new Promise<void>((r) => (full = r));
+    const N = 200_000;
+    const base = await serve((_req, res) => {
+      res.writeHead(200, { "content-type": "text/event-stream" });
+      let i = 0;
+      const more = () => {
+        while (i < N) {
+          if (!res.write(`data: {"i":${i++}}\n\n`)) {
+            full();
+            return void res.once("drain", more);
+          }
+        }
+        res.end("data: [DONE]\n\n");
+      };
+      more();
+    });
+    const seen: number[] = [];
+    const opts = { baseUrl: base, idleTimeoutMs: 60_000, signal: new AbortController().signal };
+    await streamSse("/v1/completions", {}, opts, (c) => {
+      seen.push(c.i as number);
+      return seen.length === 1 ? isFull : undefined;
+    });
+    expect(seen.length).toBe(N);
+    expect(seen.every((v, i) => v === i)).toBe(true);
+  });
 });
 
 describe("the body after [DONE]", () => {
-  /** readEvents as streamSse calls it for an OpenAI-style endpoint ([DONE] needed), no clocks. */
-  const readDone = (body: Readable, seen: Record<string, unknown>[]) =>
-    readEvents(
-      body,
-      { baseUrl: "http://unused", idleTimeoutMs: 60_000, signal: new AbortController().signal },
-      true,
-      (c) => void seen.push(c),
-      undefined,
-      { refresh: () => undefined, hold: () => undefined, clocks: () => null },
-    );
-
-  /**
-   * A body that records how it was destroyed: before its end or after it.
-   * undici's BodyReadable aborts its request for a destroy before its end
-   * (`_destroy` makes a RequestAbortedError when `endEmitted` is not set).
-   */
-  class Recorded extends Readable {
-    /** Whether the destroy came before the end: an abort, for undici's body. */
-    aborted: boolean | undefined = undefined;
-    constructor() {
-      super({ read() {} });
-    }
-    override _destroy(err: Error | null, cb: (e?: Error | null) => void): void {
-      this.aborted = err !== null || !this.readableEnded;
-      cb(err);
-    }
-  }
-
   it("a body that ends after [DONE] is read to its end, not destroyed before it (no abort of a finished request)", async () => {
-    const body = new Recorded();
-    const ended = new Promise<void>((r) => body.once("end", r));
     // [DONE] and the body's end in the same read, as an engine's last write gives them
-    body.push(Buffer.from('data: {"a":1}\n\ndata: [DONE]\n\n'));
-    body.push(null);
+    const feeder = new Feeder([Buffer.from('data: {"a":1}\n\ndata: [DONE]\n\n')]);
     const seen: Record<string, unknown>[] = [];
-    await readDone(body, seen);
-    await ended;
+    const reading = readBody(feeder.body, (c) => void seen.push(c), true);
+    feeder.feed();
+    await reading;
     expect(seen).toEqual([{ a: 1 }]);
-    // destroyed by its own end (autoDestroy): no abort
-    await new Promise<void>((r) => (body.closed ? r() : body.once("close", () => r())));
-    expect(body.aborted).toBe(false);
+    expect(feeder.body.closed).toBe(true);
+    expect(feeder.aborts).toBe(0);
   });
 
   it("a body that goes on after [DONE] is read and dropped, and destroyed once it has gone on for AFTER_DONE_MS without its end", async () => {
-    const body = new Recorded();
-    body.push(Buffer.from("data: [DONE]\n\n"));
+    const feeder = new Feeder([Buffer.from("data: [DONE]\n\n")], false);
     const seen: Record<string, unknown>[] = [];
-    await readDone(body, seen);
+    const reading = readBody(feeder.body, (c) => void seen.push(c), true);
+    feeder.feed();
+    await reading;
     const at = performance.now();
-    // what comes after [DONE] is no event, and the body is still read (an engine's writes do not pile up)
-    body.push(Buffer.from('data: {"late":1}\n\n'));
-    expect(body.destroyed).toBe(false);
-    await new Promise<void>((r) => body.once("close", () => r()));
+    // what comes after [DONE] is no event, and is not held (an engine's writes do not pile up)
+    feeder.body.push(Buffer.from('data: {"late":1}\n\n'));
+    expect(feeder.body.read()).toBe(null);
+    expect(feeder.aborts).toBe(0);
+    await vi.waitFor(() => expect(feeder.aborts).toBe(1), { timeout: 30_000, interval: 50 });
     // (a timer never fires early; 5 ms for the clocks' rounding)
     expect(performance.now() - at).toBeGreaterThanOrEqual(AFTER_DONE_MS - 5);
     expect(seen).toEqual([]);
-    expect(body.readableLength).toBe(0);
-    expect(body.aborted).toBe(true);
   });
 
   it("an engine that keeps its answer open after [DONE]: the stream is done at once, the connection cut later", async () => {
