@@ -54,24 +54,40 @@ const PIECE_SLICE_BYTES = 64 * 1024;
 const MAX_ERROR_BODY_BYTES = 64 * 1024;
 
 /**
- * A body as text, refused (`upstream_bad_response`) once it passes `max`
- * bytes: the pieces are held as they came and decoded once at the end, so a
- * body refused at its bound costs no decoding.
+ * A body's pieces as text, refused (`upstream_bad_response`) once they pass
+ * `max` bytes: held as they came and decoded once at the end, so a body
+ * refused at its bound costs no decoding.
  */
+class BoundedPieces {
+  private readonly pieces: Uint8Array[] = [];
+  private bytes = 0;
+
+  constructor(private readonly max: number) {}
+
+  /** One more piece; throws past the bound. */
+  add(piece: Uint8Array): void {
+    this.bytes += piece.length;
+    if (this.bytes > this.max) throw new UpstreamError(502, "upstream_bad_response", `the upstream's answer is over ${this.max} bytes`);
+    this.pieces.push(piece);
+  }
+
+  text(): string {
+    return Buffer.concat(this.pieces, this.bytes).toString("utf8");
+  }
+}
+
+/** A body as text, bounded as {@link BoundedPieces}. */
 export async function boundedText(body: AsyncIterable<Uint8Array>, max: number): Promise<string> {
-  const pieces: Uint8Array[] = [];
-  let bytes = 0;
+  const held = new BoundedPieces(max);
   let turn = performance.now();
   for await (const piece of body) {
     if (performance.now() - turn > YIELD_EVERY_MS) {
       await new Promise((r) => setImmediate(r));
       turn = performance.now();
     }
-    bytes += piece.length;
-    if (bytes > max) throw new UpstreamError(502, "upstream_bad_response", `the upstream's answer is over ${max} bytes`);
-    pieces.push(piece);
+    held.add(piece);
   }
-  return Buffer.concat(pieces, bytes).toString("utf8");
+  return held.text();
 }
 
 /** The headers every request to the engine carries. */
@@ -526,23 +542,22 @@ class EngineCall implements Dispatcher.DispatchHandler {
   }
 }
 
-/** A held body as text, refused (`upstream_bad_response`) past `max` bytes (the request is then aborted). */
+/** A held body as text, bounded as {@link BoundedPieces} (past the bound, the request is aborted). */
 export function heldText(body: HeldBody, max: number): Promise<string> {
   return new Promise<string>((resolve, reject) => {
-    const pieces: Buffer[] = [];
-    let bytes = 0;
+    const held = new BoundedPieces(max);
     body.listen({
       readable: () => {
         for (let p = body.read(); p !== null; p = body.read()) {
-          bytes += p.length;
-          if (bytes > max) {
+          try {
+            held.add(p);
+          } catch (e) {
             body.destroy();
-            return reject(new UpstreamError(502, "upstream_bad_response", `the upstream's answer is over ${max} bytes`));
+            return reject(e);
           }
-          pieces.push(p);
         }
       },
-      end: () => resolve(Buffer.concat(pieces, bytes).toString("utf8")),
+      end: () => resolve(held.text()),
       error: reject,
     });
   });
