@@ -19,6 +19,7 @@ import {
 import { checkIds, checkIndex, checkUsage, ChoiceLimits, vocabSize } from "./read.js";
 import type { EngineRequest, EngineRules } from "./request.js";
 import { streamSse } from "./sse.js";
+import { ChunkTemplate } from "./chunk-template.js";
 
 export interface StreamReading {
   /** The engine's finish reason in the ones generate.ts knows (stop, length, repetition; anything else ends cut short). */
@@ -48,6 +49,8 @@ export function streamCompletions(
     apiKey: cfg.apiKey,
     signal,
     done: rules.doneMarker,
+    // a step's chunk read where its bytes lie once one like it was parsed
+    template: new ChunkTemplate(),
   };
   return streamSse(
     er.path,

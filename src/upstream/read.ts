@@ -114,7 +114,7 @@ export class ChoiceLimits {
 
   /**
    * A choice as read: its ids, cut to what the limit leaves (then its finish
-   * is `length`); null once the choice has ended (an engine that sends more
+   * is `length`; `c` itself when nothing is cut); null once the choice has ended (an engine that sends more
    * for it, or sends its finish again, is not heard).
    */
   take(c: UpstreamChoice, stands: number = c.token_ids.length): UpstreamChoice | null {
@@ -141,6 +141,8 @@ export class ChoiceLimits {
       this.ended[i] = true;
       this.open--;
     }
+    // nothing cut (a step's choice, nearly always): the choice as read, not a copy
+    if (ids === c.token_ids && finish === c.finish_reason && (c.logprobs === undefined || c.logprobs.length <= ids.length)) return c;
     const out: UpstreamChoice = { index: i, token_ids: ids, finish_reason: finish };
     if (c.logprobs !== undefined) out.logprobs = c.logprobs.slice(0, ids.length);
     return out;

@@ -12,6 +12,7 @@ import { streamAgent, undici } from "./undici.js";
 import { isObj, jsonTooDeepLong, MAX_JSON_DEPTH, parseJson } from "../core/json.js";
 import { UPSTREAM_DEFAULTS } from "../core/defaults.js";
 import { STOP, unauthorized, UpstreamError, type EventAnswer } from "./engine.js";
+import type { ChunkTemplate } from "./chunk-template.js";
 
 export interface SseOptions {
   baseUrl: string;
@@ -28,6 +29,8 @@ export interface SseOptions {
   maxEventBytes?: number;
   /** Sent as `Authorization: Bearer …` (`--upstream-api-key`). */
   apiKey?: string;
+  /** Events that fit it read in place, not as text (./chunk-template.ts: the OpenAI-style completions' chunks). */
+  template?: ChunkTemplate;
   /** The request ends after this long whatever arrives (default UPSTREAM_DEFAULTS.deadlineMs). */
   deadlineMs?: number;
 }
@@ -117,8 +120,13 @@ export class SseEvents {
 
   constructor(private readonly max: number) {}
 
-  /** Feed one piece; `event` gets the data of each event it completes, in order. */
-  push(piece: Buffer, event: (data: string) => void): void {
+  /**
+   * Feed one piece; `event` gets the data of each event it completes, in
+   * order. `bytes`, when given, is offered each common event's data where
+   * it lies in the piece first (`piece[start, end)`, not decoded): when it
+   * takes it (true), `event` does not get it.
+   */
+  push(piece: Buffer, event: (data: string) => void, bytes?: (piece: Buffer, start: number, end: number) => boolean): void {
     let at = 0;
     // the common event, whole in the piece with nothing held from the last one (`data: {…}` and a blank
     // line, LF-ended): its text decoded straight from the piece, no line or data buffers
@@ -134,7 +142,7 @@ export class SseEvents {
       if (lf === -1 || piece[lf + 1] !== LF || piece[lf - 1] === CR) break;
       const start = piece[at + 5] === 0x20 ? at + 6 : at + 5;
       if (lf - start > this.max) this.check(lf - start);
-      event(piece.toString("utf8", start, lf));
+      if (bytes === undefined || !bytes(piece, start, lf)) event(piece.toString("utf8", start, lf));
       at = lf + 2;
     }
     for (;;) {
@@ -591,10 +599,21 @@ export function readEvents(
     const reader = new SseEvents(opts.maxEventBytes ?? MAX_UPSTREAM_EVENT_BYTES);
     // events read and not yet given to the consumer (the consumer or a turn held the body back)
     // (reused, never cut: queue[next, queued) are the events waiting; taken ones are cleared as they go)
-    const queue: (string | undefined)[] = [];
+    // an event is its text, or the chunk the template read from its bytes (./chunk-template.ts)
+    const queue: (string | Record<string, unknown> | undefined)[] = [];
     let queued = 0;
     let next = 0;
     const collect = (data: string) => void (queue[queued++] = data);
+    const template = opts.template;
+    const inPlace =
+      template === undefined
+        ? undefined
+        : (piece: Buffer, start: number, end: number): boolean => {
+            const chunk = template.read(piece, start, end);
+            if (chunk === null) return false;
+            queue[queued++] = chunk;
+            return true;
+          };
     let waiting = false;
     let ended = false;
     let settled = false;
@@ -700,20 +719,29 @@ export function readEvents(
         if (next >= queued) break;
         const data = queue[next]!;
         queue[next++] = undefined;
-        if (data === "[DONE]") {
-          sawDone = true;
-          if (drained() || settled) return;
-          return settle(null, true, true);
+        let chunk: Record<string, unknown>;
+        if (typeof data !== "string") chunk = data;
+        else {
+          if (data === "[DONE]") {
+            sawDone = true;
+            if (drained() || settled) return;
+            return settle(null, true, true);
+          }
+          // an event past 64 Ki characters is all but certainly a long list of ids: the depth check that skips runs
+          const parsed = data.length > 65536 ? parseJson(data, MAX_JSON_DEPTH, jsonTooDeepLong) : parseJson(data);
+          if (!parsed.ok || !isObj(parsed.value)) {
+            return settle(
+              new UpstreamError(
+                502,
+                "upstream_bad_response",
+                `the upstream sent an event that is not a JSON object: ${data.slice(0, 200)}`,
+              ),
+              true,
+            );
+          }
+          chunk = parsed.value as Record<string, unknown>;
+          template?.learn(data, chunk);
         }
-        // an event past 64 Ki characters is all but certainly a long list of ids: the depth check that skips runs
-        const parsed = data.length > 65536 ? parseJson(data, MAX_JSON_DEPTH, jsonTooDeepLong) : parseJson(data);
-        if (!parsed.ok || !isObj(parsed.value)) {
-          return settle(
-            new UpstreamError(502, "upstream_bad_response", `the upstream sent an event that is not a JSON object: ${data.slice(0, 200)}`),
-            true,
-          );
-        }
-        const chunk = parsed.value as Record<string, unknown>;
         if (chunk.error) {
           const err = chunk.error as { message?: unknown } | string;
           const message = typeof err === "string" ? err : isObj(err) ? err.message : undefined;
@@ -772,7 +800,7 @@ export function readEvents(
         const end = Math.min(piece.length, at + PIECE_SLICE_BYTES);
         const had = queued;
         try {
-          reader.push(piece.subarray(at, end), collect);
+          reader.push(piece.subarray(at, end), collect, inPlace);
         } catch (e) {
           return settle(e, false);
         }

@@ -96,14 +96,18 @@ describe("ChoiceLimits", () => {
       finish_reason: "length",
     });
     expect(l.take({ index: 0, token_ids: [8], finish_reason: null })).toBeNull(); // past its end: not heard
+    // a choice nothing is cut from is passed on as it came (no copy a step)
+    const whole = { index: 1, token_ids: [9], finish_reason: null, logprobs: [null] };
+    expect(l.take(whole)).toBe(whole);
     expect(l.overrun).toBe(false);
     expect(l.take({ index: 1, token_ids: [1, 2, 3, 4, 5], finish_reason: "stop" })).toEqual({
       index: 1,
-      token_ids: [1, 2, 3, 4, 5],
-      finish_reason: "stop",
+      token_ids: [1, 2, 3, 4],
+      finish_reason: "length",
     });
     expect(l.overrun).toBe(true);
     expect(l.count(0)).toBe(5);
+    expect(l.count(1)).toBe(5);
   });
 
   it("a finish the engine sends again is not heard twice; no limit cuts nothing", () => {

@@ -1,0 +1,227 @@
+/**
+ * A streamed completion chunk read where its bytes lie, from a template of
+ * the request's own chunks (issue #35: "the SSE reader parses in place").
+ *
+ * The OpenAI-style engines stream one chunk a step whose bytes are, but for
+ * the step's text and ids, the bytes of the chunk before: vLLM's
+ * `completion_stream_generator` names every chunk of a request with the same
+ * `id`, `created` and `model` and dumps it with the same encoder (see
+ * bench/front/engine.ts's header for the source). So once one chunk was
+ * parsed, the next is its literal bytes with two holes: the choice's `text`
+ * (a JSON string's body) and its `token_ids` (integers and commas). An event
+ * whose bytes are that template's literals around a valid string body and a
+ * valid list of integers parses, by the grammar alone, to the template's
+ * object with those two values put in; so it is read as that, with three
+ * byte comparisons, a look at a dozen bytes and no text decoded but the
+ * choice's own.
+ *
+ * Nothing is trusted: a template is taken only when its holes, filled with
+ * probe values and parsed by JSON.parse, give the template's object with
+ * the probes in those two places and nowhere else; anything an event has
+ * that the template does not (other bytes, whitespace, a leading zero, an
+ * escape JSON refuses, an id past nine digits) is no match, and the event
+ * is read as text, parsed and checked as before (its learning may take a
+ * new template: the first chunk's `prompt_token_ids` differ from the rest).
+ * What a match gives equals what JSON.parse gives (test/upstream/chunk-template.test.ts).
+ */
+import { isObj } from "../core/json.js";
+
+/** How many times one request tries to learn a template (each costs a few microseconds): past it, its events are read as text. */
+export const MAX_TEMPLATES = 8;
+
+/** The longest event learnt from: a step's chunk is a few hundred bytes; a long one (many ids) costs its parse anyway, and its proof would parse it twice more. */
+export const MAX_TEMPLATE_CHARS = 4096;
+
+const QUOTE = 0x22;
+const BACKSLASH = 0x5c;
+const COMMA = 0x2c;
+const CLOSE = 0x5d;
+const ZERO = 0x30;
+const NINE = 0x39;
+
+const TEXT_KEY = Buffer.from('"text":"');
+const IDS_KEY = Buffer.from('"token_ids":[');
+
+/** The literal bytes of a template: before the first hole, between the two, after the second. */
+interface Shape {
+  head: Buffer;
+  middle: Buffer;
+  tail: Buffer;
+  /** Whether the text comes first (vLLM's order), else the ids. */
+  textFirst: boolean;
+  /** The template's chunk and its one choice: what a match copies, with its own text and ids. */
+  chunk: Record<string, unknown>;
+  choice: Record<string, unknown>;
+}
+
+/** The one place `key` occurs in `bytes`, or -1 (none, or more than one). */
+function only(bytes: Buffer, key: Buffer): number {
+  const at = bytes.indexOf(key);
+  return at !== -1 && bytes.indexOf(key, at + 1) === -1 ? at : -1;
+}
+
+export class ChunkTemplate {
+  private shape: Shape | null = null;
+  private tries = 0;
+  /** The last event read as text failed in the template's literals (not in a hole): worth learning from. */
+  private missed = false;
+  /** Whether the last string body scanned had an escape. */
+  private escaped = false;
+
+  /**
+   * The chunk event `bytes[start, end)` stands for, when it fits the
+   * template (equal to JSON.parse of its text); else null, and the event
+   * is to be read as text.
+   */
+  read(bytes: Buffer, start: number, end: number): Record<string, unknown> | null {
+    const s = this.shape;
+    if (s === null) return null;
+    let at = start;
+    if (!this.literal(bytes, at, end, s.head)) return this.miss(true);
+    at += s.head.length;
+    let text: string | null = null;
+    let ids: number[] | null = null;
+    if (s.textFirst) {
+      const close = this.stringEnd(bytes, at, end);
+      if (close === -1) return this.miss(false);
+      text = this.text(bytes, at, close);
+      if (text === null) return this.miss(false);
+      at = close;
+      if (!this.literal(bytes, at, end, s.middle)) return this.miss(true);
+      at += s.middle.length;
+      ids = [];
+      at = this.ids(bytes, at, end, ids);
+      if (at === -1) return this.miss(false);
+    } else {
+      ids = [];
+      at = this.ids(bytes, at, end, ids);
+      if (at === -1) return this.miss(false);
+      if (!this.literal(bytes, at, end, s.middle)) return this.miss(true);
+      at += s.middle.length;
+      const close = this.stringEnd(bytes, at, end);
+      if (close === -1) return this.miss(false);
+      text = this.text(bytes, at, close);
+      if (text === null) return this.miss(false);
+      at = close;
+    }
+    if (end - at !== s.tail.length || !this.literal(bytes, at, end, s.tail)) return this.miss(true);
+    return { ...s.chunk, choices: [{ ...s.choice, text, token_ids: ids }] };
+  }
+
+  /**
+   * An event read as text (`data`, parsed to `chunk`): a template is
+   * learnt from it when none fits yet and the request has learnt fewer than
+   * {@link MAX_TEMPLATES}.
+   */
+  learn(data: string, chunk: unknown): void {
+    if ((this.shape !== null && !this.missed) || this.tries >= MAX_TEMPLATES || data.length > MAX_TEMPLATE_CHARS) return;
+    this.tries++;
+    const shape = ChunkTemplate.shapeOf(data, chunk);
+    if (shape === null) return;
+    this.shape = shape;
+    this.missed = false;
+  }
+
+  /** The template `data` (parsed to `chunk`) makes, or null when it has not the two holes or they do not stand where they seem to. */
+  static shapeOf(data: string, chunk: unknown): Shape | null {
+    if (!isObj(chunk) || !Array.isArray(chunk.choices) || chunk.choices.length !== 1) return null;
+    const choice: unknown = chunk.choices[0];
+    if (!isObj(choice) || typeof choice.text !== "string" || !Array.isArray(choice.token_ids)) return null;
+    // every other value a plain one (a match copies them: no object may be shared between two chunks)
+    for (const [k, v] of Object.entries(chunk)) if (k !== "choices" && typeof v === "object" && v !== null) return null;
+    for (const [k, v] of Object.entries(choice)) if (k !== "token_ids" && typeof v === "object" && v !== null) return null;
+    const bytes = Buffer.from(data, "utf8");
+    const t = only(bytes, TEXT_KEY);
+    const i = only(bytes, IDS_KEY);
+    if (t === -1 || i === -1) return null;
+    const textAt = t + TEXT_KEY.length;
+    const idsAt = i + IDS_KEY.length;
+    const textEnd = bytes.indexOf(QUOTE, textAt);
+    const idsEnd = bytes.indexOf(CLOSE, idsAt);
+    // (a text with an escaped quote is no template: its first quote is not its end)
+    if (textEnd === -1 || idsEnd === -1 || bytes.lastIndexOf(BACKSLASH, textEnd) >= textAt) return null;
+    const textFirst = textAt < idsAt;
+    const [a, aEnd, b, bEnd] = textFirst ? [textAt, textEnd, idsAt, idsEnd] : [idsAt, idsEnd, textAt, textEnd];
+    if (aEnd > b) return null;
+    const head = Buffer.from(bytes.subarray(0, a));
+    const middle = Buffer.from(bytes.subarray(aEnd, b));
+    const tail = Buffer.from(bytes.subarray(bEnd));
+    // the proof: the holes filled with probes parse to the chunk with the probes in its text and ids, and nowhere else
+    const probe = (text: string, ids: string) =>
+      Buffer.concat(
+        textFirst ? [head, Buffer.from(text), middle, Buffer.from(ids), tail] : [head, Buffer.from(ids), middle, Buffer.from(text), tail],
+      );
+    const expect = (text: string, ids: number[]) => JSON.stringify({ ...chunk, choices: [{ ...choice, text, token_ids: ids }] });
+    for (const [text, ids, list] of [
+      ["x", "7", [7]],
+      ["", "", []],
+    ] as const) {
+      let parsed: unknown;
+      try {
+        parsed = JSON.parse(probe(text, ids).toString("utf8"));
+      } catch {
+        return null;
+      }
+      if (JSON.stringify(parsed) !== expect(text, [...list])) return null;
+    }
+    return { head, middle, tail, textFirst, chunk, choice };
+  }
+
+  private miss(literal: boolean): null {
+    // a hole JSON would read otherwise (an escape, whitespace) is no reason to learn again; other bytes are
+    if (literal) this.missed = true;
+    return null;
+  }
+
+  private literal(bytes: Buffer, at: number, end: number, lit: Buffer): boolean {
+    return end - at >= lit.length && bytes.compare(lit, 0, lit.length, at, at + lit.length) === 0;
+  }
+
+  /** Where the string body starting at `at` ends (its closing quote), or -1 (a byte JSON refuses in a string, or no end). */
+  private stringEnd(bytes: Buffer, at: number, end: number): number {
+    this.escaped = false;
+    for (let k = at; k < end; k++) {
+      const b = bytes[k]!;
+      if (b === QUOTE) return k;
+      if (b < 0x20) return -1;
+      if (b === BACKSLASH) {
+        this.escaped = true;
+        k++; // the escaped byte is checked when the text is decoded
+      }
+    }
+    return -1;
+  }
+
+  /** The string body `bytes[at, close)` (just scanned by stringEnd) as JSON reads it, or null (an escape it refuses). */
+  private text(bytes: Buffer, at: number, close: number): string | null {
+    if (!this.escaped) return bytes.toString("utf8", at, close);
+    try {
+      return JSON.parse(bytes.toString("utf8", at - 1, close + 1)) as string;
+    } catch {
+      return null;
+    }
+  }
+
+  /** The integers from `at` up to a `]`, pushed on `out`: where the `]` is, or -1 (anything but digits and single commas, a leading zero, more than 9 digits). */
+  private ids(bytes: Buffer, at: number, end: number, out: number[]): number {
+    let k = at;
+    if (k < end && bytes[k] === CLOSE) return k;
+    for (;;) {
+      const first = k;
+      let v = 0;
+      while (k < end) {
+        const b = bytes[k]!;
+        if (b < ZERO || b > NINE) break;
+        v = v * 10 + (b - ZERO);
+        k++;
+      }
+      const digits = k - first;
+      if (digits === 0 || digits > 9 || (digits > 1 && bytes[first] === ZERO) || k >= end) return -1;
+      out.push(v);
+      const b = bytes[k];
+      if (b === CLOSE) return k;
+      if (b !== COMMA) return -1;
+      k++;
+    }
+  }
+}
