@@ -85,6 +85,8 @@ interface OpenItem {
   name: string;
   /** function_call only: what of the generated arguments may be streamed yet. */
   args: StreamedArguments | null;
+  /** The JSON of its text delta events up to their sequence number (made on first use by plainDelta). */
+  plainHead: string;
 }
 
 export type ItemStatus = "completed" | "incomplete";
@@ -177,6 +179,39 @@ export class ResponsesStreamAdapter {
     return out;
   }
 
+  /**
+   * The event type a text delta of message `index` and `kind` makes when
+   * push() would make it one text delta event of the open item and nothing
+   * else (started, not finished, no call dropped or waiting to be, the item
+   * open for that message and target, not a call's arguments); null when
+   * push() must decide. Changes nothing.
+   */
+  plainType(index: number, kind: DeltaKind): "response.reasoning_text.delta" | "response.output_text.delta" | null {
+    if (!this.started || this.finished || !this.droppedCalls.keeps(index)) return null;
+    const it = this.open;
+    const target = this.targetOf(index, kind);
+    if (it === null || target === null || it.msg !== index || it.target !== target) return null;
+    if (target === "reasoning") return "response.reasoning_text.delta";
+    if (target === "final" || target === "commentary") return "response.output_text.delta";
+    return null;
+  }
+
+  /**
+   * The delta plainType said is plain, taken as push() takes it, and its
+   * event's JSON: the bytes JSON.stringify writes of the event push() would
+   * have returned (test/openai/responses.test.ts), with no event object.
+   */
+  plainDelta(text: string): string {
+    const it = this.open!;
+    it.text += text;
+    if (it.plainHead === "") {
+      const logprobs = it.target === "reasoning" ? "" : '"logprobs":[],';
+      const type = it.target === "reasoning" ? "response.reasoning_text.delta" : "response.output_text.delta";
+      it.plainHead = `{"type":"${type}","content_index":0,${logprobs}"item_id":${JSON.stringify(it.id)},"output_index":${it.outputIndex},"sequence_number":`;
+    }
+    return `${it.plainHead}${this.seq++},"delta":${JSON.stringify(text)}}`;
+  }
+
   private toolCallStart(e: ToolCallStartEvent, out: ResponseStreamEvent[]): void {
     if (this.open) this.close("completed", out);
     const builtin = e.namespace !== this.namespace;
@@ -242,7 +277,17 @@ export class ResponsesStreamAdapter {
     const outputIndex = this.output.length;
     const prefix = target === "reasoning" ? "rs" : target === "function_call" ? "fc" : "msg";
     const args = target === "function_call" ? new StreamedArguments() : null;
-    const it: OpenItem = { target, msg, outputIndex, id: `${prefix}_${this.base}_${outputIndex}`, text: "", callId, name, args };
+    const it: OpenItem = {
+      target,
+      msg,
+      outputIndex,
+      id: `${prefix}_${this.base}_${outputIndex}`,
+      text: "",
+      callId,
+      name,
+      args,
+      plainHead: "",
+    };
     this.open = it;
     const item = this.item(it, "in_progress");
     this.output.push(item);

@@ -42,6 +42,8 @@ export interface Session {
   adapter: { push(ev: HarmonyEvent): object[] } | null;
   /** The adapter, when it makes Chat chunks (its plain text can go without them: tokensOf). */
   chat: ChatCompletionChunkAdapter | null;
+  /** The adapter, when it makes Responses events (its plain text deltas can go without their objects: plainText). */
+  responses: ResponsesStreamAdapter | null;
   /** The prefix of its memo keys (its tenant's scope). */
   memoScope: string;
   /** Reasoning since the last final answer; null when not remembering. */
@@ -208,6 +210,7 @@ export class SessionHost {
         cot: null,
         adapter: null,
         chat: null,
+        responses: null,
       };
     } else session.parser.restart(options);
     session.ref = ref;
@@ -218,6 +221,7 @@ export class SessionHost {
     session.memoScope = spec.memoScope ?? "";
     session.adapter = adapterFor(spec);
     session.chat = session.adapter instanceof ChatCompletionChunkAdapter ? session.adapter : null;
+    session.responses = session.adapter instanceof ResponsesStreamAdapter ? session.adapter : null;
     this.streams.set(sid, session);
     return session;
   }
@@ -242,8 +246,9 @@ export class SessionHost {
       if (session.cot !== null && kind === "reasoning") this.keepReasoning(session.cot, ids, start, end);
       return;
     }
-    // the same step of a Chat stream, for an in-process client (the OpenAI front's door): when its chunk would
-    // be that text and nothing else, the text alone goes (no event, no chunk object; the front writes its line)
+    // the same step of a Chat or Responses stream, for an in-process client (the OpenAI front's door): when its
+    // chunk would be that text and nothing else (its event a text delta), the text alone goes (the event's JSON:
+    // no event, no chunk object; the front writes its line)
     const objects = this.objects;
     if (objects !== null && "stream" in session.ref) {
       const text = this.plainText(session, ids, start, end);
@@ -257,29 +262,32 @@ export class SessionHost {
     if (events.length > 0) this.count(session, events, this.notes);
   }
 
-  /** The delta field of the text {@link plainText} last returned. */
+  /** The delta field (Chat) or event type (Responses) of what {@link plainText} last returned. */
   plainField = "";
 
   /**
    * A Chat stream's step whose chunk would be its text alone in one delta
-   * field (most steps): taken, and that text returned (its field in
-   * {@link plainField}); else null, and nothing was taken. Counted by the
-   * caller: inside a batch by tokensOf, outside one (the front's door, one
-   * step at a time: src/service/connection.ts `textNow`) by the connection.
+   * field, or a Responses stream's whose events would be one text delta
+   * (most steps): taken, and returned: the Chat text (its field in
+   * {@link plainField}), or the Responses event's JSON (its type there);
+   * else null, and nothing was taken. Counted by the caller: inside a
+   * batch by tokensOf, outside one (the front's door, one step at a time:
+   * src/service/connection.ts `textNow`) by the connection.
    */
   plainText(session: Session, ids: Uint32Array, start: number, end: number): string | null {
     const chat = session.chat;
-    if (chat === null) return null;
+    const responses = session.responses;
+    if (chat === null && responses === null) return null;
     const parser = session.parser;
     const kind = parser.textKind;
-    const field = chat.plainField(parser.messageIndex, kind);
+    const field = chat !== null ? chat.plainField(parser.messageIndex, kind) : responses!.plainType(parser.messageIndex, kind);
     if (field === null || !parser.takeText(ids, start, end)) return null;
     const v = this.vocab;
     let text = "";
     for (let i = start; i < end; i++) text += v.text(ids[i]!);
     if (session.cot !== null && kind === "reasoning") this.keepReasoning(session.cot, ids, start, end);
     this.plainField = field;
-    return text;
+    return chat !== null ? text : responses!.plainDelta(text);
   }
 
   /** A text step's reasoning into the stream's reasoning buffer, from the vocabulary's bytes. */

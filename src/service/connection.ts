@@ -394,7 +394,7 @@ export class Connection {
 
   /**
    * One stream's ids from an in-process client, when {@link tokensNow} would
-   * feed them and they are a Chat text step (src/pool/host.ts `plainText`):
+   * feed them and they are a Chat or Responses text step (src/pool/host.ts `plainText`):
    * taken and counted as a batch of them would be, their text left in
    * `textTaken` (its field in `textField`) for the client to write, with no
    * batch, event object or delivery. False when any of that does not hold:

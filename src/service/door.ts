@@ -14,15 +14,17 @@ import type { Service } from "./service.js";
 
 /**
  * One stream's event, as the sessions made it: `openai` (an OpenAI object),
- * `error` or `done`; or, for a Chat stream, `chat_delta` (`{field, text}`):
- * a text step whose chunk would be that text alone in that delta field, sent
- * without the chunk (src/pool/host.ts; the answer writes its line).
+ * `error` or `done`; or, for a Chat or Responses stream, `chat_delta`
+ * (`{field, text}`): a text step whose chunk would be that text alone in
+ * that delta field (Chat), or whose one event is a text delta (Responses:
+ * `field` its type, `text` its JSON), sent without the object
+ * (src/pool/host.ts `plainText`; the answer writes its line).
  */
 export type DoorEvent = WireEvent;
 
 export type DoorListener = (event: DoorEvent) => void;
 
-/** A Chat stream's text step, taken alone (src/service/connection.ts `textNow`): its delta field and text. */
+/** A Chat or Responses stream's text step, taken alone (src/service/connection.ts `textNow`): as `chat_delta`'s field and text. */
 export type DoorTextListener = (field: string, text: string) => void;
 
 /** How a stream of the front's is opened: its OpenAI format and what the parser lets through. */
@@ -93,9 +95,10 @@ export class SessionDoor {
   }
 
   /**
-   * A Chat stream's text steps, when the ids of a flush are that stream's
-   * alone and the connection takes them as one (most steps of a Chat
-   * stream): their text goes here, with no event object. Its other steps'
+   * A Chat or Responses stream's text steps, when the ids of a flush are
+   * that stream's alone and the connection takes them as one (most steps):
+   * their text (Chat) or event's JSON (Responses) goes here, with no event
+   * object. Its other steps'
    * events (a text step among others' included, as `chat_delta`) go to
    * `listen`'s listener, in order with these.
    */

@@ -53,8 +53,9 @@ export interface GenerationSink {
   event(choice: number, obj: Obj, usage: UpstreamUsage | null): void;
   /**
    * A Chat choice's text where its chunk would be that text alone (the
-   * sessions send it so: src/pool/host.ts), in `field` of its delta.
-   * Only Chat streams send it; a sink of another format may leave it out.
+   * sessions send it so: src/pool/host.ts), in `field` of its delta; for a
+   * Responses stream, a text delta event's JSON, `field` its type.
+   * Chat and Responses streams send it; a sink of another format may leave it out.
    */
   text?(choice: number, field: string, text: string, usage: UpstreamUsage | null): void;
   /**
@@ -119,10 +120,10 @@ export function generate(
     door.listen(name, (ev) => {
       const plain = ev.chat_delta as { field: string; text: string } | undefined;
       if (plain !== undefined) {
-        // a Chat text step (most of a stream's): never its last
+        // a text step (most of a stream's): never its last
         if (quiet) return;
         if (sink.text) return sink.text(choice, plain.field, plain.text, usage);
-        return fail({ code: "bug", message: "a Chat text step reached a sink that takes none" });
+        return fail({ code: "bug", message: "a text step reached a sink that takes none" });
       }
       if (ev.error && (ev.error as Obj).code !== "worker_crashed") return fail(ev.error);
       const last = ev.done !== undefined || isClosing(ev.openai as Obj | undefined);

@@ -54,11 +54,28 @@ export class ResponsesAnswer implements GenerationSink {
   }
 
   private write(obj: Obj): void {
+    this.writeJson(obj.type as string, JSON.stringify(obj));
+  }
+
+  private writeJson(type: string, json: string): void {
     if (!this.started) {
       setupSse(this.res);
       this.started = true;
     }
-    this.flow.write(`event: ${obj.type as string}\ndata: ${JSON.stringify(obj)}\n\n`);
+    this.flow.write(`event: ${type}\ndata: ${json}\n\n`);
+  }
+
+  /**
+   * A text delta event as its JSON, `type` its type (the parser sessions
+   * send most steps so: src/pool/host.ts `plainText`). Streamed with nothing
+   * to make of it (no custom tools, summary or carried reasoning), it is
+   * written as it came: the bytes write() writes of that event. With those,
+   * the event itself goes to event(); a response not streamed writes no
+   * delta.
+   */
+  text(choice: number, type: string, json: string, usage: UpstreamUsage | null): void {
+    if (this.output.active) return this.event(choice, JSON.parse(json) as Obj, usage);
+    if (this.plan.stream) this.writeJson(type, json);
   }
 
   ids(choice: number, ids: readonly number[]): void {
