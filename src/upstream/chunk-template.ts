@@ -39,8 +39,8 @@ const CLOSE = 0x5d;
 const ZERO = 0x30;
 const NINE = 0x39;
 
-const TEXT_KEY = Buffer.from('"text":"');
-const IDS_KEY = Buffer.from('"token_ids":[');
+const TEXT_KEY = '"text":"';
+const IDS_KEY = '"token_ids":[';
 
 /** The literal bytes of a template: before the first hole, between the two, after the second. */
 interface Shape {
@@ -54,11 +54,31 @@ interface Shape {
   choice: Record<string, unknown>;
 }
 
-/** The one place `key` occurs in `bytes`, or -1 (none, or more than one). */
-function only(bytes: Buffer, key: Buffer): number {
-  const at = bytes.indexOf(key);
-  return at !== -1 && bytes.indexOf(key, at + 1) === -1 ? at : -1;
+/**
+ * Whether `parsed` is `chunk` (whose values are plain but its one choice's
+ * token_ids) with `text` and `[id]` for its choice's text and ids: the same
+ * keys in the same order, the same values everywhere else.
+ */
+function sameBut(parsed: unknown, chunk: Record<string, unknown>, choice: Record<string, unknown>, text: string, id: number): boolean {
+  if (!isObj(parsed) || !sameKeys(parsed, chunk)) return false;
+  for (const k in chunk) if (k !== "choices" && parsed[k] !== chunk[k]) return false;
+  const choices = parsed.choices;
+  if (!Array.isArray(choices) || choices.length !== 1) return false;
+  const c: unknown = choices[0];
+  if (!isObj(c) || !sameKeys(c, choice)) return false;
+  for (const k in choice) {
+    if (k === "text" ? c[k] !== text : k === "token_ids" ? !sameIds(c[k], id) : c[k] !== choice[k]) return false;
+  }
+  return true;
 }
+
+function sameKeys(a: Record<string, unknown>, b: Record<string, unknown>): boolean {
+  const ka = Object.keys(a);
+  const kb = Object.keys(b);
+  return ka.length === kb.length && ka.every((k, n) => k === kb[n]);
+}
+
+const sameIds = (v: unknown, id: number) => Array.isArray(v) && v.length === 1 && v[0] === id;
 
 export class ChunkTemplate {
   private shape: Shape | null = null;
@@ -127,44 +147,40 @@ export class ChunkTemplate {
     if (!isObj(chunk) || !Array.isArray(chunk.choices) || chunk.choices.length !== 1) return null;
     const choice: unknown = chunk.choices[0];
     if (!isObj(choice) || typeof choice.text !== "string" || !Array.isArray(choice.token_ids)) return null;
+    // a choice's last chunk (its finish) is no template: nothing like it follows
+    if (choice.finish_reason !== null && choice.finish_reason !== undefined) return null;
     // every other value a plain one (a match copies them: no object may be shared between two chunks)
-    for (const [k, v] of Object.entries(chunk)) if (k !== "choices" && typeof v === "object" && v !== null) return null;
-    for (const [k, v] of Object.entries(choice)) if (k !== "token_ids" && typeof v === "object" && v !== null) return null;
-    const bytes = Buffer.from(data, "utf8");
-    const t = only(bytes, TEXT_KEY);
-    const i = only(bytes, IDS_KEY);
-    if (t === -1 || i === -1) return null;
+    for (const k in chunk) if (k !== "choices" && typeof chunk[k] === "object" && chunk[k] !== null) return null;
+    for (const k in choice) if (k !== "token_ids" && typeof choice[k] === "object" && choice[k] !== null) return null;
+    const t = data.indexOf(TEXT_KEY);
+    const i = data.indexOf(IDS_KEY);
+    if (t === -1 || i === -1 || data.indexOf(TEXT_KEY, t + 1) !== -1 || data.indexOf(IDS_KEY, i + 1) !== -1) return null;
     const textAt = t + TEXT_KEY.length;
     const idsAt = i + IDS_KEY.length;
-    const textEnd = bytes.indexOf(QUOTE, textAt);
-    const idsEnd = bytes.indexOf(CLOSE, idsAt);
-    // (a text with an escaped quote is no template: its first quote is not its end)
-    if (textEnd === -1 || idsEnd === -1 || bytes.lastIndexOf(BACKSLASH, textEnd) >= textAt) return null;
+    const textEnd = data.indexOf('"', textAt);
+    const idsEnd = data.indexOf("]", idsAt);
+    // (a text with an escape is no template: its first quote may not be its end)
+    if (textEnd === -1 || idsEnd === -1) return null;
+    const escape = data.indexOf("\\", textAt);
+    if (escape !== -1 && escape < textEnd) return null;
     const textFirst = textAt < idsAt;
     const [a, aEnd, b, bEnd] = textFirst ? [textAt, textEnd, idsAt, idsEnd] : [idsAt, idsEnd, textAt, textEnd];
     if (aEnd > b) return null;
-    const head = Buffer.from(bytes.subarray(0, a));
-    const middle = Buffer.from(bytes.subarray(aEnd, b));
-    const tail = Buffer.from(bytes.subarray(bEnd));
-    // the proof: the holes filled with probes parse to the chunk with the probes in its text and ids, and nowhere else
-    const probe = (text: string, ids: string) =>
-      Buffer.concat(
-        textFirst ? [head, Buffer.from(text), middle, Buffer.from(ids), tail] : [head, Buffer.from(ids), middle, Buffer.from(text), tail],
-      );
-    const expect = (text: string, ids: number[]) => JSON.stringify({ ...chunk, choices: [{ ...choice, text, token_ids: ids }] });
-    for (const [text, ids, list] of [
-      ["x", "7", [7]],
-      ["", "", []],
-    ] as const) {
-      let parsed: unknown;
-      try {
-        parsed = JSON.parse(probe(text, ids).toString("utf8"));
-      } catch {
-        return null;
-      }
-      if (JSON.stringify(parsed) !== expect(text, [...list])) return null;
+    const head = data.slice(0, a);
+    const middle = data.slice(aEnd, b);
+    const tail = data.slice(bEnd);
+    // the proof: the holes filled with probes other than what they hold parse to the chunk with the probes in its
+    // text and ids, and nowhere else
+    const text = data.slice(textAt, textEnd) === "x" ? "y" : "x";
+    const id = data.slice(idsAt, idsEnd) === "7" ? 8 : 7;
+    let parsed: unknown;
+    try {
+      parsed = JSON.parse(textFirst ? `${head}${text}${middle}${id}${tail}` : `${head}${id}${middle}${text}${tail}`);
+    } catch {
+      return null;
     }
-    return { head, middle, tail, textFirst, chunk, choice };
+    if (!sameBut(parsed, chunk, choice, text, id)) return null;
+    return { head: Buffer.from(head), middle: Buffer.from(middle), tail: Buffer.from(tail), textFirst, chunk, choice };
   }
 
   private miss(literal: boolean): null {

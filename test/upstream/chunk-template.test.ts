@@ -90,7 +90,7 @@ describe("ChunkTemplate", () => {
     expect(readOne(u, usage).inPlace).toBe(false);
   });
 
-  it("takes no template it cannot prove: values that are objects, two choices, a text with an escaped quote, a key twice", () => {
+  it("takes no template it cannot prove: values that are objects, two choices, a text with an escape, a key twice, a finish", () => {
     const none = (chunk: unknown, data = JSON.stringify(chunk)) => expect(ChunkTemplate.shapeOf(data, chunk)).toBeNull();
     const lp = step("a", [64]);
     (lp.choices as Record<string, unknown>[])[0]!.logprobs = { tokens: ["a"], token_logprobs: [-0.1] };
@@ -102,7 +102,9 @@ describe("ChunkTemplate", () => {
     const twice = '{"choices":[{"index":0,"text":"a","text" :"b","token_ids":[1]}]}';
     none(JSON.parse(twice), twice);
     // the parse given is not the text's (outside the holes)
-    none(step("a", [1], { finish: "stop" }), JSON.stringify(step("a", [1])));
+    none({ ...step("a", [1]), created: 5 }, JSON.stringify(step("a", [1])));
+    // a choice's last chunk: nothing like it follows
+    none(step("a", [1], { finish: "stop" }));
     expect(ChunkTemplate.shapeOf(JSON.stringify(step("a", [1])), step("a", [1]))).not.toBeNull();
   });
 
