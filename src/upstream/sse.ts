@@ -773,19 +773,6 @@ export function readEvents(
         if (drained() || settled) return;
         return finish();
       }
-      // the consumer is told once the pieces of this read have all come (one per pull, several in one turn
-      // when undici's socket read more while they were taken): a microtask, after the turn's last piece
-      if (given > 0 && !soon) {
-        soon = true;
-        queueMicrotask(drainSoon);
-      }
-    };
-    let soon = false;
-    const drainSoon = () => {
-      soon = false;
-      // (held back meanwhile: the consumer is told when the reading resumes and runs out again)
-      if (settled || waiting) return;
-      drained();
     };
     /** What is left of a piece when a turn or the consumer stopped its reading (taken first when the reading resumes). */
     let rest: Buffer | null = null;
@@ -815,14 +802,20 @@ export function readEvents(
       }
       lastEnd = performance.now();
     };
-    /** What the body holds, taken whole (one piece), until the consumer or a turn holds the reading back. */
+    /**
+     * What the body holds, taken whole (one piece), until the consumer or a
+     * turn holds the reading back; then the consumer is told the events are
+     * all given (HeldBody tells once a socket read's pieces have all come).
+     * Held back meanwhile, it is told when the reading resumes and runs out again.
+     */
     const pull = (): void => {
       while (!waiting && !settled) {
         const piece = rest ?? body.read();
         rest = null;
-        if (piece === null) return;
+        if (piece === null) break;
         onPiece(piece);
       }
+      if (given > 0 && !waiting && !settled) drained();
     };
     body.listen({
       readable: pull,
