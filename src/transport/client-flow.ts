@@ -19,7 +19,7 @@
  * time 0.87× with the same writes.
  * And what is ready while the client's socket is over its mark is held and
  * goes out in one write when it drains. An answer's last writes (through
- * `res`) go after {@link flush}.
+ * `res`) go after {@link flush}, or take the {@link rest} with them.
  *
  * A chunk goes straight to the client's socket as one HTTP/1.1 chunk (its
  * size line, its bytes and the CRLF in one string, one write), where node's
@@ -139,6 +139,18 @@ export class ClientFlow {
     const held = this.held;
     this.held = "";
     if (held !== "" && !this.res.destroyed) this.send(held);
+  }
+
+  /**
+   * What is ready and not yet sent (this turn's writes, then what was held
+   * for a client behind), taken: for the answer's last write through `res`,
+   * so that it goes with the answer's end in one write (node's writev).
+   */
+  rest(): string {
+    const text = this.pending + this.held;
+    this.pending = "";
+    this.held = "";
+    return text;
   }
 
   /** A promise to await before the engine's next chunk is read while the client is behind, else null. */

@@ -94,6 +94,26 @@ describe("ClientFlow", () => {
     expect(c.writes).toEqual(["12", "3", "45"]);
     c.release(); // the last write taken: the drain ends the wait
   });
+
+  it("rest takes what this turn wrote and what is held, in order, for the answer's end to write: nothing of it is sent after", async () => {
+    const c = client();
+    const flow = new ClientFlow(c.sock, 60_000, () => undefined);
+    flow.write("1");
+    flow.write("2");
+    expect(flow.rest()).toBe("12");
+    await turn(); // the turn's end finds nothing
+    expect(c.writes).toEqual([]);
+    flow.write("3");
+    await turn(); // over the mark: the next writes are held
+    expect(c.writes).toEqual(["3"]);
+    flow.write("4");
+    flow.write("5");
+    expect(flow.rest()).toBe("45");
+    c.release(); // the drain ends the wait, with nothing held to write
+    await flow.wait();
+    expect(c.writes).toEqual(["3"]);
+    expect(flow.rest()).toBe("");
+  });
 });
 
 describe("ClientFlow on a real socket", () => {

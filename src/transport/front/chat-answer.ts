@@ -288,11 +288,13 @@ export class ChatAnswer implements GenerationSink {
             id,
           );
     if (res.destroyed) return;
-    this.flow.flush(); // what was held for a client behind goes before the answer's last chunks
+    // what was held for a client behind, or written in this turn, goes first, in the one write of the answer's end
+    const rest = this.flow.rest();
     if (!this.started) {
       if (error) return refuse(res, error.status, errorType(error.status), error.code, error.message);
       setupSse(res);
     }
+    if (rest !== "") res.write(rest);
     if (error) res.write(`data: ${JSON.stringify(openaiError(error.status, error.code, error.message, { type: "upstream_error" }))}\n\n`);
     const harmony = harmonyOf(this.dropped, note);
     if (harmony !== null) res.write(`data: ${JSON.stringify(this.extraChunk({ harmony }))}\n\n`);

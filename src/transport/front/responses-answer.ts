@@ -147,11 +147,13 @@ export class ResponsesAnswer implements GenerationSink {
       return;
     }
     if ((this.storing || format !== null) && finished) this.write(finished);
-    this.flow.flush(); // what was held for a client behind goes before the stream's end
+    // what was held for a client behind, or written in this turn, goes first, in the one write of the stream's end
+    const rest = this.flow.rest();
     if (!this.started) {
       if (error) return refuse(res, error.status, errorType(error.status), error.code, error.message);
       setupSse(res);
     }
+    if (rest !== "") res.write(rest);
     if (error)
       res.write(`event: error\ndata: ${JSON.stringify({ type: "error", code: error.code, message: error.message, param: null })}\n\n`);
     res.end();
