@@ -230,9 +230,10 @@ export async function streamSse(
   /** Called whenever the events read so far have all been given (a piece's, before the reader waits or yields): what arrived together can go on together. */
   onDrained?: () => EventAnswer,
 ): Promise<void> {
-  const ctrl = new AbortController();
-  const abort = () => ctrl.abort();
-  opts.signal.addEventListener("abort", abort);
+  // the caller's abort, the silence and the deadline each abort the call itself (no controller of our own between)
+  const call = new EngineCall();
+  const stop = () => call.abort();
+  opts.signal.addEventListener("abort", stop);
   let timedOut = false;
   let pastDeadline = false;
   /** The consumer holds the stream back (its promise is pending): no silence of the engine's. */
@@ -240,12 +241,12 @@ export async function streamSse(
   const idle = setTimeout(() => {
     if (holding) return; // re-armed when the consumer takes the next event
     timedOut = true;
-    ctrl.abort();
+    call.abort();
   }, opts.idleTimeoutMs);
   const deadlineMs = opts.deadlineMs ?? UPSTREAM_DEFAULTS.deadlineMs;
   const deadline = setTimeout(() => {
     pastDeadline = true;
-    ctrl.abort();
+    call.abort();
   }, deadlineMs);
   const clocks = (): UpstreamError | null => {
     if (pastDeadline) return new UpstreamError(504, "upstream_deadline", `the upstream's answer went on past ${deadlineMs} ms`);
@@ -253,9 +254,6 @@ export async function streamSse(
     return null;
   };
   const needDone = opts.done !== false;
-  const call = new EngineCall();
-  const stop = () => call.abort();
-  ctrl.signal.addEventListener("abort", stop);
   let read = false;
   try {
     let status: number;
@@ -302,8 +300,7 @@ export async function streamSse(
   } finally {
     clearTimeout(idle);
     clearTimeout(deadline);
-    opts.signal.removeEventListener("abort", abort);
-    ctrl.signal.removeEventListener("abort", stop);
+    opts.signal.removeEventListener("abort", stop);
     if (!read) call.abort();
   }
 }
