@@ -199,7 +199,7 @@ export class ResponsesStreamAdapter {
   /**
    * The delta plainType said is plain, taken as push() takes it, and its
    * event's JSON: the bytes JSON.stringify writes of the event push() would
-   * have returned (test/openai/responses.test.ts), with no event object.
+   * have returned (test/transport/responses-text.test.ts), with no event object.
    */
   plainDelta(text: string): string {
     const it = this.open!;

@@ -10,56 +10,23 @@
  * reasoning summaries asked (ResponsesOutput at work: the JSON goes back to an
  * event), and a custom tool's call.
  */
-import type http from "node:http";
-import net from "node:net";
-import { pino } from "pino";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { beforeAll, describe, expect, it } from "vitest";
 import type { JsonObject } from "../../src/core/json.js";
 import { HarmonyParser } from "../../src/core/parser.js";
 import { HARMONY } from "../../src/core/preset.js";
 import { planResponses, type FrontPlan } from "../../src/openai/plan.js";
 import { responsesToChat, responsesToolChoice } from "../../src/openai/responses-input.js";
 import { ResponsesStreamAdapter } from "../../src/openai/responses.js";
-import { DEFAULT_LIMITS, DEFAULTS, Service } from "../../src/service/service.js";
+import type { Service } from "../../src/service/service.js";
 import { ResponsesAnswer } from "../../src/transport/front/responses-answer.js";
-import { responseOn } from "../../bench/front/response-on.js";
+import { answerDrain, normalized } from "./answer-drain.js";
 
+const drain = answerDrain();
+const response = drain.response;
 let svc: Service;
-let drain: net.Server;
-const bodies = new Map<number, Buffer[]>();
-
-beforeAll(async () => {
-  svc = new Service({ ...DEFAULTS, workers: 0, limits: DEFAULT_LIMITS, logger: pino({ level: "silent" }) });
-  svc.start();
-  // the answers' sockets end here: each connection's bytes, by its client port
-  drain = net.createServer((c) => {
-    const parts: Buffer[] = [];
-    bodies.set(c.remotePort!, parts);
-    c.on("data", (b: Buffer) => parts.push(b));
-  });
-  await new Promise<void>((r) => drain.listen(0, "127.0.0.1", r));
+beforeAll(() => {
+  svc = drain.svc();
 });
-
-afterAll(async () => {
-  await new Promise((r) => drain.close(r));
-  await svc.close();
-});
-
-/** A streamed response to an HTTP/1.1 POST on a fresh socket to the drain, and a promise of all its bytes once it ends. */
-async function response(): Promise<{ res: http.ServerResponse; body: () => Promise<string> }> {
-  const sock = net.connect((drain.address() as net.AddressInfo).port, "127.0.0.1");
-  await new Promise((r) => sock.once("connect", r));
-  const res = responseOn(sock);
-  const port = sock.localPort!;
-  const body = async () => {
-    await new Promise((r) => (res.writableFinished ? r(null) : res.once("finish", r)));
-    sock.end();
-    await new Promise((r) => sock.once("close", r));
-    // the drain has read what was written once the socket closed
-    return Buffer.concat(bodies.get(port) ?? []).toString("utf8");
-  };
-  return { res, body };
-}
 
 /**
  * A completion: reasoning, then either a preamble on commentary and a call of
@@ -114,22 +81,8 @@ function feed(answer: ResponsesAnswer, ids: readonly number[], fast: boolean): n
  * content-length headers, and the ids' and clock's varying digits set aside):
  * the same writes give the same text.
  */
-function normalized(raw: string): string {
-  const at = raw.indexOf("\r\n\r\n");
-  const head = raw.slice(0, at).replace(/\r\n(Date|content-length): [^\r]*/gi, "");
-  const bytes = Buffer.from(raw.slice(at + 4), "utf8");
-  const chunks: string[] = [];
-  if (!/transfer-encoding: chunked/i.test(head)) chunks.push(bytes.toString("utf8"));
-  else
-    for (let i = 0; i < bytes.length;) {
-      const eol = bytes.indexOf("\r\n", i);
-      const size = parseInt(bytes.subarray(i, eol).toString("latin1"), 16);
-      chunks.push(bytes.subarray(eol + 2, eol + 2 + size).toString("utf8"));
-      i = eol + 2 + size + 2;
-      if (size === 0) break;
-    }
-  const text = [head, ...chunks].join("\n---\n");
-  return text.replace(/"created_at":\d+/g, '"created_at":0');
+function normalizedAnswer(raw: string): string {
+  return normalized(raw).replace(/"created_at":\d+/g, '"created_at":0');
 }
 
 const TOOLS = [{ type: "function", name: "get_weather", parameters: { type: "object", properties: { city: { type: "string" } } } }];
@@ -149,7 +102,7 @@ async function both(extra: JsonObject, call = false) {
     const n = feed(answer, ids, fast);
     if (fast) texts = n;
     await answer.finish({ usage: null, error: null });
-    out.push(normalized(await body()));
+    out.push(normalizedAnswer(await body()));
   }
   return { fast: out[0]!, events: out[1]!, texts };
 }
