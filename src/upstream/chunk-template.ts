@@ -23,11 +23,19 @@
  * is read as text, parsed and checked as before (its learning may take a
  * new template: the first chunk's `prompt_token_ids` differ from the rest).
  * What a match gives equals what JSON.parse gives (test/upstream/chunk-template.test.ts).
+ * A request keeps a few templates ({@link MAX_SHAPES}): with `n` choices,
+ * each choice's chunks differ from the others' in their index.
  */
 import { isObj } from "../core/json.js";
 
 /** How many times one request tries to learn a template (each costs a few microseconds): past it, its events are read as text. */
-export const MAX_TEMPLATES = 8;
+export const MAX_TEMPLATES = 16;
+
+/** How many templates one request keeps: one a choice, for up to this many choices (`n`); past it the oldest goes. */
+export const MAX_SHAPES = 4;
+
+/** A template's match: other bytes stand where its literals do (another template may fit). */
+const OTHER = Symbol("other");
 
 /** The longest event learnt from: a step's chunk is a few hundred bytes; a long one (many ids) costs its parse anyway, and its proof would parse it twice more. */
 export const MAX_TEMPLATE_CHARS = 4096;
@@ -81,7 +89,10 @@ function sameKeys(a: Record<string, unknown>, b: Record<string, unknown>): boole
 const sameIds = (v: unknown, id: number) => Array.isArray(v) && v.length === 1 && v[0] === id;
 
 export class ChunkTemplate {
-  private shape: Shape | null = null;
+  /** The request's templates (a choice's chunks differ from another's in their index), the latest last; at most MAX_SHAPES. */
+  private readonly shapes: Shape[] = [];
+  /** The template the last match used (tried first). */
+  private last = 0;
   private tries = 0;
   /** The last event read as text failed in the template's literals (not in a hole): worth learning from. */
   private missed = false;
@@ -89,42 +100,57 @@ export class ChunkTemplate {
   private escaped = false;
 
   /**
-   * The chunk event `bytes[start, end)` stands for, when it fits the
+   * The chunk event `bytes[start, end)` stands for, when it fits a
    * template (equal to JSON.parse of its text); else null, and the event
    * is to be read as text.
    */
   read(bytes: Buffer, start: number, end: number): Record<string, unknown> | null {
-    const s = this.shape;
-    if (s === null) return null;
+    const shapes = this.shapes;
+    const n = shapes.length;
+    for (let k = 0; k < n; k++) {
+      const i = (this.last + k) % n;
+      const r = this.match(shapes[i]!, bytes, start, end);
+      if (r === OTHER) continue;
+      if (r === null) return null;
+      this.last = i;
+      return r;
+    }
+    // bytes no template has: worth learning from (a hole JSON would read otherwise, an escape or whitespace, is not)
+    if (n > 0) this.missed = true;
+    return null;
+  }
+
+  /** The chunk the event stands for by template `s`; null when a hole is not what the template reads; OTHER when other bytes stand where its literals do. */
+  private match(s: Shape, bytes: Buffer, start: number, end: number): Record<string, unknown> | typeof OTHER | null {
     let at = start;
-    if (!this.literal(bytes, at, end, s.head)) return this.miss(true);
+    if (!this.literal(bytes, at, end, s.head)) return OTHER;
     at += s.head.length;
     let text: string | null = null;
     let ids: number[] | null = null;
     if (s.textFirst) {
       const close = this.stringEnd(bytes, at, end);
-      if (close === -1) return this.miss(false);
+      if (close === -1) return null;
       text = this.text(bytes, at, close);
-      if (text === null) return this.miss(false);
+      if (text === null) return null;
       at = close;
-      if (!this.literal(bytes, at, end, s.middle)) return this.miss(true);
+      if (!this.literal(bytes, at, end, s.middle)) return OTHER;
       at += s.middle.length;
       ids = [];
       at = this.ids(bytes, at, end, ids);
-      if (at === -1) return this.miss(false);
+      if (at === -1) return null;
     } else {
       ids = [];
       at = this.ids(bytes, at, end, ids);
-      if (at === -1) return this.miss(false);
-      if (!this.literal(bytes, at, end, s.middle)) return this.miss(true);
+      if (at === -1) return null;
+      if (!this.literal(bytes, at, end, s.middle)) return OTHER;
       at += s.middle.length;
       const close = this.stringEnd(bytes, at, end);
-      if (close === -1) return this.miss(false);
+      if (close === -1) return null;
       text = this.text(bytes, at, close);
-      if (text === null) return this.miss(false);
+      if (text === null) return null;
       at = close;
     }
-    if (end - at !== s.tail.length || !this.literal(bytes, at, end, s.tail)) return this.miss(true);
+    if (end - at !== s.tail.length || !this.literal(bytes, at, end, s.tail)) return OTHER;
     return { ...s.chunk, choices: [{ ...s.choice, text, token_ids: ids }] };
   }
 
@@ -134,11 +160,14 @@ export class ChunkTemplate {
    * {@link MAX_TEMPLATES}.
    */
   learn(data: string, chunk: unknown): void {
-    if ((this.shape !== null && !this.missed) || this.tries >= MAX_TEMPLATES || data.length > MAX_TEMPLATE_CHARS) return;
+    const shapes = this.shapes;
+    if ((shapes.length > 0 && !this.missed) || this.tries >= MAX_TEMPLATES || data.length > MAX_TEMPLATE_CHARS) return;
     this.tries++;
     const shape = ChunkTemplate.shapeOf(data, chunk);
     if (shape === null) return;
-    this.shape = shape;
+    if (shapes.length >= MAX_SHAPES) shapes.shift();
+    shapes.push(shape);
+    this.last = shapes.length - 1;
     this.missed = false;
   }
 
@@ -169,10 +198,14 @@ export class ChunkTemplate {
     const head = data.slice(0, a);
     const middle = data.slice(aEnd, b);
     const tail = data.slice(bEnd);
-    // the proof: the holes filled with probes other than what they hold parse to the chunk with the probes in its
-    // text and ids, and nowhere else
-    const text = data.slice(textAt, textEnd) === "x" ? "y" : "x";
-    const id = data.slice(idsAt, idsEnd) === "7" ? 8 : 7;
+    // the proof: the holes filled with probes other than what they hold, and other than the values the chunk has
+    // (a key written twice: the hole may be in the copy JSON.parse drops), parse to the chunk with the probes in
+    // its text and ids, and nowhere else
+    const heldText = data.slice(textAt, textEnd);
+    const text = ["x", "y", "z"].find((p) => p !== heldText && p !== choice.text)!;
+    const heldIds = data.slice(idsAt, idsEnd);
+    const ids = choice.token_ids as unknown[];
+    const id = [7, 8, 9].find((p) => String(p) !== heldIds && ids[0] !== p)!;
     let parsed: unknown;
     try {
       parsed = JSON.parse(textFirst ? `${head}${text}${middle}${id}${tail}` : `${head}${id}${middle}${text}${tail}`);
@@ -180,13 +213,15 @@ export class ChunkTemplate {
       return null;
     }
     if (!sameBut(parsed, chunk, choice, text, id)) return null;
-    return { head: Buffer.from(head), middle: Buffer.from(middle), tail: Buffer.from(tail), textFirst, chunk, choice };
-  }
-
-  private miss(literal: boolean): null {
-    // a hole JSON would read otherwise (an escape, whitespace) is no reason to learn again; other bytes are
-    if (literal) this.missed = true;
-    return null;
+    // (copies: the chunk given goes on to its reader, which is not to change what later chunks are read as)
+    return {
+      head: Buffer.from(head),
+      middle: Buffer.from(middle),
+      tail: Buffer.from(tail),
+      textFirst,
+      chunk: { ...chunk },
+      choice: { ...choice },
+    };
   }
 
   private literal(bytes: Buffer, at: number, end: number, lit: Buffer): boolean {

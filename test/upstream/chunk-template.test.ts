@@ -101,6 +101,16 @@ describe("ChunkTemplate", () => {
     // the text a later key overrides: filling the first "text" changes nothing JSON.parse keeps
     const twice = '{"choices":[{"index":0,"text":"a","text" :"b","token_ids":[1]}]}';
     none(JSON.parse(twice), twice);
+    // a key twice, the later copy (which JSON.parse keeps) holding what a probe might be: the holes are in the copy it
+    // drops (found in review: the probes must differ from the values the chunk has, not only from the holes' bytes)
+    for (const dup of [
+      '{"id":"c","choices":[{"index":0,"text":"a","text" :"x","token_ids":[1],"finish_reason":null}]}',
+      '{"id":"c","choices":[{"index":0,"text":"a","text" :"y","token_ids":[1],"finish_reason":null}]}',
+      '{"id":"c","choices":[{"index":0,"text":"a","token_ids":[1],"token_ids" :[7],"finish_reason":null}]}',
+      '{"id":"c","choices":[{"index":0,"token_ids":[1],"text":"a","token_ids" :[8],"finish_reason":null}]}',
+      '{"id":"c","choices":[{"index":0,"text":"a","token_ids":[1]}],"choices" :[{"index":0,"text" :"x","token_ids" :[7]}]}',
+    ])
+      none(JSON.parse(dup), dup);
     // the parse given is not the text's (outside the holes)
     none({ ...step("a", [1]), created: 5 }, JSON.stringify(step("a", [1])));
     // a choice's last chunk: nothing like it follows
@@ -173,6 +183,31 @@ describe("ChunkTemplate", () => {
       }),
       { numRuns: 3000 },
     );
+  });
+
+  it("keeps a template a choice: n = 2's chunks, alternating, are read in place", () => {
+    const t = new ChunkTemplate();
+    const of = (index: number, text: string, ids: number[]) => {
+      const c = step(text, ids);
+      (c.choices as Record<string, unknown>[])[0]!.index = index;
+      return JSON.stringify(c);
+    };
+    const read = [];
+    for (let k = 0; k < 40; k++) read.push(readOne(t, of(k % 2, `t${k}`, [k + 1])));
+    expect(read.slice(0, 2).map((r) => r.inPlace)).toEqual([false, false]);
+    expect(read.slice(2).every((r) => r.inPlace)).toBe(true);
+    for (let k = 0; k < 40; k++) expect(read[k]!.chunk).toStrictEqual(JSON.parse(of(k % 2, `t${k}`, [k + 1])));
+  });
+
+  it("a template is its own copy: the chunk it was learnt from, changed by its reader, changes nothing read after", () => {
+    const t = new ChunkTemplate();
+    const first = JSON.stringify(step("a", [1]));
+    const chunk = JSON.parse(first) as Record<string, unknown>;
+    t.learn(first, chunk);
+    chunk.model = "changed";
+    ((chunk.choices as unknown[])[0] as Record<string, unknown>).index = 9;
+    const next = JSON.stringify(step("b", [2]));
+    expect(readOne(t, next)).toStrictEqual({ inPlace: true, chunk: JSON.parse(next) });
   });
 
   it("learns at most MAX_TEMPLATES times a request, not again while its template fits, and never from a long event", () => {
