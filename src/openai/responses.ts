@@ -91,6 +91,12 @@ interface OpenItem {
 
 export type ItemStatus = "completed" | "incomplete";
 
+/** The type of an item's text delta events (null: a call's, whose arguments stream as their own deltas). */
+function textDeltaType(target: Target): "response.reasoning_text.delta" | "response.output_text.delta" | null {
+  if (target === "reasoning") return "response.reasoning_text.delta";
+  return target === "function_call" ? null : "response.output_text.delta";
+}
+
 /** Streaming adapter: harmony events in, Responses API stream events out. */
 export class ResponsesStreamAdapter {
   readonly options: Readonly<ResponsesAdapterOptions>;
@@ -191,9 +197,7 @@ export class ResponsesStreamAdapter {
     const it = this.open;
     const target = this.targetOf(index, kind);
     if (it === null || target === null || it.msg !== index || it.target !== target) return null;
-    if (target === "reasoning") return "response.reasoning_text.delta";
-    if (target === "final" || target === "commentary") return "response.output_text.delta";
-    return null;
+    return textDeltaType(target);
   }
 
   /**
@@ -206,8 +210,7 @@ export class ResponsesStreamAdapter {
     it.text += text;
     if (it.plainHead === "") {
       const logprobs = it.target === "reasoning" ? "" : '"logprobs":[],';
-      const type = it.target === "reasoning" ? "response.reasoning_text.delta" : "response.output_text.delta";
-      it.plainHead = `{"type":"${type}","content_index":0,${logprobs}"item_id":${JSON.stringify(it.id)},"output_index":${it.outputIndex},"sequence_number":`;
+      it.plainHead = `{"type":"${textDeltaType(it.target)!}","content_index":0,${logprobs}"item_id":${JSON.stringify(it.id)},"output_index":${it.outputIndex},"sequence_number":`;
     }
     return `${it.plainHead}${this.seq++},"delta":${JSON.stringify(text)}}`;
   }

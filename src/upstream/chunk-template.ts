@@ -98,6 +98,9 @@ export class ChunkTemplate {
   private missed = false;
   /** Whether the last string body scanned had an escape. */
   private escaped = false;
+  /** What the last match read in its holes. */
+  private holeText = "";
+  private holeIds: number[] = [];
 
   /**
    * The chunk event `bytes[start, end)` stands for, when it fits a
@@ -122,36 +125,32 @@ export class ChunkTemplate {
 
   /** The chunk the event stands for by template `s`; null when a hole is not what the template reads; OTHER when other bytes stand where its literals do. */
   private match(s: Shape, bytes: Buffer, start: number, end: number): Record<string, unknown> | typeof OTHER | null {
-    let at = start;
-    if (!this.literal(bytes, at, end, s.head)) return OTHER;
-    at += s.head.length;
-    let text: string | null = null;
-    let ids: number[] | null = null;
-    if (s.textFirst) {
-      const close = this.stringEnd(bytes, at, end);
-      if (close === -1) return null;
-      text = this.text(bytes, at, close);
-      if (text === null) return null;
-      at = close;
-      if (!this.literal(bytes, at, end, s.middle)) return OTHER;
-      at += s.middle.length;
-      ids = [];
-      at = this.ids(bytes, at, end, ids);
-      if (at === -1) return null;
-    } else {
-      ids = [];
-      at = this.ids(bytes, at, end, ids);
-      if (at === -1) return null;
-      if (!this.literal(bytes, at, end, s.middle)) return OTHER;
-      at += s.middle.length;
-      const close = this.stringEnd(bytes, at, end);
-      if (close === -1) return null;
-      text = this.text(bytes, at, close);
-      if (text === null) return null;
-      at = close;
-    }
+    if (!this.literal(bytes, start, end, s.head)) return OTHER;
+    let at = this.hole(s.textFirst, bytes, start + s.head.length, end);
+    if (at === -1) return null;
+    if (!this.literal(bytes, at, end, s.middle)) return OTHER;
+    at = this.hole(!s.textFirst, bytes, at + s.middle.length, end);
+    if (at === -1) return null;
     if (end - at !== s.tail.length || !this.literal(bytes, at, end, s.tail)) return OTHER;
-    return { ...s.chunk, choices: [{ ...s.choice, text, token_ids: ids }] };
+    return { ...s.chunk, choices: [{ ...s.choice, text: this.holeText, token_ids: this.holeIds }] };
+  }
+
+  /**
+   * The text hole (`text`) or the ids hole from `at`: read into holeText or
+   * holeIds, and where it ends; -1 when it is not what JSON would read there.
+   */
+  private hole(text: boolean, bytes: Buffer, at: number, end: number): number {
+    if (!text) {
+      const ids: number[] = [];
+      this.holeIds = ids;
+      return this.ids(bytes, at, end, ids);
+    }
+    const close = this.stringEnd(bytes, at, end);
+    if (close === -1) return -1;
+    const t = this.text(bytes, at, close);
+    if (t === null) return -1;
+    this.holeText = t;
+    return close;
   }
 
   /**
