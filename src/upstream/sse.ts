@@ -128,42 +128,47 @@ export class SseEvents {
    */
   push(piece: Buffer, event: (data: string) => void, bytes?: (piece: Buffer, start: number, end: number) => boolean): void {
     let at = 0;
-    // the common event, whole in the piece with nothing held from the last one (`data: {…}` and a blank
-    // line, LF-ended): its text decoded straight from the piece, no line or data buffers
-    while (
-      !this.hasData &&
-      this.line.length === 0 &&
-      piece.length - at > 6 &&
-      piece[at] === 0x64 &&
-      DATA.compare(piece, at, at + 4, 0, 4) === 0
-    ) {
-      if (piece[at + 4] !== COLON) break;
-      const lf = piece.indexOf(LF, at);
-      if (lf === -1 || piece[lf + 1] !== LF || piece[lf - 1] === CR) break;
-      const start = piece[at + 5] === 0x20 ? at + 6 : at + 5;
-      if (lf - start > this.max) this.check(lf - start);
-      if (bytes === undefined || !bytes(piece, start, lf)) event(piece.toString("utf8", start, lf));
-      at = lf + 2;
-    }
     for (;;) {
-      const lf = piece.indexOf(LF, at);
-      if (lf === -1) {
-        if (at < piece.length) {
-          this.line.push(piece.subarray(at));
-          this.lineBytes += piece.length - at;
-          this.check();
+      // the common event, whole in the piece with nothing held from the last one (`data: {…}` and a blank
+      // line, LF-ended): its text decoded straight from the piece, no line or data buffers
+      while (
+        !this.hasData &&
+        this.line.length === 0 &&
+        piece.length - at > 6 &&
+        piece[at] === 0x64 &&
+        DATA.compare(piece, at, at + 4, 0, 4) === 0
+      ) {
+        if (piece[at + 4] !== COLON) break;
+        const lf = piece.indexOf(LF, at);
+        if (lf === -1 || piece[lf + 1] !== LF || piece[lf - 1] === CR) break;
+        const start = piece[at + 5] === 0x20 ? at + 6 : at + 5;
+        if (lf - start > this.max) this.check(lf - start);
+        if (bytes === undefined || !bytes(piece, start, lf)) event(piece.toString("utf8", start, lf));
+        at = lf + 2;
+      }
+      // anything else a line at a time, until no event is open again: what follows may be the common event (an
+      // event cut by the last piece's end, a comment or a CRLF one is no reason to read the rest of this one so)
+      for (;;) {
+        const lf = piece.indexOf(LF, at);
+        if (lf === -1) {
+          if (at < piece.length) {
+            this.line.push(piece.subarray(at));
+            this.lineBytes += piece.length - at;
+            this.check();
+          }
+          return;
         }
-        return;
+        let line = piece.subarray(at, lf);
+        if (this.line.length > 0) {
+          this.line.push(line);
+          line = Buffer.concat(this.line, this.lineBytes + line.length);
+          this.line = [];
+          this.lineBytes = 0;
+        }
+        at = lf + 1;
+        this.onLine(line.length > 0 && line[line.length - 1] === CR ? line.subarray(0, line.length - 1) : line, event);
+        if (!this.hasData) break;
       }
-      let line = piece.subarray(at, lf);
-      if (this.line.length > 0) {
-        this.line.push(line);
-        line = Buffer.concat(this.line, this.lineBytes + line.length);
-        this.line = [];
-        this.lineBytes = 0;
-      }
-      at = lf + 1;
-      this.onLine(line.length > 0 && line[line.length - 1] === CR ? line.subarray(0, line.length - 1) : line, event);
     }
   }
 

@@ -8,6 +8,7 @@ import http from "node:http";
 import type { AddressInfo } from "node:net";
 import fc from "fast-check";
 import { afterEach, describe, expect, it, vi } from "vitest";
+import { ChunkTemplate } from "../../src/upstream/chunk-template.js";
 import { UpstreamError } from "../../src/upstream/engine.js";
 import { AFTER_DONE_MS, BODY_HIGH_WATER_BYTES, getText, HeldBody, readEvents, SseEvents, streamSse } from "../../src/upstream/sse.js";
 
@@ -39,9 +40,14 @@ function stream(res: http.ServerResponse, head: string, piece: string, pieces: n
   more();
 }
 
-async function collect(base: string, maxEventBytes?: number, clocks: { idleTimeoutMs?: number; deadlineMs?: number } = {}) {
+async function collect(
+  base: string,
+  maxEventBytes?: number,
+  clocks: { idleTimeoutMs?: number; deadlineMs?: number } = {},
+  template?: ChunkTemplate,
+) {
   const chunks: Record<string, unknown>[] = [];
-  const opts = { baseUrl: base, idleTimeoutMs: 5000, signal: new AbortController().signal, maxEventBytes, ...clocks };
+  const opts = { baseUrl: base, idleTimeoutMs: 5000, signal: new AbortController().signal, maxEventBytes, template, ...clocks };
   try {
     await streamSse("/v1/completions", {}, opts, (c) => void chunks.push(c));
     return { chunks, error: null };
@@ -84,6 +90,58 @@ describe("streamSse", () => {
     const h = await collect(huge);
     expect([h.error?.status, h.error?.code]).toEqual([502, "upstream_error"]);
     expect(h.error!.message.length).toBeLessThan(600);
+  });
+});
+
+describe("streamSse with a chunk template (src/upstream/chunk-template.ts)", () => {
+  it("a hostile engine's vLLM-shaped stream gives the same chunks and the same error read in place as read as text", async () => {
+    // vLLM's streamed completion chunk (test/upstream/chunk-template.test.ts names the source), and what an engine
+    // gone wrong may put in it: escapes, surrogates, invalid UTF-8, a key twice, repetition, a huge step, deep nesting
+    const head = '{"id":"cmpl-1","object":"text_completion","created":1,"model":"m","choices":[{"index":0,"text":"';
+    const step = (text: string, ids: string, prompt = "null") =>
+      Buffer.from(
+        `data: ${head}${text}","logprobs":null,"finish_reason":null,"stop_reason":null,"prompt_token_ids":${prompt},"token_ids":[${ids}]}]}\n\n`,
+      );
+    const parts: Buffer[] = [step("", "1", "[1,2]")];
+    const texts = ["a", "\\n", "\\u00e9", "é", "🦀", "\\ud83e\\udd80", "", '\\"', "b\\tc"];
+    for (let k = 0; k < 2000; k++) parts.push(step(texts[k % texts.length]!, String(k % 7 === 0 ? `${k},${k + 1}` : k)));
+    // invalid UTF-8 in the text, and a text the later key overrides
+    parts.push(
+      Buffer.concat([step("x", "5").subarray(0, 6 + head.length), Buffer.from([0xff, 0xc3]), step("x", "5").subarray(7 + head.length)]),
+    );
+    parts.push(
+      Buffer.from(
+        `data: ${head}a","text" :"x","logprobs":null,"finish_reason":null,"stop_reason":null,"prompt_token_ids":null,"token_ids":[9]}]}\n\n`,
+      ),
+    );
+    parts.push(step("long", Array.from({ length: 300_000 }, (_, i) => i % 200_000).join(",")));
+    parts.push(Buffer.from(`data: {"choices":[],"deep":${"[".repeat(100_000)}${"]".repeat(100_000)}}\n\ndata: [DONE]\n\n`));
+    const body = Buffer.concat(parts);
+    const base = await serve((_req, res) => {
+      res.writeHead(200, { "content-type": "text/event-stream" });
+      res.end(body);
+    });
+    const asText = await collect(base);
+    // (counted: the events the template did read in place)
+    let hits = 0;
+    const template = new (class extends ChunkTemplate {
+      override read(bytes: Buffer, start: number, end: number) {
+        const r = super.read(bytes, start, end);
+        if (r !== null) hits++;
+        return r;
+      }
+    })();
+    const inPlace = await collect(base, undefined, {}, template);
+    // (the events split before the first was parsed, and learnt from, are read as text)
+    expect(hits).toBeGreaterThan(1500);
+    expect(asText.chunks.length).toBe(2004);
+    expect(inPlace.chunks).toStrictEqual(asText.chunks);
+    expect([inPlace.error?.code, inPlace.error?.message]).toEqual([asText.error?.code, asText.error?.message]);
+    expect(inPlace.error?.code).toBe("upstream_bad_response");
+    // what the engine's JSON has: the later key's text, the invalid bytes as U+FFFD, every id of the huge step
+    expect((asText.chunks[2002]!.choices as { text: string }[])[0]!.text).toBe("x");
+    expect((asText.chunks[2001]!.choices as { text: string }[])[0]!.text).toBe("\ufffd\ufffd");
+    expect((asText.chunks[2003]!.choices as { token_ids: number[] }[])[0]!.token_ids).toHaveLength(300_000);
   });
 });
 
@@ -130,6 +188,21 @@ describe("SseEvents", () => {
         expect(got).toEqual(whole);
       }),
     );
+  });
+
+  it("offers the common event in place again once nothing is held: after an event cut by the last piece, a comment or a CRLF event", () => {
+    const r = new SseEvents(1000);
+    const text: string[] = [];
+    const inPlace: string[] = [];
+    const bytes = (piece: Buffer, start: number, end: number) => (inPlace.push(piece.toString("utf8", start, end)), true);
+    r.push(Buffer.from('data: {"cut":'), (d) => text.push(d), bytes);
+    r.push(
+      Buffer.from('1}\n\ndata: {"a":1}\n\n: comment\n\ndata: {"b":2}\n\ndata: {"c":3}\r\n\r\ndata: {"d":4}\n\n'),
+      (d) => text.push(d),
+      bytes,
+    );
+    expect(text).toEqual(['{"cut":1}', '{"c":3}']);
+    expect(inPlace).toEqual(['{"a":1}', '{"b":2}', '{"d":4}']);
   });
 
   it("an event held past its bound is refused, counted across pieces (one line or many data lines)", () => {
