@@ -114,8 +114,9 @@ export class ChoiceLimits {
 
   /**
    * A choice as read: its ids, cut to what the limit leaves (then its finish
-   * is `length`; `c` itself when nothing is cut); null once the choice has ended (an engine that sends more
-   * for it, or sends its finish again, is not heard).
+   * is `length`), and `c` itself when nothing is cut; null once the choice
+   * has ended (an engine that sends more for it, or sends its finish again,
+   * is not heard).
    */
   take(c: UpstreamChoice, stands: number = c.token_ids.length): UpstreamChoice | null {
     const i = c.index;
