@@ -44,6 +44,15 @@ export function customInput(args: string): string {
   return args;
 }
 
+/** The marks textDelta cuts a text delta event's JSON at. */
+const SEQ = '"sequence_number":';
+const DELTA = ',"delta":';
+const ITEM_ID = '"item_id":';
+const OUTPUT_INDEX = ',"output_index":';
+const REASONING_DELTA = '{"type":"response.reasoning_text.delta",';
+const OUTPUT_DELTA = '{"type":"response.output_text.delta",';
+const SUMMARY_DELTA = "response.reasoning_summary_text.delta";
+
 export class ResponsesOutput {
   private seq = 0;
   /** Custom calls in progress, by output index. */
@@ -89,6 +98,40 @@ export class ResponsesOutput {
   response(response: Obj): Obj {
     if (Array.isArray(response.output)) response.output = response.output.map((i) => (isObj(i) ? this.item(i) : i));
     return response;
+  }
+
+  /**
+   * A text delta event of `type` as its JSON, as the adapter's plainDelta
+   * writes it (./responses.ts: `{"type":"response.output_text.delta" or
+   * "response.reasoning_text.delta",…,"sequence_number":N,"delta":"…"}`, its
+   * `item_id` a JSON string) → to `send`, the type and JSON of each event
+   * event() would send instead: the bytes JSON.stringify writes of them,
+   * made from the JSON's own bytes with no object
+   * (test/openai/responses-output.test.ts). The renumbered event keeps its
+   * keys' order; a reasoning delta with summaries asked is followed by its
+   * summary delta. JSON of another shape goes through event().
+   */
+  textDelta(type: string, json: string, send: (type: string, json: string) => void): void {
+    const reasoning = json.startsWith(REASONING_DELTA);
+    const at = reasoning || json.startsWith(OUTPUT_DELTA) ? json.indexOf(SEQ) : -1;
+    const end = at < 0 ? -1 : json.indexOf(DELTA, at);
+    const summary = this.options.summary && reasoning;
+    // the item's id (a JSON string, so no bare `,"output_index":` in it) and output index, from the head
+    const id = summary ? json.indexOf(ITEM_ID) : 0;
+    const index = summary && id >= 0 ? json.indexOf(OUTPUT_INDEX, id) : 0;
+    if (end < 0 || id < 0 || index < 0 || index > at || !json.endsWith("}")) {
+      for (const e of this.event(JSON.parse(json) as Obj)) send(e.type as string, JSON.stringify(e));
+      return;
+    }
+    send(type, `${json.slice(0, at + SEQ.length)}${this.seq++}${json.slice(end)}`);
+    if (!summary) return;
+    const itemId = json.slice(id + ITEM_ID.length, index);
+    const outputIndex = json.slice(index + OUTPUT_INDEX.length, at - 1);
+    const delta = json.slice(end + DELTA.length, -1);
+    send(
+      SUMMARY_DELTA,
+      `{"type":"${SUMMARY_DELTA}","item_id":${itemId},"output_index":${outputIndex},"summary_index":0,"delta":${delta},"sequence_number":${this.seq++}}`,
+    );
   }
 
   /** One event of the adapter's stream → the events to send instead (renumbered). */

@@ -7,8 +7,9 @@
  * preamble, a function call, the final answer), one as the host feeds it now
  * (the event's JSON where the adapter's plainType says so, events
  * otherwise), the other event by event. Cases: streamed, not streamed,
- * reasoning summaries asked (ResponsesOutput at work: the JSON goes back to an
- * event), and a custom tool's call.
+ * reasoning summaries asked, and Codex's request (summaries, reasoning carried
+ * in encrypted_content, a namespace tool) with a call: ResponsesOutput at work,
+ * rewriting the JSON itself.
  */
 import { beforeAll, describe, expect, it } from "vitest";
 import type { JsonObject } from "../../src/core/json.js";
@@ -66,7 +67,7 @@ function feed(answer: ResponsesAnswer, ids: readonly number[], fast: boolean): n
     step[0] = id;
     const type = fast ? adapter.plainType(parser.messageIndex, parser.textKind) : null;
     if (type !== null && parser.takeText(step, 0, 1)) {
-      answer.text(0, type, adapter.plainDelta(vocab.text(id)), null);
+      answer.text(0, type, adapter.plainDelta(vocab.text(id)));
       texts++;
       continue;
     }
@@ -137,9 +138,38 @@ describe("a Responses answer's text steps", () => {
     expect(r.fast).toContain('"output_text":"Sunny');
   });
 
-  it("with reasoning summaries asked: the JSON goes back to an event for ResponsesOutput, with the same result", async () => {
+  it("with reasoning summaries asked: ResponsesOutput renumbers the JSON and adds the summary deltas, with the same result", async () => {
     const r = await both({ stream: true, reasoning: { summary: "auto" } });
+    expect(r.texts).toBeGreaterThan(18);
     expect(r.fast).toBe(r.events);
-    expect(r.fast).toContain("summary");
+    expect(r.fast).toContain("event: response.reasoning_summary_text.delta");
+  });
+
+  // Codex CLI's request, as the real client sends it (test/e2e/clients/codex.test.ts): `include:
+  // ["reasoning.encrypted_content"]`, `reasoning.summary: "auto"`, a `namespace` tool; a custom tool beside them
+  it("as Codex asks (summaries, carried reasoning, a namespace tool, a custom one), a call: the same result", async () => {
+    const r = await both(
+      {
+        stream: true,
+        reasoning: { effort: "medium", summary: "auto" },
+        include: ["reasoning.encrypted_content"],
+        tools: [
+          ...TOOLS,
+          { type: "namespace", name: "multi_agent_v1", tools: [{ type: "function", name: "spawn", parameters: { type: "object" } }] },
+          { type: "custom", name: "apply_patch", description: "Edit files." },
+        ],
+      },
+      true,
+    );
+    expect(r.texts).toBeGreaterThan(12);
+    expect(r.fast).toBe(r.events);
+    expect(r.fast).toContain('"encrypted_content":');
+    expect(r.fast).toContain("event: response.reasoning_summary_text.delta");
+  });
+
+  it("with carried reasoning only, not streamed: the same response", async () => {
+    const r = await both({ include: ["reasoning.encrypted_content"] });
+    expect(r.fast).toBe(r.events);
+    expect(r.fast).toContain('"encrypted_content":');
   });
 });

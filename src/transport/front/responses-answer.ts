@@ -57,6 +57,9 @@ export class ResponsesAnswer implements GenerationSink {
     this.writeJson(obj.type as string, JSON.stringify(obj));
   }
 
+  /** writeJson as a function (ResponsesOutput.textDelta sends through it). */
+  private readonly sendJson = (type: string, json: string): void => this.writeJson(type, json);
+
   private writeJson(type: string, json: string): void {
     if (!this.started) {
       setupSse(this.res);
@@ -70,12 +73,14 @@ export class ResponsesAnswer implements GenerationSink {
    * send most steps so: src/pool/host.ts `plainText`). Streamed with nothing
    * to make of it (no custom tools, summary or carried reasoning), it is
    * written as it came: the bytes write() writes of that event. With those,
-   * the event itself goes to event(); a response not streamed writes no
-   * delta.
+   * ResponsesOutput makes what event() would write of it from the JSON
+   * itself (renumbered, a summary delta after a reasoning delta); a response
+   * not streamed writes no delta.
    */
-  text(choice: number, type: string, json: string, usage: UpstreamUsage | null): void {
-    if (this.output.active) return this.event(choice, JSON.parse(json) as Obj, usage);
-    if (this.plan.stream) this.writeJson(type, json);
+  text(_choice: number, type: string, json: string): void {
+    if (!this.plan.stream) return;
+    if (!this.output.active) return this.writeJson(type, json);
+    this.output.textDelta(type, json, this.sendJson);
   }
 
   ids(choice: number, ids: readonly number[]): void {
