@@ -16,6 +16,10 @@
  *   `completion_tokens`; a token event: a delta with `content` or `reasoning`;
  * - `responses`: the front's `/v1/responses`; tokens: `response.completed`'s
  *   `usage.output_tokens`; a token event: a `*.delta` event;
+ * - `codex`: the same, asked as Codex CLI asks (test/e2e/clients/codex.test.ts:
+ *   `include: ["reasoning.encrypted_content"]`, `reasoning.summary: "auto"`),
+ *   so each reasoning delta is followed by a summary delta, which is not a
+ *   token event of its own;
  * - `ws`: the WebSocket edge's `openai.chat` streams through the bundled
  *   client (src/client/): each stream reads the engine's `/v1/completions`
  *   and writes its ids into a stream opened with `format: "openai.chat"`,
@@ -30,7 +34,7 @@ import { HARMONY } from "../../src/core/preset.js";
 const MESSAGE = HARMONY.tokens.message;
 const FIRST_SPECIAL = HARMONY.firstSpecial;
 
-export type Kind = "completions" | "chat" | "responses" | "ws";
+export type Kind = "completions" | "chat" | "responses" | "codex" | "ws";
 
 export interface RunCommand {
   kind: Kind;
@@ -96,6 +100,18 @@ function requestBody(kind: Kind, model: string): { path: string; body: string } 
       };
     case "responses":
       return { path: "/v1/responses", body: JSON.stringify({ model, input: USER, stream: true, store: false }) };
+    case "codex":
+      return {
+        path: "/v1/responses",
+        body: JSON.stringify({
+          model,
+          input: USER,
+          stream: true,
+          store: false,
+          include: ["reasoning.encrypted_content"],
+          reasoning: { summary: "auto" },
+        }),
+      };
   }
 }
 
@@ -241,7 +257,7 @@ async function oneHttp(cmd: RunCommand, m: Meter): Promise<void> {
       }
     } else {
       const k = data.indexOf('"delta":"');
-      if (k >= 0 && data.includes('.delta"')) {
+      if (k >= 0 && data.includes('.delta"') && !data.includes('"type":"response.reasoning_summary_text.delta"')) {
         const c = stringLength(data, k + 9);
         if (c > 0) {
           m.chars += c;

@@ -10,6 +10,8 @@
  *   where they lie, plain deltas written from a template;
  * - `chat LABEL`, `responses LABEL`: through a sidecar's `/v1/chat/completions`
  *   and `/v1/responses` (`node CLI serve --upstream ENGINE`);
+ * - `codex LABEL`: `/v1/responses` asked as Codex CLI asks (carried
+ *   reasoning, summaries: ./client.ts);
  * - `ws LABEL`: the sidecar's WebSocket edge, streams opened with
  *   `format: "openai.chat"` through the bundled client, fed the engine's ids
  *   by the client process (./client.ts).
@@ -59,15 +61,12 @@ const opts = new Command()
   )
   .option("--sidecar-args <flags>", "extra `serve` flags for every sidecar, space-separated", "")
   .option("--sidecar-node <flags>", "node flags for every sidecar, space-separated (e.g. --cpu-prof --cpu-prof-dir=DIR)", "")
-  .option("--setups <list>", "which set-ups: engine, relay, floor, in-place, chat, responses, ws", list, [
-    "engine",
-    "relay",
-    "floor",
-    "in-place",
-    "chat",
-    "responses",
-    "ws",
-  ])
+  .option(
+    "--setups <list>",
+    "which set-ups: engine, relay, floor, in-place, chat, responses, codex (Responses asked as Codex asks), ws",
+    list,
+    ["engine", "relay", "floor", "in-place", "chat", "responses", "ws"],
+  )
   .option("--json <file>", "also write every run's figures and the medians as JSON")
   .option("--report <file>", "run nothing: print the tables of an earlier run's --json file")
   .parse()
@@ -161,7 +160,7 @@ async function main(): Promise<void> {
       setups.push({ name: "in-place", kind: "chat", url: `http://127.0.0.1:${floor.port}`, front: floor });
     }
     for (const { label, cli } of sidecars()) {
-      if (!["chat", "responses", "ws"].some((s) => opts.setups.includes(s))) break;
+      if (!["chat", "responses", "codex", "ws"].some((s) => opts.setups.includes(s))) break;
       const extra = opts.sidecarArgs.split(" ").filter((x) => x !== "");
       const sc = await spawnNode(
         `sidecar ${label}`,
@@ -188,6 +187,7 @@ async function main(): Promise<void> {
       await awaitReady(base);
       if (opts.setups.includes("chat")) setups.push({ name: `chat ${label}`, kind: "chat", url: base, front: sc });
       if (opts.setups.includes("responses")) setups.push({ name: `responses ${label}`, kind: "responses", url: base, front: sc });
+      if (opts.setups.includes("codex")) setups.push({ name: `codex ${label}`, kind: "codex", url: base, front: sc });
       if (opts.setups.includes("ws"))
         setups.push({ name: `ws ${label}`, kind: "ws", url: engineUrl, wsUrl: `ws://127.0.0.1:${sc.port}/v1/stream`, front: sc });
     }

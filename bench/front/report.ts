@@ -160,7 +160,7 @@ export function versusFirst(all: Figures[], labels: string[]): string {
   for (const key of keys) {
     const [rate, streams] = key.split("\u0000").map(Number) as [number, number];
     for (const label of rest)
-      for (const kind of ["chat", "responses", "ws"]) {
+      for (const kind of ["chat", "responses", "codex", "ws"]) {
         const mine = all.filter((f) => f.setup === `${kind} ${label}` && f.rate === rate && f.streams === streams);
         if (mine.length === 0) continue;
         const ratio = (pick: (f: Figures) => number | null) => {
