@@ -153,14 +153,19 @@ export class ChunkTemplate {
     return close;
   }
 
+  /** Whether learn() would learn from an event of `length` characters read as text now. */
+  wouldLearn(length: number): boolean {
+    return !((this.shapes.length > 0 && !this.missed) || this.tries >= MAX_TEMPLATES || length > MAX_TEMPLATE_CHARS);
+  }
+
   /**
    * An event read as text (`data`, parsed to `chunk`): a template is
    * learnt from it when none fits yet and the request has learnt fewer than
    * {@link MAX_TEMPLATES}.
    */
   learn(data: string, chunk: unknown): void {
+    if (!this.wouldLearn(data.length)) return;
     const shapes = this.shapes;
-    if ((shapes.length > 0 && !this.missed) || this.tries >= MAX_TEMPLATES || data.length > MAX_TEMPLATE_CHARS) return;
     this.tries++;
     const shape = ChunkTemplate.shapeOf(data, chunk);
     if (shape === null) return;

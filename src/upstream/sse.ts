@@ -605,8 +605,21 @@ export function readEvents(
     const queue: (string | Record<string, unknown> | undefined)[] = [];
     let queued = 0;
     let next = 0;
-    const collect = (data: string) => void (queue[queued++] = data);
     const template = opts.template;
+    const collect = (data: string): void => {
+      // an event the template would learn from is parsed and learnt from as it is split, not when run() takes it:
+      // a body read behind the engine comes in pieces of many events, split before run() parses the first, so a
+      // request's first piece would be read as text to its end (its parse fails: run() parses it again, and refuses it)
+      if (template !== undefined && template.wouldLearn(data.length) && data !== "[DONE]") {
+        const parsed = parseJson(data);
+        if (parsed.ok && isObj(parsed.value)) {
+          template.learn(data, parsed.value);
+          queue[queued++] = parsed.value as Record<string, unknown>;
+          return;
+        }
+      }
+      queue[queued++] = data;
+    };
     const inPlace =
       template === undefined
         ? undefined
@@ -742,7 +755,6 @@ export function readEvents(
             );
           }
           chunk = parsed.value as Record<string, unknown>;
-          template?.learn(data, chunk);
         }
         if (chunk.error) {
           const err = chunk.error as { message?: unknown } | string;
