@@ -1,7 +1,8 @@
 /**
  * A streamed answer's writes: what a turn of the event loop writes goes in one
- * write at the turn's end (at once past a socket buffer's worth) for a client
- * that keeps up; what is ready while it is behind, in one write at its drain.
+ * write at the turn's end (after the first write, at the next turn's end; at
+ * once past a socket buffer's worth) for a client that keeps up; what is ready
+ * while it is behind, in one write at its drain.
  */
 import http from "node:http";
 import net, { type AddressInfo } from "node:net";
@@ -71,7 +72,38 @@ describe("ClientFlow", () => {
     expect(flow.wait()).toBeNull();
     flow.write("data: d\n\n");
     await turn();
+    await turn(); // (not the first write: it waits one turn more)
     expect(c.writes.at(-1)).toBe("data: d\n\n");
+    c.release();
+  });
+
+  it("after the first write, a due write waits one turn more: what that turn writes goes with it, and nothing waits longer", async () => {
+    const c = client();
+    const flow = new ClientFlow(c.sock, 60_000, () => undefined);
+    flow.write("data: a\n\n");
+    await turn();
+    // the first (a stream's first token) at the first turn's end
+    expect(c.writes).toEqual(["data: a\n\n"]);
+    c.release();
+    flow.write("data: b\n\n");
+    await turn();
+    expect(c.writes).toEqual(["data: a\n\n"]);
+    // what the next turn reads joins it, in the write at that turn's end
+    flow.write("data: c\n\n");
+    await turn();
+    expect(c.writes).toEqual(["data: a\n\n", "data: b\n\ndata: c\n\n"]);
+    c.release();
+    // a turn that reads nothing more: the write goes at its end all the same
+    flow.write("data: d\n\n");
+    await turn();
+    expect(c.writes).toHaveLength(2);
+    await turn();
+    expect(c.writes.at(-1)).toBe("data: d\n\n");
+    c.release();
+    // a socket buffer's worth does not wait
+    const big = `data: ${"x".repeat(16 * 1024)}\n\n`;
+    flow.write(big);
+    expect(c.writes.at(-1)).toBe(big);
     c.release();
   });
 
@@ -161,10 +193,11 @@ describe("ClientFlow on a real socket", () => {
       seen.direct = directSocket(res);
       const flow = new ClientFlow(res, 60_000, () => undefined);
       void (async () => {
-        // each chunk in a turn of its own, so in a write of its own
+        // each chunk two turns apart (after the first, a write waits one turn more), so in a write of its own
         for (const c of CHUNKS) {
           flow.write(c);
           flow.write(""); // nothing: an empty chunk would end the body
+          await turn();
           await turn();
         }
         flow.flush(); // as the answers do before their last writes
