@@ -93,6 +93,16 @@ describe("streamSse", () => {
   });
 });
 
+/** A chunk template that counts the events it read in place. */
+class CountingTemplate extends ChunkTemplate {
+  hits = 0;
+  override read(bytes: Buffer, start: number, end: number) {
+    const r = super.read(bytes, start, end);
+    if (r !== null) this.hits++;
+    return r;
+  }
+}
+
 describe("streamSse with a chunk template (src/upstream/chunk-template.ts)", () => {
   it("a hostile engine's vLLM-shaped stream gives the same chunks and the same error read in place as read as text", async () => {
     // vLLM's streamed completion chunk (test/upstream/chunk-template.test.ts names the source), and what an engine
@@ -122,16 +132,9 @@ describe("streamSse with a chunk template (src/upstream/chunk-template.ts)", () 
       res.end(body);
     });
     const asText = await collect(base);
-    // (counted: the events the template did read in place)
-    let hits = 0;
-    const template = new (class extends ChunkTemplate {
-      override read(bytes: Buffer, start: number, end: number) {
-        const r = super.read(bytes, start, end);
-        if (r !== null) hits++;
-        return r;
-      }
-    })();
+    const template = new CountingTemplate();
     const inPlace = await collect(base, undefined, {}, template);
+    const hits = template.hits;
     // (read as text: the first, the ones the template cannot read, and an event cut by a piece's end)
     expect(hits).toBeGreaterThan(1900);
     expect(asText.chunks.length).toBe(2004);
@@ -158,15 +161,9 @@ describe("streamSse with a chunk template (src/upstream/chunk-template.ts)", () 
       res.end(body);
     });
     const asText = await collect(base);
-    let hits = 0;
-    const template = new (class extends ChunkTemplate {
-      override read(bytes: Buffer, start: number, end: number) {
-        const r = super.read(bytes, start, end);
-        if (r !== null) hits++;
-        return r;
-      }
-    })();
+    const template = new CountingTemplate();
     const inPlace = await collect(base, undefined, {}, template);
+    const hits = template.hits;
     expect(inPlace.error).toBeNull();
     expect(inPlace.chunks).toStrictEqual(asText.chunks);
     expect(inPlace.chunks).toHaveLength(201);
