@@ -22,8 +22,9 @@
  * sockets) goes in the same write. A loop that is not behind finds nothing
  * there and the write goes microseconds later; one that is (flat out) makes
  * half the writes, each a system call and a wake of the client: bench/front
- * (2026-12-07, 64 × 16 × 256 ids flat out, 7 rounds) 1.06× the tokens/s of
- * writing at the first turn's end, paced (100 steps/s) the gap p99 0.99×.
+ * (2026-12-07, 64 × 16 × 256 ids flat out, 9 rounds) 1.08× (Chat) and 1.07×
+ * (Responses) the tokens/s of writing at the first turn's end; paced, the gap
+ * p99 1.02× / 1.07× at 100 steps/s and 0.99× at 400.
  * And what is ready while the client's socket is over its mark is held and
  * goes out in one write when it drains. An answer's last writes (through
  * `res`) go after {@link flush}, or take the {@link rest} with them.

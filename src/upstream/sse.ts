@@ -746,6 +746,7 @@ export function readEvents(
         else {
           if (data === "[DONE]") {
             sawDone = true;
+            if (took) c.refresh();
             if (drained() || settled) return;
             return settle(null, true, true);
           }
