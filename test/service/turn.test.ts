@@ -187,8 +187,9 @@ describe("the turn budget", () => {
     conn.onFrame(
       JSON.stringify({ ops: [{ open: { stream: "a" } }, { tokens: { stream: "a", ids: enc.encode("<|channel|>final<|message|>") } }] }),
     );
-    // 100 frames of 20,000 content tokens: ~120 KB of answer each, past the 8 MiB bound long before the last
-    const FRAMES = 100;
+    // frames of 20,000 content tokens, ~120 KB of answer each: the 8 MiB bound is past after ~70 answers, and up to
+    // maxInflightFrames (64) more may have been read by then, waiting on the worker; 160 leave some unread on any machine
+    const FRAMES = 160;
     const frame = JSON.stringify({ ops: [{ tokens: { stream: "a", ids: new Array<number>(20_000).fill(word) } }] });
     for (let i = 0; i < FRAMES; i++) conn.onFrame(frame);
     // the frames the service has read (harmony_frames_total{transport="ws"})
@@ -196,7 +197,13 @@ describe("the turn budget", () => {
       const text = await svc.service.metrics.registry.getSingleMetricAsString("harmony_frames_total");
       return Number(/transport="ws"\} (\d+)/.exec(text)?.[1] ?? 0);
     };
-    await until(() => log.includes("pause") && answers(log).length > 1);
+    // congested by its unread answers (not only paused by the turn's budget or by frames in flight, which the
+    // worker's answers relieve), and every frame read so far answered: nothing of it is still on its way
+    for (;;) {
+      if (conn.stalledMs > 0 && answers(log).length === (await framesRead())) break;
+      await new Promise((r) => setTimeout(r, 5));
+    }
+    expect(log).toContain("pause");
     // turn after turn: a congested connection's waiting frames stay unread
     const before = await framesRead();
     for (let i = 0; i < 50; i++) await new Promise((r) => setImmediate(r));
