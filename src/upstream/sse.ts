@@ -246,11 +246,34 @@ export async function streamSse(
   let pastDeadline = false;
   /** The consumer holds the stream back (its promise is pending): no silence of the engine's. */
   let holding = false;
-  const idle = setTimeout(() => {
-    if (holding) return; // re-armed when the consumer takes the next event
+  // the engine's silence: an event marks its time (one number stored, no timer moved in the timers' list an event);
+  // the timer, when it fires, looks at how long it has really been, and waits out the rest if an event came since
+  const idleMs = opts.idleTimeoutMs;
+  let lastEvent = performance.now();
+  /** The timer fired while the consumer held the stream back: it waits, unarmed, for the next event. */
+  let lapsed = false;
+  const silence = (): void => {
+    if (holding) {
+      lapsed = true; // armed again when the consumer takes the next event
+      return;
+    }
+    // (the timers run on the loop's clock, which may lag performance.now() by a turn: at least a millisecond more)
+    const quiet = performance.now() - lastEvent;
+    if (quiet < idleMs) {
+      idle = setTimeout(silence, Math.max(1, idleMs - quiet));
+      return;
+    }
     timedOut = true;
     call.abort();
-  }, opts.idleTimeoutMs);
+  };
+  let idle = setTimeout(silence, idleMs);
+  const eventCame = (): void => {
+    lastEvent = performance.now();
+    if (lapsed) {
+      lapsed = false;
+      idle = setTimeout(silence, idleMs);
+    }
+  };
   const deadlineMs = opts.deadlineMs ?? UPSTREAM_DEFAULTS.deadlineMs;
   const deadline = setTimeout(() => {
     pastDeadline = true;
@@ -290,7 +313,7 @@ export async function streamSse(
       }
       throw new UpstreamError(502, "upstream_unreachable", `cannot reach the upstream: ${cause}`);
     }
-    idle.refresh();
+    eventCame();
     if (status < 200 || status > 299) {
       const text = await heldText(call.body, MAX_ERROR_BODY_BYTES).catch(() => "");
       if (status === 401 || status === 403) throw unauthorized(status, `POST ${path}`);
@@ -299,7 +322,7 @@ export async function streamSse(
       throw new UpstreamError(code, "upstream_error", `upstream answered ${status}: ${errorMessage(text)}`, status);
     }
     await readEvents(call.body, opts, needDone, onEvent, onDrained, {
-      refresh: () => idle.refresh(),
+      refresh: eventCame,
       hold: (h) => (holding = h),
       clocks,
     });

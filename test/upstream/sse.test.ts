@@ -256,6 +256,52 @@ describe("streamSse's clocks", () => {
     expect([r.error?.status, r.error?.code]).toEqual([504, "upstream_timeout"]);
   });
 
+  it("the silence is timed from the last event: a stream far longer than the idle timeout whose events keep coming is read whole", async () => {
+    // 12 events 150 ms apart (1.8 s) against an idle timeout of 1 s: each gap well inside it, the whole far past it
+    const base = await serve((_req, res) => {
+      res.writeHead(200, { "content-type": "text/event-stream" });
+      let n = 0;
+      const t = setInterval(() => {
+        if (++n <= 12) res.write(`data: {"n":${n}}\n\n`);
+        else {
+          clearInterval(t);
+          res.end("data: [DONE]\n\n");
+        }
+      }, 150);
+      res.on("close", () => clearInterval(t));
+    });
+    const r = await collect(base, undefined, { idleTimeoutMs: 1000 });
+    expect(r.error).toBeNull();
+    expect(r.chunks.map((c) => c.n)).toEqual([1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12]);
+  });
+
+  it("the silence is timed again after events: an engine that goes quiet mid-stream gets the idle timeout (504)", async () => {
+    const base = await serve((_req, res) => {
+      res.writeHead(200, { "content-type": "text/event-stream" });
+      res.write('data: {"n":1}\n\n');
+      setTimeout(() => res.write('data: {"n":2}\n\n'), 200);
+      // then nothing, the connection kept open
+    });
+    const r = await collect(base, undefined, { idleTimeoutMs: 600 });
+    expect([r.error?.status, r.error?.code]).toEqual([504, "upstream_timeout"]);
+    expect(r.chunks.map((c) => c.n)).toEqual([1, 2]);
+  });
+
+  it("no silence of the engine's while the consumer holds the stream back, however long: the clock starts again when it takes the next event", async () => {
+    const base = await serve((_req, res) => {
+      res.writeHead(200, { "content-type": "text/event-stream" });
+      res.end('data: {"n":1}\n\ndata: {"n":2}\n\ndata: [DONE]\n\n');
+    });
+    const seen: unknown[] = [];
+    const opts = { baseUrl: base, idleTimeoutMs: 200, signal: new AbortController().signal };
+    // the first event held for three idle timeouts
+    await streamSse("/v1/completions", {}, opts, (c) => {
+      seen.push(c.n);
+      return c.n === 1 ? new Promise<void>((r) => setTimeout(r, 600)) : undefined;
+    });
+    expect(seen).toEqual([1, 2]);
+  });
+
   it("events that never end get the deadline (504 upstream_deadline), whatever they hold", async () => {
     const base = await serve((_req, res) => {
       res.writeHead(200, { "content-type": "text/event-stream" });
