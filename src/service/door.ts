@@ -50,6 +50,12 @@ export class SessionDoor {
   private readonly ops = new OpList();
   private ids = new Uint32Array(256);
   private nIds = 0;
+  /**
+   * The stream whose ids are all that was given since the last flush (ids[0, nIds)), kept here and not
+   * in `ops` (most flushes are one stream's text step); null when `ops` holds what was given. Paced, each
+   * of `ops`'s typed arrays a token touches is a cold read of memory (bench/RESULTS.md).
+   */
+  private run: string | null = null;
 
   constructor(service: Service, tenant: string) {
     const transport: Transport = {
@@ -113,6 +119,7 @@ export class SessionDoor {
 
   /** Open `stream` (at the next flush). */
   open(stream: string, o: DoorOpen): void {
+    this.spill();
     this.ops.other({
       kind: OP_OPEN,
       stream,
@@ -146,6 +153,14 @@ export class SessionDoor {
     }
     const buf = this.ids;
     for (let i = 0; i < ids.length; i++) buf[start + i] = ids[i]!;
+    // nothing else given since the last flush, or only this stream's ids: one run, held as `run`
+    if (this.ops.n === 0 && (this.run === null ? start === 0 : this.run === stream)) {
+      this.run = stream;
+      this.nIds = end;
+      return;
+    }
+    // (the run is ids[0, start): spilled before this call's ids count)
+    this.spill();
     this.nIds = end;
     // the same stream's ids straight after its last op's (several engine chunks read at once): one run, so one write of the parser's and one delta
     const ops = this.ops;
@@ -159,32 +174,42 @@ export class SessionDoor {
 
   /** Close `stream` (at the next flush). */
   close(stream: string, reason: CloseReason): void {
+    this.spill();
     this.ops.other({ kind: OP_CLOSE, stream, handle: 0, reason });
   }
 
   /** Hand the ops given since the last flush to the sessions, as one batch; their events may be delivered before it returns. */
   flush(): void {
-    if (this.ops.n === 0) return;
-    const n = this.nIds;
-    this.nIds = 0;
-    const ops = this.ops;
-    // one stream's ids alone, a text step: taken and written with no batch (the connection's textNow)
-    if (ops.n === 1 && ops.kinds[0] === OP_TOKENS && ops.handles[0] === 0) {
-      const stream = ops.names[0]!;
-      const text = this.textListeners.get(stream);
-      if (text !== undefined && this.conn.textNow(stream, this.ids, ops.starts[0]!, ops.ends[0]!)) {
-        ops.clear();
+    const run = this.run;
+    if (run !== null) {
+      // one stream's ids alone, a text step: taken and written with no batch (the connection's textNow)
+      this.run = null;
+      const text = this.textListeners.get(run);
+      if (text !== undefined && this.conn.textNow(run, this.ids, 0, this.nIds)) {
+        this.nIds = 0;
         const taken = this.conn.textTaken;
         if (taken !== null) text(this.conn.textField, taken);
         return;
       }
+      // not a text step taken alone: the batch's way
+      this.ops.tokens(run, 0, 0, this.nIds);
     }
+    if (this.ops.n === 0) return;
+    const n = this.nIds;
+    this.nIds = 0;
     try {
       // an engine chunk's ids for streams on the main thread, nothing ahead of them: fed at once (the ops' ranges index this.ids)
       if (!this.conn.tokensNow(this.ops, this.ids)) this.conn.onOps({ ops: this.ops, ids: this.ids.subarray(0, n), errors: [] });
     } finally {
       this.ops.clear();
     }
+  }
+
+  /** The run of one stream's ids (`run`, ids[0, nIds)) into `ops`, ahead of an op given after it. */
+  private spill(): void {
+    if (this.run === null) return;
+    this.ops.tokens(this.run, 0, 0, this.nIds);
+    this.run = null;
   }
 
   /** Leave: the connection's streams are freed, and nothing waits on it any more. */

@@ -137,4 +137,46 @@ describe("the door's text steps", () => {
     expect(alone.deltas).toBe(plain.deltas);
     expect(two.deltas).toBe(2 * alone.deltas);
   });
+
+  it("however the ops are grouped into flushes (steps in one, a stream's last ids with its close, another stream's open between), the same text, fields and finish", async () => {
+    const ids = completion();
+    /** One stream fed by `plan`: how many ids go in each flush, and whether the stream's close goes with the last. */
+    const feed = async (per: number, closeWithLast: boolean, openBetween: boolean) => {
+      const door = new SessionDoor(svc, "t");
+      const name = door.name("gen");
+      const got = listenTo(door, name, true);
+      door.open(name, OPEN);
+      door.flush();
+      for (let at = 0; at < ids.length; at += per) {
+        // a step an id each, `per` of them before the flush (several engine chunks read at once)
+        for (const id of ids.slice(at, at + per)) door.tokens(name, [id]);
+        if (openBetween && at === per) {
+          const other = door.name("gen");
+          door.open(other, OPEN);
+          door.close(other, "eos");
+        }
+        if (closeWithLast && at + per >= ids.length) door.close(name, "eos");
+        door.flush();
+      }
+      if (!closeWithLast) {
+        door.close(name, "eos");
+        door.flush();
+      }
+      door.leave();
+      return got;
+    };
+    const want = await feed(1, false, false);
+    for (const [per, closeWithLast, openBetween] of [
+      [1, true, false],
+      [3, false, false],
+      [3, true, true],
+      [ids.length, true, false],
+    ] as const) {
+      const g = await feed(per, closeWithLast, openBetween);
+      expect(g.fields).toEqual(want.fields);
+      expect(g.finishes).toEqual(want.finishes);
+    }
+    expect(want.fields.get("content")).toBe('Hello "world",\nété 🦀.');
+    expect(want.finishes).toContain("stop");
+  });
 });
