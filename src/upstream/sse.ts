@@ -267,9 +267,11 @@ export async function streamSse(
     call.abort();
   };
   let idle = setTimeout(silence, idleMs);
+  /** The request is over (its clocks cleared): a late consumer's take (resumeAfter after a settle) arms nothing. */
+  let over = false;
   const eventCame = (): void => {
     lastEvent = performance.now();
-    if (lapsed) {
+    if (lapsed && !over) {
       lapsed = false;
       idle = setTimeout(silence, idleMs);
     }
@@ -329,6 +331,7 @@ export async function streamSse(
     // the body was let go at its end or destroyed (which aborts the request): nothing to abort
     read = true;
   } finally {
+    over = true;
     clearTimeout(idle);
     clearTimeout(deadline);
     opts.signal.removeEventListener("abort", stop);
