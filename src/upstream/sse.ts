@@ -267,11 +267,9 @@ export async function streamSse(
     call.abort();
   };
   let idle = setTimeout(silence, idleMs);
-  /** The request is over (its clocks cleared): a late consumer's take (resumeAfter after a settle) arms nothing. */
-  let over = false;
   const eventCame = (): void => {
     lastEvent = performance.now();
-    if (lapsed && !over) {
+    if (lapsed) {
       lapsed = false;
       idle = setTimeout(silence, idleMs);
     }
@@ -331,7 +329,8 @@ export async function streamSse(
     // the body was let go at its end or destroyed (which aborts the request): nothing to abort
     read = true;
   } finally {
-    over = true;
+    // the request is over: a late consumer's take (resumeAfter after a settle) arms nothing (only the timer lapses)
+    lapsed = false;
     clearTimeout(idle);
     clearTimeout(deadline);
     opts.signal.removeEventListener("abort", stop);
