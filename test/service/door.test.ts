@@ -140,7 +140,7 @@ describe("the door's text steps", () => {
 
   it("however the ops are grouped into flushes (steps in one, a stream's last ids with its close, another stream's open between), the same text, fields and finish", async () => {
     const ids = completion();
-    /** One stream fed by `plan`: how many ids go in each flush, and whether the stream's close goes with the last. */
+    /** One stream fed `per` ids a flush, its close with its last ids or in a flush of its own, another stream opened and closed in its second flush or not. */
     const feed = async (per: number, closeWithLast: boolean, openBetween: boolean) => {
       const door = new SessionDoor(svc, "t");
       const name = door.name("gen");

@@ -66,8 +66,8 @@ function deltaText(log: string[]): string {
   return text;
 }
 
-async function until(f: () => boolean): Promise<void> {
-  while (!f()) await new Promise((r) => setTimeout(r, 5));
+async function until(f: () => boolean | Promise<boolean>): Promise<void> {
+  while (!(await f())) await new Promise((r) => setTimeout(r, 5));
 }
 
 describe("the turn budget", () => {
@@ -199,10 +199,7 @@ describe("the turn budget", () => {
     };
     // congested by its unread answers (not only paused by the turn's budget or by frames in flight, which the
     // worker's answers relieve), and every frame read so far answered: nothing of it is still on its way
-    for (;;) {
-      if (conn.stalledMs > 0 && answers(log).length === (await framesRead())) break;
-      await new Promise((r) => setTimeout(r, 5));
-    }
+    await until(async () => conn.stalledMs > 0 && answers(log).length === (await framesRead()));
     expect(log).toContain("pause");
     // turn after turn: a congested connection's waiting frames stay unread
     const before = await framesRead();

@@ -282,7 +282,8 @@ describe("streamSse's clocks", () => {
       setTimeout(() => res.write('data: {"n":2}\n\n'), 200);
       // then nothing, the connection kept open
     });
-    const r = await collect(base, undefined, { idleTimeoutMs: 600 });
+    // (the second event 200 ms in, well inside the timeout on a slow machine too)
+    const r = await collect(base, undefined, { idleTimeoutMs: 1000 });
     expect([r.error?.status, r.error?.code]).toEqual([504, "upstream_timeout"]);
     expect(r.chunks.map((c) => c.n)).toEqual([1, 2]);
   });
