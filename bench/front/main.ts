@@ -32,7 +32,7 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { Command } from "commander";
 import type { Kind, RunCommand, RunResult } from "./client.js";
-import { awaitReady, cpuMicros, forkClient, post, spawnNode, stop, type ClientProc, type Proc } from "./procs.js";
+import { awaitReady, cpuMicros, forkClient, post, procCounters, spawnNode, stop, type ClientProc, type Proc } from "./procs.js";
 import { histogramOf, markdown, rows, versusFirst, type Figures } from "./report.js";
 
 const here = path.dirname(fileURLToPath(import.meta.url));
@@ -62,6 +62,12 @@ const opts = new Command()
   .option("--sidecar-args <flags>", "extra `serve` flags for every sidecar, space-separated", "")
   .option("--sidecar-node <flags>", "node flags for every sidecar, space-separated (e.g. --cpu-prof --cpu-prof-dir=DIR)", "")
   .option(
+    "--sidecar-node-for <label=flags>",
+    "node flags for one sidecar (by its --sidecar label), after --sidecar-node's (repeatable; e.g. a V8 flag A/B'd on one build)",
+    (v: string, acc: string[]) => [...acc, v],
+    [] as string[],
+  )
+  .option(
     "--setups <list>",
     "which set-ups: engine, relay, floor, in-place, chat, responses, codex (Responses asked as Codex asks), ws",
     list,
@@ -82,6 +88,7 @@ const opts = new Command()
     sidecar: string[];
     sidecarArgs: string;
     sidecarNode: string;
+    sidecarNodeFor: string[];
     setups: string[];
     json?: string;
     report?: string;
@@ -105,6 +112,11 @@ function sidecars(): { label: string; cli: string }[] {
     const label = eq > 0 ? s.slice(0, eq) : opts.sidecar.length > 1 ? `#${i + 1}` : "this";
     return { label, cli: path.resolve(eq > 0 ? s.slice(eq + 1) : s) };
   });
+}
+
+/** The --sidecar-node-for flags of the sidecar labelled `label`. */
+function nodeFlagsFor(label: string): string[] {
+  return opts.sidecarNodeFor.filter((v) => v.startsWith(`${label}=`)).flatMap((v) => v.slice(label.length + 1).split(" "));
 }
 
 /** The rows in the order the set-ups were started, within each pace (paced first) and number of streams. */
@@ -180,7 +192,7 @@ async function main(): Promise<void> {
           ...extra,
         ],
         (r) => r.msg === "harmony-sidecar serving",
-        opts.sidecarNode.split(" ").filter((x) => x !== ""),
+        [...opts.sidecarNode.split(" "), ...nodeFlagsFor(label)].filter((x) => x !== ""),
       );
       started.push(sc);
       const base = `http://127.0.0.1:${sc.port}`;
@@ -200,6 +212,7 @@ async function main(): Promise<void> {
       const before = {
         engine: cpuMicros(engine.pid),
         front: s.front && cpuMicros(s.front.pid),
+        counters: s.front && procCounters(s.front.pid),
         clients: used.map((c) => cpuMicros(c.pid)),
       };
       const t0 = performance.now();
@@ -220,6 +233,7 @@ async function main(): Promise<void> {
       const wallMs = performance.now() - t0;
       const engineUs = cpuMicros(engine.pid) - before.engine;
       const frontUs = s.front && before.front !== null ? cpuMicros(s.front.pid) - before.front : null;
+      const counters = s.front && before.counters !== null ? procCounters(s.front.pid) : null;
       const clientUs = used.reduce((a, c, i) => a + cpuMicros(c.pid) - before.clients[i]!, 0);
       const tokens = results.reduce((a, r) => a + r.tokens, 0);
       const ttft = histogramOf(results.map((r) => r.ttft));
@@ -247,6 +261,16 @@ async function main(): Promise<void> {
         frontUsPerToken: frontUs === null ? null : perToken(frontUs),
         clientUsPerToken: perToken(clientUs),
         frontCores: frontUs === null ? null : frontUs / 1000 / wallMs,
+        frontPerToken:
+          counters === null || before.counters === null
+            ? null
+            : {
+                userUs: perToken(counters.userUs - before.counters.userUs),
+                sysUs: perToken(counters.sysUs - before.counters.sysUs),
+                reads: perToken(counters.reads - before.counters.reads),
+                writes: perToken(counters.writes - before.counters.writes),
+                switches: perToken(counters.switches - before.counters.switches),
+              },
       };
       ttft.destroy();
       gap.destroy();

@@ -4,7 +4,7 @@
  * children driven over IPC, and each one's CPU time read from /proc.
  */
 import { execFileSync, fork, spawn, type ChildProcess } from "node:child_process";
-import { readFileSync } from "node:fs";
+import { readdirSync, readFileSync } from "node:fs";
 import http from "node:http";
 import { createInterface } from "node:readline";
 
@@ -32,6 +32,39 @@ export function cpuMicros(pid: number): number {
   const f = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
   // fields 14 and 15 of stat(5), counted from the third (state) here
   return ((Number(f[11]) + Number(f[12])) * 1e6) / TICKS;
+}
+
+/** What the kernel counted of a process (all its threads): CPU µs in user and system mode, read and write system calls, context switches. */
+export interface ProcCounters {
+  userUs: number;
+  sysUs: number;
+  reads: number;
+  writes: number;
+  switches: number;
+}
+
+/** /proc/PID/stat's utime and stime, /proc/PID/io's syscr and syscw, and each thread's voluntary and involuntary switches (proc(5)). */
+export function procCounters(pid: number): ProcCounters {
+  const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+  const f = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+  const io = readFileSync(`/proc/${pid}/io`, "utf8");
+  const field = (text: string, name: string) => Number(new RegExp(`^${name}:\\s*(\\d+)`, "m").exec(text)?.[1] ?? NaN);
+  let switches = 0;
+  for (const t of readdirSync(`/proc/${pid}/task`)) {
+    try {
+      const st = readFileSync(`/proc/${pid}/task/${t}/status`, "utf8");
+      switches += field(st, "voluntary_ctxt_switches") + field(st, "nonvoluntary_ctxt_switches");
+    } catch {
+      // (a thread that ended between the listing and the read)
+    }
+  }
+  return {
+    userUs: (Number(f[11]) * 1e6) / TICKS,
+    sysUs: (Number(f[12]) * 1e6) / TICKS,
+    reads: field(io, "syscr"),
+    writes: field(io, "syscw"),
+    switches,
+  };
 }
 
 /**

@@ -30,6 +30,8 @@ export interface Figures {
   clientUsPerToken: number;
   /** the front's CPU over the run's wall time, in cores */
   frontCores: number | null;
+  /** the front's user and system CPU, read and write system calls and context switches, per token (./procs.ts procCounters) */
+  frontPerToken: { userUs: number; sysUs: number; reads: number; writes: number; switches: number } | null;
 }
 
 export function histogramOf(encoded: string[]): Histogram {
