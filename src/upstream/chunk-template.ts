@@ -51,7 +51,7 @@ const TEXT_KEY = '"text":"';
 const IDS_KEY = '"token_ids":[';
 
 /** The literal bytes of a template: before the first hole, between the two, after the second. */
-interface Shape {
+export interface Shape {
   head: Buffer;
   middle: Buffer;
   tail: Buffer;
@@ -91,6 +91,36 @@ const SHORT_LITERAL = 16;
 
 const sameIds = (v: unknown, id: number) => Array.isArray(v) && v.length === 1 && v[0] === id;
 
+/**
+ * An event a template read: its template's chunk with the event's own text
+ * and ids, given as they lie (a reader of the ids alone takes the template's
+ * other values as they are, checked once, and never makes the chunk) or as
+ * the chunk JSON.parse would give ({@link chunk}). Its text is decoded when
+ * asked for (the body was checked for what JSON refuses when it was read).
+ */
+export class Filled {
+  constructor(
+    readonly shape: Shape,
+    private readonly bytes: Buffer,
+    private readonly at: number,
+    private readonly close: number,
+    /** The text decoded already (it had an escape, read by JSON.parse as it was checked), else null. */
+    private readonly decoded: string | null,
+    readonly ids: number[],
+  ) {}
+
+  /** The choice's text, as JSON reads it. */
+  get text(): string {
+    return this.decoded ?? this.bytes.toString("utf8", this.at, this.close);
+  }
+
+  /** The chunk, equal to JSON.parse of the event's text (its own objects, shared with nothing but these ids). */
+  chunk(): Record<string, unknown> {
+    const s = this.shape;
+    return { ...s.chunk, choices: [{ ...s.choice, text: this.text, token_ids: this.ids }] };
+  }
+}
+
 export class ChunkTemplate {
   /** The request's templates (a choice's chunks differ from another's in their index), the latest last; at most MAX_SHAPES. */
   private readonly shapes: Shape[] = [];
@@ -101,16 +131,18 @@ export class ChunkTemplate {
   private missed = false;
   /** Whether the last string body scanned had an escape. */
   private escaped = false;
-  /** What the last match read in its holes. */
-  private holeText = "";
+  /** What the last match read in its holes: where the text's body lies (and its decoding, when it had an escape), the ids. */
+  private textAt = 0;
+  private textClose = 0;
+  private textDecoded: string | null = null;
   private holeIds: number[] = [];
 
   /**
    * The chunk event `bytes[start, end)` stands for, when it fits a
-   * template (equal to JSON.parse of its text); else null, and the event
-   * is to be read as text.
+   * template (its chunk() equal to JSON.parse of its text); else null, and
+   * the event is to be read as text.
    */
-  read(bytes: Buffer, start: number, end: number): Record<string, unknown> | null {
+  read(bytes: Buffer, start: number, end: number): Filled | null {
     const shapes = this.shapes;
     const n = shapes.length;
     for (let k = 0; k < n; k++) {
@@ -127,7 +159,7 @@ export class ChunkTemplate {
   }
 
   /** The chunk the event stands for by template `s`; null when a hole is not what the template reads; OTHER when other bytes stand where its literals do. */
-  private match(s: Shape, bytes: Buffer, start: number, end: number): Record<string, unknown> | typeof OTHER | null {
+  private match(s: Shape, bytes: Buffer, start: number, end: number): Filled | typeof OTHER | null {
     if (!this.literal(bytes, start, end, s.head)) return OTHER;
     let at = this.hole(s.textFirst, bytes, start + s.head.length, end);
     if (at === -1) return null;
@@ -135,12 +167,13 @@ export class ChunkTemplate {
     at = this.hole(!s.textFirst, bytes, at + s.middle.length, end);
     if (at === -1) return null;
     if (end - at !== s.tail.length || !this.literal(bytes, at, end, s.tail)) return OTHER;
-    return { ...s.chunk, choices: [{ ...s.choice, text: this.holeText, token_ids: this.holeIds }] };
+    return new Filled(s, bytes, this.textAt, this.textClose, this.textDecoded, this.holeIds);
   }
 
   /**
-   * The text hole (`text`) or the ids hole from `at`: read into holeText or
-   * holeIds, and where it ends; -1 when it is not what JSON would read there.
+   * The text hole (`text`) or the ids hole from `at`: checked and marked
+   * (textAt, textClose, textDecoded) or read into holeIds, and where it
+   * ends; -1 when it is not what JSON would read there.
    */
   private hole(text: boolean, bytes: Buffer, at: number, end: number): number {
     if (!text) {
@@ -150,9 +183,15 @@ export class ChunkTemplate {
     }
     const close = this.stringEnd(bytes, at, end);
     if (close === -1) return -1;
-    const t = this.text(bytes, at, close);
-    if (t === null) return -1;
-    this.holeText = t;
+    // (a body without an escape is decoded when it is asked for: JSON reads any other bytes, as utf-8 decoding does)
+    let decoded: string | null = null;
+    if (this.escaped) {
+      decoded = this.unescaped(bytes, at, close);
+      if (decoded === null) return -1;
+    }
+    this.textAt = at;
+    this.textClose = close;
+    this.textDecoded = decoded;
     return close;
   }
 
@@ -183,7 +222,9 @@ export class ChunkTemplate {
     if (!isObj(chunk) || !Array.isArray(chunk.choices) || chunk.choices.length !== 1) return null;
     const choice: unknown = chunk.choices[0];
     if (!isObj(choice) || typeof choice.text !== "string" || !Array.isArray(choice.token_ids)) return null;
-    // a choice's last chunk (its finish) is no template: nothing like it follows
+    // a choice's last chunk (its finish) is no template: nothing like it follows; nor is an error's
+    // (as the SSE reader tells one: ./sse.ts's run(), which a filled event's reader skips)
+    if (chunk.error) return null;
     if (choice.finish_reason !== null && choice.finish_reason !== undefined) return null;
     // every other value a plain one (a match copies them: no object may be shared between two chunks)
     for (const k in chunk) if (k !== "choices" && typeof chunk[k] === "object" && chunk[k] !== null) return null;
@@ -258,9 +299,8 @@ export class ChunkTemplate {
     return -1;
   }
 
-  /** The string body `bytes[at, close)` (just scanned by stringEnd) as JSON reads it, or null (an escape it refuses). */
-  private text(bytes: Buffer, at: number, close: number): string | null {
-    if (!this.escaped) return bytes.toString("utf8", at, close);
+  /** The string body `bytes[at, close)` with an escape (just scanned by stringEnd) as JSON reads it, or null (an escape it refuses). */
+  private unescaped(bytes: Buffer, at: number, close: number): string | null {
     try {
       return JSON.parse(bytes.toString("utf8", at - 1, close + 1)) as string;
     } catch {

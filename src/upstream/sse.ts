@@ -12,7 +12,7 @@ import { streamAgent, undici } from "./undici.js";
 import { isObj, jsonTooDeepLong, MAX_JSON_DEPTH, parseJson } from "../core/json.js";
 import { UPSTREAM_DEFAULTS } from "../core/defaults.js";
 import { STOP, unauthorized, UpstreamError, type EventAnswer } from "./engine.js";
-import type { ChunkTemplate } from "./chunk-template.js";
+import { Filled, type ChunkTemplate } from "./chunk-template.js";
 
 export interface SseOptions {
   baseUrl: string;
@@ -31,6 +31,13 @@ export interface SseOptions {
   apiKey?: string;
   /** Events that fit it read in place, not as text (./chunk-template.ts: the OpenAI-style completions' chunks). */
   template?: ChunkTemplate;
+  /**
+   * Where an event the template read goes, as it was read (its ids, and its
+   * template's chunk for the rest), instead of the event consumer as a chunk.
+   * (A template is never of an error's chunk: what the consumer is not given
+   * is only what it would be given again, the template's values.)
+   */
+  onFilled?: (event: Filled) => EventAnswer;
   /** The request ends after this long whatever arrives (default UPSTREAM_DEFAULTS.deadlineMs). */
   deadlineMs?: number;
 }
@@ -629,11 +636,13 @@ export function readEvents(
     const reader = new SseEvents(opts.maxEventBytes ?? MAX_UPSTREAM_EVENT_BYTES);
     // events read and not yet given to the consumer (the consumer or a turn held the body back)
     // (reused, never cut: queue[next, queued) are the events waiting; taken ones are cleared as they go)
-    // an event is its text, or the chunk the template read from its bytes (./chunk-template.ts)
-    const queue: (string | Record<string, unknown> | undefined)[] = [];
+    // an event is its text, its chunk (parsed as it was split, to learn from), or what the template read from its bytes
+    // (./chunk-template.ts)
+    const queue: (string | Record<string, unknown> | Filled | undefined)[] = [];
     let queued = 0;
     let next = 0;
     const template = opts.template;
+    const onFilled = opts.onFilled;
     const collect = (data: string): void => {
       // an event the template would learn from is parsed and learnt from as it is split, not when run() takes it:
       // a body read behind the engine comes in pieces of many events, split before run() parses the first, so a
@@ -766,8 +775,12 @@ export function readEvents(
         if (next >= queued) break;
         const data = queue[next]!;
         queue[next++] = undefined;
-        let chunk: Record<string, unknown>;
-        if (typeof data !== "string") chunk = data;
+        let chunk: Record<string, unknown> | null = null;
+        let filled: Filled | null = null;
+        if (data instanceof Filled) {
+          if (onFilled !== undefined) filled = data;
+          else chunk = data.chunk();
+        } else if (typeof data !== "string") chunk = data;
         else {
           if (data === "[DONE]") {
             sawDone = true;
@@ -789,7 +802,7 @@ export function readEvents(
           }
           chunk = parsed.value as Record<string, unknown>;
         }
-        if (chunk.error) {
+        if (chunk !== null && chunk.error) {
           const err = chunk.error as { message?: unknown } | string;
           const message = typeof err === "string" ? err : isObj(err) ? err.message : undefined;
           return settle(
@@ -805,7 +818,7 @@ export function readEvents(
         c.hold(true);
         given++;
         try {
-          answer = onEvent(chunk);
+          answer = filled !== null ? onFilled!(filled) : onEvent(chunk!);
         } catch (e) {
           return settle(e, true);
         }

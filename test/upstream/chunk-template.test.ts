@@ -51,7 +51,7 @@ function bytesOf(data: string): { piece: Buffer; start: number; end: number } {
 function readOne(t: ChunkTemplate, data: string): { inPlace: boolean; chunk: unknown } {
   const { piece, start, end } = bytesOf(data);
   const read = t.read(piece, start, end);
-  if (read !== null) return { inPlace: true, chunk: read };
+  if (read !== null) return { inPlace: true, chunk: read.chunk() };
   const chunk: unknown = JSON.parse(data);
   t.learn(data, chunk);
   return { inPlace: false, chunk };
@@ -177,7 +177,13 @@ describe("ChunkTemplate", () => {
           expect(read).toBeNull();
           return;
         }
-        if (read !== null) expect(read).toStrictEqual(parsed);
+        if (read !== null) {
+          expect(read.chunk()).toStrictEqual(parsed);
+          // what a reader of the filled event takes without the chunk: the same text and ids
+          const choice = (parsed as { choices: { text: string; token_ids: number[] }[] }).choices[0]!;
+          expect(read.text).toBe(choice.text);
+          expect(read.ids).toStrictEqual(choice.token_ids);
+        }
         // an unchanged event of plain ids is always read in place
         if (mangle === null) expect(read).not.toBeNull();
       }),
