@@ -47,26 +47,36 @@ function completion(): number[] {
   ];
 }
 
-/** Feed `ids` one by one to an answer: as the host does (`fast`), or every step as chunks. How many steps went as text. */
-function feed(answer: ChatAnswer, plan: ChatPlan, ids: readonly number[], fast: boolean): number {
+/**
+ * Feed `ids` one by one to an answer: as the host does (`fast`), or every
+ * step as chunks; with `choices` > 1, each id to each choice in turn (as an
+ * engine interleaves a request's `n` choices). How many steps went as text.
+ */
+function feed(answer: ChatAnswer, plan: ChatPlan, ids: readonly number[], fast: boolean, choices = 1): number {
   const vocab = svc.vocabulary();
-  const parser = new HarmonyParser(vocab, { role: "assistant", callIdPrefix: "call_t_" });
   // the model the sessions' chunks name: the plan's, or the connection's own default for none
   const model = plan.model || "gpt-oss";
-  const adapter = new ChatCompletionChunkAdapter({ id: "chatcmpl-x", model, created: 1, reasoningField: plan.reasoningField });
+  const each = Array.from({ length: choices }, () => ({
+    parser: new HarmonyParser(vocab, { role: "assistant", callIdPrefix: "call_t_" }),
+    adapter: new ChatCompletionChunkAdapter({ id: "chatcmpl-x", model, created: 1, reasoningField: plan.reasoningField }),
+  }));
   let texts = 0;
   const step = Uint32Array.of(0);
   for (const id of ids) {
     step[0] = id;
-    const field = fast ? adapter.plainField(parser.messageIndex, parser.textKind) : null;
-    if (field !== null && parser.takeText(step, 0, 1)) {
-      answer.text(0, field, vocab.text(id));
-      texts++;
-      continue;
-    }
-    for (const ev of parser.write(step, 0, 1)) for (const chunk of adapter.push(ev)) answer.event(0, chunk as unknown as JsonObject);
+    each.forEach(({ parser, adapter }, choice) => {
+      const field = fast ? adapter.plainField(parser.messageIndex, parser.textKind) : null;
+      if (field !== null && parser.takeText(step, 0, 1)) {
+        answer.text(choice, field, vocab.text(id));
+        texts++;
+        return;
+      }
+      for (const ev of parser.write(step, 0, 1)) for (const chunk of adapter.push(ev)) answer.event(choice, chunk as unknown as JsonObject);
+    });
   }
-  for (const ev of parser.end("eos")) for (const chunk of adapter.push(ev)) answer.event(0, chunk as unknown as JsonObject);
+  each.forEach(({ parser, adapter }, choice) => {
+    for (const ev of parser.end("eos")) for (const chunk of adapter.push(ev)) answer.event(choice, chunk as unknown as JsonObject);
+  });
   return texts;
 }
 
@@ -82,7 +92,7 @@ function normalizedAnswer(raw: string): string {
 }
 
 /** The body written for `request`, fed both ways; the random ids and the clock's seconds set aside. */
-async function both(request: JsonObject, field: "reasoning" | "reasoning_content" = "reasoning") {
+async function both(request: JsonObject, field: "reasoning" | "reasoning_content" = "reasoning", choices = 1) {
   const plan = planChat(request, field) as ChatPlan;
   const ids = completion();
   const out: string[] = [];
@@ -90,7 +100,7 @@ async function both(request: JsonObject, field: "reasoning" | "reasoning_content
   for (const fast of [true, false]) {
     const { res, body } = await response();
     const answer = new ChatAnswer(svc, res, plan);
-    const n = feed(answer, plan, ids, fast);
+    const n = feed(answer, plan, ids, fast, choices);
     if (fast) texts = n;
     await answer.finish({ usage: null, error: null });
     out.push(normalizedAnswer(await body()));
@@ -108,6 +118,14 @@ describe("a Chat answer's text steps", () => {
     expect(r.fast).toMatch(/"delta":\{"content":"[^"]*\\n/);
     expect(r.fast).toContain('"delta":{"reasoning":');
     expect(r.fast).toContain("data: [DONE]");
+  });
+
+  it("two choices, their steps interleaved: each line names its own choice (a head for each choice and field)", async () => {
+    const r = await both({ model: "m", messages: MESSAGES, stream: true, n: 2 }, "reasoning", 2);
+    expect(r.texts).toBeGreaterThan(20);
+    expect(r.fast).toBe(r.chunks);
+    expect(r.fast).toContain('"choices":[{"index":1,"delta":{"content":');
+    expect(r.fast).toContain('"choices":[{"index":0,"delta":{"reasoning":');
   });
 
   it("reasoning in reasoning_content", async () => {

@@ -122,8 +122,15 @@ export class ChatAnswer implements GenerationSink {
     return `${this.head(c.index, field)}${JSON.stringify(text)}${TEXT_FOOT}`;
   }
 
+  /** The last head given, and its choice and field: a stream's text deltas are one choice's, in one field, in a run. */
+  private lastHead = "";
+  private lastChoice = -1;
+  private lastField = "";
+
   /** The fixed text before the JSON of a text delta of `choice` in `field`. */
   private head(choice: number, field: string): string {
+    // (no key made and looked up a token: the same head as the last, most of the time)
+    if (choice === this.lastChoice && field === this.lastField) return this.lastHead;
     const key = `${choice}:${field}`;
     let head = this.heads.get(key);
     if (head === undefined) {
@@ -131,6 +138,9 @@ export class ChatAnswer implements GenerationSink {
       head = `data: ${fixed.slice(0, fixed.length - '""}}]}'.length)}`;
       this.heads.set(key, head);
     }
+    this.lastHead = head;
+    this.lastChoice = choice;
+    this.lastField = field;
     return head;
   }
 
