@@ -5,41 +5,12 @@
  * template does not fit is left to be read as text, never misread.
  *
  * The chunks' shape is vLLM's streamed `/v1/completions` with
- * `return_token_ids` (vllm-project/vllm, entrypoints/openai/completion/serving.py
- * `completion_stream_generator`, as test/e2e/stand-ins/vllm.ts builds it at the
- * commits it cites): `id`, `object`, `created`, `model`, one choice of `index`,
- * `text`, `logprobs`, `finish_reason`, `stop_reason`, `prompt_token_ids` (the
- * prompt's on a choice's first chunk, null after), `token_ids`.
+ * `return_token_ids` (./vllm-step.ts names the source).
  */
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { ChunkTemplate, MAX_TEMPLATE_CHARS, MAX_TEMPLATES } from "../../src/upstream/chunk-template.js";
-
-const HEAD = { id: "cmpl-8f2c1e0b9a7d4c3e", object: "text_completion", created: 1765100000, model: "openai/gpt-oss-20b" };
-
-/** A vLLM step chunk (the first of a choice carries the prompt's ids). */
-function step(
-  text: string,
-  ids: number[],
-  o: { prompt?: number[]; finish?: string | null; usage?: boolean } = {},
-): Record<string, unknown> {
-  const chunk: Record<string, unknown> = {
-    ...HEAD,
-    choices: [
-      {
-        index: 0,
-        text,
-        logprobs: null,
-        finish_reason: o.finish ?? null,
-        stop_reason: null,
-        prompt_token_ids: o.prompt ?? null,
-        token_ids: ids,
-      },
-    ],
-  };
-  if (o.usage) chunk.usage = null; // exclude_unset=False (v0.10.x)
-  return chunk;
-}
+import { HEAD, step } from "./vllm-step.js";
 
 /** An event as the SSE reader hands it on: its data's bytes, somewhere inside a piece. */
 function bytesOf(data: string): { piece: Buffer; start: number; end: number } {

@@ -19,41 +19,27 @@ import { streamCompletions } from "../../src/upstream/completions.js";
 import { UpstreamError, type CompletionRequest, type UpstreamChunk } from "../../src/upstream/engine.js";
 import { ENGINE_RULES } from "../../src/upstream/request.js";
 import { readLogprobs } from "../../src/upstream/vllm.js";
+import { HEAD, step } from "./vllm-step.js";
 
-const HEAD = { id: "cmpl-3c0d5e7f9a1b4c2d", object: "text_completion", created: 1765100000, model: "openai/gpt-oss-20b" };
-
-/** A vLLM step chunk of choice `index`. */
-function step(index: number, text: string, ids: number[], o: { prompt?: number[]; finish?: string } = {}): string {
-  return JSON.stringify({
-    ...HEAD,
-    choices: [
-      {
-        index,
-        text,
-        logprobs: null,
-        finish_reason: o.finish ?? null,
-        stop_reason: null,
-        prompt_token_ids: o.prompt ?? null,
-        token_ids: ids,
-      },
-    ],
-  });
+/** A vLLM step chunk of choice `index`, as its event's text. */
+function event(index: number, text: string, ids: number[], o: { prompt?: number[]; finish?: string } = {}): string {
+  return JSON.stringify(step(text, ids, { ...o, index }));
 }
 
 const USAGE = JSON.stringify({ ...HEAD, choices: [], usage: { prompt_tokens: 7, completion_tokens: 9, total_tokens: 16 } });
 
 /** Two choices' steps, interleaved as vLLM sends them for n=2: texts with escapes, an empty step, each choice's finish. */
 const STREAM = [
-  step(0, "", [200005], { prompt: [200006, 17360, 200008] }),
-  step(1, "", [200005], { prompt: [200006, 17360, 200008] }),
-  step(0, "We", [2167]),
-  step(1, "Say", [25634]),
-  step(0, " need", [1309]),
-  step(1, ' "hi" \\ é', [392, 3686, 1, 2]),
-  step(0, "", []),
-  step(1, "\n", [198]),
-  step(0, ".", [13], { finish: "stop" }),
-  step(1, "!", [0], { finish: "length" }),
+  event(0, "", [200005], { prompt: [200006, 17360, 200008] }),
+  event(1, "", [200005], { prompt: [200006, 17360, 200008] }),
+  event(0, "We", [2167]),
+  event(1, "Say", [25634]),
+  event(0, " need", [1309]),
+  event(1, ' "hi" \\ é', [392, 3686, 1, 2]),
+  event(0, "", []),
+  event(1, "\n", [198]),
+  event(0, ".", [13], { finish: "stop" }),
+  event(1, "!", [0], { finish: "length" }),
   USAGE,
 ];
 
@@ -134,7 +120,7 @@ describe("streamCompletions: events read in place give what parsed ones give", (
   });
 
   it("refuses an id past the vocabulary read in place as it refuses a parsed one", async () => {
-    const bad = [step(0, "", [1], { prompt: [1] }), step(0, "a", [2]), step(0, "b", [999999999])];
+    const bad = [event(0, "", [1], { prompt: [1] }), event(0, "a", [2]), event(0, "b", [999999999])];
     const filled = await read(bad, false);
     const parsed = await read(bad, true);
     // (the first parsed, the second learnt from, the third read in place)
