@@ -42,6 +42,9 @@ export class SessionDoor {
   private readonly conn: Connection;
   private readonly listeners = new Map<string, DoorListener>();
   private readonly textListeners = new Map<string, DoorTextListener>();
+  /** The text listener flush() last took, and its stream's name: a lone stream's steps, with no Map looked in a token. */
+  private lastTextName = "";
+  private lastText: DoorTextListener | undefined = undefined;
   private n = 0;
   private stray: DoorListener | null = null;
   private flowing: Promise<void> | null = null;
@@ -110,6 +113,7 @@ export class SessionDoor {
    */
   listenText(stream: string, listener: DoorTextListener): void {
     this.textListeners.set(stream, listener);
+    if (stream === this.lastTextName) this.lastText = undefined;
   }
 
   /** Events no listener takes: an op's own errors, which would otherwise go nowhere. */
@@ -184,7 +188,12 @@ export class SessionDoor {
     if (run !== null) {
       // one stream's ids alone, a text step: taken and written with no batch (the connection's textNow)
       this.run = null;
-      const text = this.textListeners.get(run);
+      let text = this.lastText;
+      if (text === undefined || run !== this.lastTextName) {
+        text = this.textListeners.get(run);
+        this.lastText = text;
+        this.lastTextName = run;
+      }
       if (text !== undefined && this.conn.textNow(run, this.ids, 0, this.nIds)) {
         this.nIds = 0;
         const taken = this.conn.textTaken;
@@ -216,6 +225,7 @@ export class SessionDoor {
   leave(): void {
     this.listeners.clear();
     this.textListeners.clear();
+    this.lastText = undefined;
     this.conn.close();
     this.resumed?.();
     this.flowing = null;

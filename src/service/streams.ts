@@ -79,6 +79,12 @@ export class StreamBook {
   private readonly closedHandles = new RecentSet<number>(RECENTLY_CLOSED);
   private nextSid = 1;
   private nameChars = 0;
+  /**
+   * The stream find() last found by name: an in-process generation's
+   * connection has one stream, named by every step (no hash table a token,
+   * whose entries are cold after the other streams' steps).
+   */
+  private last: StreamState | undefined = undefined;
 
   get size(): number {
     return this.byName.size;
@@ -107,6 +113,7 @@ export class StreamBook {
   open(name: string, handle: number, slot: number, generation: number): StreamState {
     const st: StreamState = { name, handle, slot, generation, sid: this.nextSid++, session: null };
     this.byName.set(name, st);
+    if (this.last?.name === name) this.last = undefined;
     this.nameChars += name.length;
     this.closed.delete(name);
     if (handle !== 0) {
@@ -118,8 +125,15 @@ export class StreamBook {
 
   /** The open stream an op names (by handle when it gives one), if it names one consistently. */
   find(name: string, handle: number): StreamState | undefined {
-    const st = handle !== 0 ? this.handles.get(handle) : this.byName.get(name);
-    return !st || (handle !== 0 && name !== "" && st.name !== name) ? undefined : st;
+    if (handle === 0) {
+      const last = this.last;
+      if (last !== undefined && last.name === name) return last;
+      const st = this.byName.get(name);
+      if (st !== undefined) this.last = st;
+      return st;
+    }
+    const st = this.handles.get(handle);
+    return !st || (name !== "" && st.name !== name) ? undefined : st;
   }
 
   /** Why `find(name, handle)` found nothing: whyNot's code alone, no message made (most such ops are not listed in the answer). */
@@ -144,6 +158,7 @@ export class StreamBook {
   /** The stream is closed (or lost): forget it, and remember its name and handle as closed. */
   forget(st: StreamState): void {
     if (this.byName.delete(st.name)) this.nameChars -= st.name.length;
+    if (this.last?.name === st.name) this.last = undefined;
     this.closed.add(st.name);
     if (st.handle !== 0) {
       this.handles.delete(st.handle);

@@ -179,4 +179,40 @@ describe("the door's text steps", () => {
     expect(want.fields.get("content")).toBe('Hello "world",\nété 🦀.');
     expect(want.finishes).toContain("stop");
   });
+
+  it("two streams' steps in flushes of their own, taking turns: each text step reaches its own stream's text listener, and a stream closed and another opened under a new name is found anew", async () => {
+    const ids = completion();
+    const door = new SessionDoor(svc, "t");
+    const names = [door.name("gen"), door.name("gen")];
+    const got = names.map((name) => listenTo(door, name, true));
+    for (const name of names) door.open(name, OPEN);
+    door.flush();
+    for (const id of ids) {
+      // (each flush one stream's ids alone: the connection's textNow, the door's and the stream book's last stream switching)
+      for (const name of names) {
+        door.tokens(name, [id]);
+        door.flush();
+      }
+    }
+    for (const name of names) door.close(name, "eos");
+    door.flush();
+    // a third stream after the first two closed: its steps are its own
+    const third = door.name("gen");
+    const late = listenTo(door, third, true);
+    door.open(third, OPEN);
+    door.flush();
+    for (const id of ids) {
+      door.tokens(third, [id]);
+      door.flush();
+    }
+    door.close(third, "eos");
+    door.flush();
+    door.leave();
+    for (const g of [...got, late]) {
+      expect(g.fields.get("content")).toBe('Hello "world",\nété 🦀.');
+      expect(g.fields.get("reasoning")).toBe("Think about it briefly.");
+      expect(g.how.filter((h) => h === "text").length).toBeGreaterThan(10);
+      expect(g.finishes).toContain("stop");
+    }
+  });
 });
