@@ -32,7 +32,18 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { Command } from "commander";
 import type { Kind, RunCommand, RunResult } from "./client.js";
-import { awaitReady, cpuMicros, forkClient, post, procCounters, spawnNode, stop, type ClientProc, type Proc } from "./procs.js";
+import {
+  awaitReady,
+  cpuMicros,
+  forkClient,
+  post,
+  procCounters,
+  spawnNode,
+  stop,
+  type ClientProc,
+  type Proc,
+  type ProcCounters,
+} from "./procs.js";
 import { histogramOf, markdown, rows, versusFirst, type Figures } from "./report.js";
 
 const here = path.dirname(fileURLToPath(import.meta.url));
@@ -211,8 +222,7 @@ async function main(): Promise<void> {
       const used = clients.filter((_, i) => share(i) > 0);
       const before = {
         engine: cpuMicros(engine.pid),
-        front: s.front && cpuMicros(s.front.pid),
-        counters: s.front && procCounters(s.front.pid),
+        front: s.front && procCounters(s.front.pid),
         clients: used.map((c) => cpuMicros(c.pid)),
       };
       const t0 = performance.now();
@@ -232,8 +242,10 @@ async function main(): Promise<void> {
       );
       const wallMs = performance.now() - t0;
       const engineUs = cpuMicros(engine.pid) - before.engine;
-      const frontUs = s.front && before.front !== null ? cpuMicros(s.front.pid) - before.front : null;
-      const counters = s.front && before.counters !== null ? procCounters(s.front.pid) : null;
+      const front = s.front && before.front !== null ? procCounters(s.front.pid) : null;
+      /** What a front counter counted over the run (asked only when there is a front). */
+      const since = (pick: (c: ProcCounters) => number) => pick(front!) - pick(before.front!);
+      const frontUs = front === null ? null : since((c) => c.userUs + c.sysUs);
       const clientUs = used.reduce((a, c, i) => a + cpuMicros(c.pid) - before.clients[i]!, 0);
       const tokens = results.reduce((a, r) => a + r.tokens, 0);
       const ttft = histogramOf(results.map((r) => r.ttft));
@@ -262,14 +274,14 @@ async function main(): Promise<void> {
         clientUsPerToken: perToken(clientUs),
         frontCores: frontUs === null ? null : frontUs / 1000 / wallMs,
         frontPerToken:
-          counters === null || before.counters === null
+          front === null
             ? null
             : {
-                userUs: perToken(counters.userUs - before.counters.userUs),
-                sysUs: perToken(counters.sysUs - before.counters.sysUs),
-                reads: perToken(counters.reads - before.counters.reads),
-                writes: perToken(counters.writes - before.counters.writes),
-                switches: perToken(counters.switches - before.counters.switches),
+                userUs: perToken(since((c) => c.userUs)),
+                sysUs: perToken(since((c) => c.sysUs)),
+                reads: perToken(since((c) => c.reads)),
+                writes: perToken(since((c) => c.writes)),
+                switches: perToken(since((c) => c.switches)),
               },
       };
       ttft.destroy();

@@ -26,12 +26,18 @@ const TICKS = (() => {
   }
 })();
 
-/** User + system CPU of a process (all its threads), µs; /proc/PID/stat's utime and stime. */
-export function cpuMicros(pid: number): number {
+/** User and system CPU of a process (all its threads), µs; /proc/PID/stat's utime and stime. */
+function cpuTimes(pid: number): { userUs: number; sysUs: number } {
   const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
   const f = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
   // fields 14 and 15 of stat(5), counted from the third (state) here
-  return ((Number(f[11]) + Number(f[12])) * 1e6) / TICKS;
+  return { userUs: (Number(f[11]) * 1e6) / TICKS, sysUs: (Number(f[12]) * 1e6) / TICKS };
+}
+
+/** User + system CPU of a process (all its threads), µs. */
+export function cpuMicros(pid: number): number {
+  const { userUs, sysUs } = cpuTimes(pid);
+  return userUs + sysUs;
 }
 
 /** What the kernel counted of a process (all its threads): CPU µs in user and system mode, read and write system calls, context switches. */
@@ -43,10 +49,8 @@ export interface ProcCounters {
   switches: number;
 }
 
-/** /proc/PID/stat's utime and stime, /proc/PID/io's syscr and syscw, and each thread's voluntary and involuntary switches (proc(5)). */
+/** {@link cpuTimes}, /proc/PID/io's syscr and syscw, and each thread's voluntary and involuntary switches (proc(5)). */
 export function procCounters(pid: number): ProcCounters {
-  const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
-  const f = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
   const io = readFileSync(`/proc/${pid}/io`, "utf8");
   const field = (text: string, name: string) => Number(new RegExp(`^${name}:\\s*(\\d+)`, "m").exec(text)?.[1] ?? NaN);
   let switches = 0;
@@ -59,8 +63,7 @@ export function procCounters(pid: number): ProcCounters {
     }
   }
   return {
-    userUs: (Number(f[11]) * 1e6) / TICKS,
-    sysUs: (Number(f[12]) * 1e6) / TICKS,
+    ...cpuTimes(pid),
     reads: field(io, "syscr"),
     writes: field(io, "syscw"),
     switches,

@@ -4,9 +4,7 @@
  * taken as they lie, the rest from the template's chunk, no chunk made:
  * src/upstream/chunk-template.ts `Filled`) or parsed as text, and fails the
  * same way on the same event. The events are vLLM's step chunks
- * (vllm-project/vllm, entrypoints/openai/completion/serving.py
- * `completion_stream_generator`, as test/upstream/chunk-template.test.ts
- * builds them), over a real HTTP server on 127.0.0.1; the same stream with a
+ * (./vllm-step.ts names the source), over a real HTTP server on 127.0.0.1; the same stream with a
  * few spaces after each event's JSON, one more each time (which JSON reads
  * past, and no template learnt from one event fits the next), is the one read
  * as text.
